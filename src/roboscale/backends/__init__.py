@@ -1,0 +1,1 @@
+"""Middleware backends behind one protocol; each is imported only when chosen."""

@@ -1,0 +1,125 @@
+"""The backend protocol and registry.
+
+Stdlib only: the node half of a backend runs inside node agents, and ros1 agents
+run in Debian's system Python. A backend has two halves:
+
+- the driver half, used by the lab in its own interpreter: `check()`, `version()`,
+  `start_infrastructure()`, `node_config()` and `python` (which interpreter runs
+  its nodes);
+- the node half, used inside an agent: `open(ctx)` returns a `Session` whose
+  publishers build the backend's own message type and whose subscriptions call
+  back with `(seq, msg)`, where `msg` is the backend's message, to be forwarded
+  unchanged by an echoer.
+"""
+
+from __future__ import annotations
+
+import importlib
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+# Message ids below zero are probes that establish the echo path before counting.
+PROBE_SEQ_BASE = -1
+
+Callback = Callable[[int, object], None]
+
+
+@dataclass(frozen=True)
+class MessageKind:
+    """What a publisher sends: a named kind (text, laserscan, image) or raw bytes."""
+
+    kind: str
+    size: int
+
+
+@dataclass
+class NodeContext:
+    name: str
+    host: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+class Publisher(Protocol):
+    def send(self, seq: int, stamp_ns: int) -> None: ...
+
+    def forward(self, msg: object) -> None: ...
+
+
+class Session(Protocol):
+    def publisher(self, topic: str, kind: MessageKind, queue: int) -> Publisher: ...
+
+    def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Infrastructure(Protocol):
+    """Whatever a backend runs beside its nodes (roscore, a router), and the node env."""
+
+    env: dict[str, str]
+
+    def stop(self) -> None: ...
+
+
+class NoInfrastructure:
+    def __init__(self) -> None:
+        self.env: dict[str, str] = {}
+
+    def stop(self) -> None:
+        return None
+
+
+class Backend(Protocol):
+    name: str
+
+    @property
+    def python(self) -> str: ...
+
+    def check(self) -> None: ...
+
+    def version(self) -> str: ...
+
+    def start_infrastructure(self, workdir: Path) -> Infrastructure: ...
+
+    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]: ...
+
+    def open(self, ctx: NodeContext) -> Session: ...
+
+
+REGISTRY: dict[str, str] = {
+    "zenoh": "roboscale.backends.zenoh",
+    "ros1": "roboscale.backends.ros1",
+}
+
+
+def known_backends() -> list[str]:
+    return list(REGISTRY)
+
+
+def get_backend(name: str) -> Backend:
+    """Import a backend module only when it is chosen, so a missing one breaks no other."""
+    if name not in REGISTRY:
+        from roboscale.errors import UserError
+
+        raise UserError(
+            f"backend {name!r} is not available in this roboscale; "
+            f"known backends: {', '.join(REGISTRY)}"
+        )
+    module = importlib.import_module(REGISTRY[name])
+    backend: Backend = module.BACKEND
+    return backend
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def current_python() -> str:
+    return sys.executable

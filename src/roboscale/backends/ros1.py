@@ -1,0 +1,227 @@
+"""The ros1 backend: real roscore and rospy from Debian's packages.
+
+The lab starts its own roscore on a free port with its own ROS_HOME and log
+directory, so it never touches a user's running ROS system, and always stops it.
+Nodes run in Debian's system Python, where rospy lives. Messages are the thesis's
+stamped types (`int32 id`, `time t`, then the payload), generated at run time by
+genpy from their definitions, around real `sensor_msgs` LaserScan and Image.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+import xmlrpc.client
+from pathlib import Path
+from typing import Any
+
+from roboscale.backends.base import Callback, MessageKind, NodeContext, free_port
+from roboscale.backends.payload import TEXT, body
+from roboscale.errors import BackendUnavailable, UserError
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+INSTALL_HINT = (
+    "as root: apt-get install ros-core python3-rospy python3-sensor-msgs python3-std-msgs "
+    "(Debian 12), or run `sudo make ros1`"
+)
+HEAD = "int32 id\ntime t\n"
+SEP = "\n" + "=" * 80 + "\nMSG: "
+
+# Thesis message kinds (seed notes) plus raw bytes for arbitrary sizes.
+DEFINITIONS = {
+    "text": ("roboscale_msgs/StampedMessage", HEAD + "string message\n", None),
+    "laserscan": (
+        "roboscale_msgs/StampedLaserScan",
+        HEAD + "sensor_msgs/LaserScan scan\n",
+        "LaserScan",
+    ),
+    "image": ("roboscale_msgs/StampedImage", HEAD + "sensor_msgs/Image image\n", "Image"),
+    "bytes": ("roboscale_msgs/StampedBytes", HEAD + "uint8[] data\n", None),
+}
+LASER_FIXED_BYTES = 60  # header, angles, times, ranges and 2 array lengths, frame "laser"
+
+
+def message_class(kind: str) -> Any:
+    from genpy.dynamic import generate_dynamic
+
+    type_name, text, dep = DEFINITIONS[kind]
+    if dep is not None:
+        import sensor_msgs.msg
+
+        text += SEP + f"sensor_msgs/{dep}\n" + getattr(sensor_msgs.msg, dep)._full_text
+    return generate_dynamic(type_name, text)[type_name]
+
+
+def build_message(kind: MessageKind) -> Any:
+    """A message whose payload part serializes to about `kind.size` bytes."""
+    msg = message_class(kind.kind)()
+    if kind.kind == "text":
+        msg.message = TEXT.decode()
+    elif kind.kind == "laserscan":
+        msg.scan.header.frame_id = "laser"
+        msg.scan.ranges = [1.5] * max(0, (kind.size - LASER_FIXED_BYTES) // 4)
+        msg.scan.angle_min, msg.scan.angle_max, msg.scan.range_max = -2.35, 2.35, 30.0
+    elif kind.kind == "image":
+        msg.image.header.frame_id = "camera"
+        msg.image.height, msg.image.width, msg.image.encoding = 480, 640, "mono8"
+        msg.image.step = 640
+        msg.image.data = body(kind.size, "bytes")
+    else:
+        msg.data = body(kind.size, "bytes")
+    return msg
+
+
+class Ros1Publisher:
+    def __init__(self, publisher: Any, kind: MessageKind) -> None:
+        import rospy
+
+        self._pub = publisher
+        self._msg = build_message(kind)
+        self._time = rospy.Time
+
+    def send(self, seq: int, stamp_ns: int) -> None:
+        self._msg.id = seq
+        self._msg.t = self._time(stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000)
+        self._pub.publish(self._msg)
+
+    def forward(self, msg: object) -> None:
+        self._pub.publish(msg)
+
+
+class Ros1Session:
+    def __init__(self, ctx: NodeContext) -> None:
+        import rospy
+
+        self._rospy = rospy
+        self._nodelay = bool(ctx.config.get("tcp_nodelay", True))
+        rospy.init_node(ctx.name, anonymous=False, disable_signals=True, disable_rosout=True)
+        self._pubs: list[Any] = []
+        self._subs: list[Any] = []
+
+    def publisher(self, topic: str, kind: MessageKind, queue: int) -> Ros1Publisher:
+        cls = message_class(kind.kind)
+        pub = self._rospy.Publisher(topic, cls, queue_size=queue or None)
+        self._pubs.append(pub)
+        return Ros1Publisher(pub, kind)
+
+    def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
+        def on_message(msg: Any) -> None:
+            callback(int(msg.id), msg)
+
+        sub = self._rospy.Subscriber(
+            topic,
+            message_class(kind.kind),
+            on_message,
+            queue_size=queue or None,
+            tcp_nodelay=self._nodelay,
+        )
+        self._subs.append(sub)
+
+    def close(self) -> None:
+        for entity in self._subs + self._pubs:
+            entity.unregister()
+        self._rospy.signal_shutdown("roboscale trial finished")
+
+
+class Roscore:
+    """A private roscore on a free port; stop() ends its whole process group."""
+
+    def __init__(self, workdir: Path) -> None:
+        port = free_port()
+        home = workdir / "ros_home"
+        home.mkdir(parents=True, exist_ok=True)
+        self.uri = f"http://127.0.0.1:{port}/"
+        self.env = {
+            "ROS_MASTER_URI": self.uri,
+            "ROS_HOME": str(home),
+            "ROS_LOG_DIR": str(home / "log"),
+            "ROS_IP": "127.0.0.1",
+        }
+        self._log = (workdir / "roscore.log").open("wb")
+        self._proc = subprocess.Popen(
+            ["roscore", "-p", str(port)],
+            env={**os.environ, **self.env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._wait_ready(workdir)
+
+    def _wait_ready(self, workdir: Path, timeout_s: float = 30.0) -> None:
+        master = xmlrpc.client.ServerProxy(self.uri)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self.stop()
+                raise UserError(f"roscore exited early; see {workdir / 'roscore.log'}")
+            try:
+                state: Any = master.getSystemState("/roboscale")
+                if state[0] == 1:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise UserError(f"roscore did not answer within {timeout_s:.0f} s at {self.uri}")
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            for sig, wait_s in ((signal.SIGINT, 10.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(self._proc.pid, sig)
+                    self._proc.wait(wait_s)
+                    break
+                except ProcessLookupError:
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self._log.close()
+
+
+class Ros1Backend:
+    name = "ros1"
+
+    @property
+    def python(self) -> str:
+        return SYSTEM_PYTHON
+
+    def check(self) -> None:
+        if shutil.which("roscore") is None or not Path(SYSTEM_PYTHON).exists():
+            raise BackendUnavailable(
+                "backend 'ros1' is not installed: roscore not found", hint=INSTALL_HINT
+            )
+        probe = subprocess.run(
+            [SYSTEM_PYTHON, "-c", "import rospy, genpy.dynamic, sensor_msgs.msg"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.returncode != 0:
+            last = (probe.stderr.strip().splitlines() or ["import failed"])[-1]
+            raise BackendUnavailable(f"backend 'ros1' is not installed: {last}", hint=INSTALL_HINT)
+
+    def version(self) -> str:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", "python3-rospy"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return f"rospy {out.stdout.strip() or 'unknown'} (Debian)"
+
+    def start_infrastructure(self, workdir: Path) -> Roscore:
+        return Roscore(workdir)
+
+    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+        # The thesis's nodes used rospy's default (Nagle on); standard mode turns it off.
+        return {"tcp_nodelay": trial.get("mode") != "thesis_compat"}
+
+    def open(self, ctx: NodeContext) -> Ros1Session:
+        return Ros1Session(ctx)
+
+
+BACKEND = Ros1Backend()

@@ -1,0 +1,154 @@
+"""The zenoh backend: real eclipse-zenoh, peer to peer on explicit loopback endpoints.
+
+Each echoer listens on its own tcp/127.0.0.1 port and its sender connects to it;
+multicast scouting is off, so nothing leaves loopback. The 16-byte header (seq,
+stamp) travels as the sample's attachment, so an echoer forwards the payload
+without copying it. Subscriptions use FIFO channel handlers drained by one thread
+per subscriber, never a Python callback per sample on zenoh's threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from roboscale.backends.base import (
+    Callback,
+    Infrastructure,
+    MessageKind,
+    NodeContext,
+    NoInfrastructure,
+    current_python,
+    free_port,
+)
+from roboscale.backends.payload import HEADER, body
+from roboscale.errors import BackendUnavailable
+
+DEFAULT_CHANNEL = 100_000
+
+
+def zenoh_config(listen: list[str], connect: list[str]) -> Any:
+    import zenoh
+
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"peer"')
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    conf.insert_json5("scouting/gossip/enabled", "false")
+    conf.insert_json5("listen/endpoints", _json_list(listen))
+    conf.insert_json5("connect/endpoints", _json_list(connect))
+    return conf
+
+
+def _json_list(items: list[str]) -> str:
+    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+
+class ZenohPublisher:
+    def __init__(self, publisher: Any, kind: MessageKind) -> None:
+        import zenoh
+
+        self._pub: Any = publisher
+        self._body: Any = zenoh.ZBytes(body(kind.size, kind.kind))
+        self._header = bytearray(HEADER.size)
+
+    def send(self, seq: int, stamp_ns: int) -> None:
+        HEADER.pack_into(self._header, 0, seq, stamp_ns)
+        self._pub.put(self._body, attachment=bytes(self._header))
+
+    def forward(self, msg: object) -> None:
+        sample: Any = msg
+        self._pub.put(sample[0], attachment=sample[1])
+
+
+class ZenohSession:
+    def __init__(self, ctx: NodeContext) -> None:
+        import zenoh
+
+        self._zenoh: Any = zenoh
+        cfg = ctx.config
+        self._session: Any = zenoh.open(zenoh_config(cfg.get("listen", []), cfg.get("connect", [])))
+        self._subs: list[Any] = []
+        self._pubs: list[Any] = []
+        self.malformed = 0
+
+    def _key(self, topic: str) -> str:
+        return f"roboscale/{topic.strip('/')}"
+
+    def publisher(self, topic: str, kind: MessageKind, queue: int) -> ZenohPublisher:
+        pub = self._session.declare_publisher(
+            self._key(topic),
+            congestion_control=self._zenoh.CongestionControl.BLOCK,
+            express=True,
+        )
+        self._pubs.append(pub)
+        return ZenohPublisher(pub, kind)
+
+    def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
+        channel: Any = self._zenoh.handlers.FifoChannel(queue or DEFAULT_CHANNEL)
+        sub = self._session.declare_subscriber(self._key(topic), channel)
+        self._subs.append(sub)
+        threading.Thread(target=self._drain, args=(sub, callback), daemon=True).start()
+
+    def _drain(self, sub: Any, callback: Callback) -> None:
+        while True:
+            try:
+                sample: Any = sub.recv()
+            except Exception:
+                return  # the channel closed with the session
+            attachment: Any = sample.attachment
+            raw = attachment.to_bytes() if attachment is not None else b""
+            if len(raw) != HEADER.size:
+                self.malformed += 1
+                continue
+            seq, _stamp = HEADER.unpack(raw)
+            callback(seq, (sample.payload, raw))
+
+    def close(self) -> None:
+        for entity in self._subs + self._pubs:
+            entity.undeclare()
+        self._session.close()
+
+
+class ZenohBackend:
+    name = "zenoh"
+
+    def __init__(self) -> None:
+        self._ports: dict[tuple[str, int], int] = {}
+
+    @property
+    def python(self) -> str:
+        return current_python()
+
+    def check(self) -> None:
+        try:
+            import zenoh  # noqa: F401
+        except ImportError:
+            raise BackendUnavailable(
+                "backend 'zenoh' is not installed: the Python package eclipse-zenoh is missing",
+                hint="pip install eclipse-zenoh (make demo installs it into .venv)",
+            ) from None
+
+    def version(self) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"eclipse-zenoh {version('eclipse-zenoh')}"
+        except PackageNotFoundError:
+            return "eclipse-zenoh (unknown version)"
+
+    def start_infrastructure(self, workdir: Path) -> Infrastructure:
+        return NoInfrastructure()
+
+    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+        port = self._ports.setdefault((str(trial["trial"]), pair), free_port())
+        endpoint = f"tcp/127.0.0.1:{port}"
+        if role == "echoer":
+            return {"listen": [endpoint], "connect": []}
+        return {"listen": [], "connect": [endpoint]}
+
+    def open(self, ctx: NodeContext) -> ZenohSession:
+        return ZenohSession(ctx)
+
+
+BACKEND = ZenohBackend()

@@ -1,0 +1,144 @@
+"""The `roboscale` command: each subcommand is a thin call into a package."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from roboscale import __version__
+from roboscale.errors import UserError
+
+EXAMPLES = """\
+examples:
+  roboscale bench experiments/thesis-e1.yaml --quick            # a short rate sweep
+  roboscale bench experiments/thesis-e1.yaml --backend ros1,zenoh
+  roboscale bench experiments/size-sweep.yaml --dry-run         # list trials, run nothing
+  roboscale report results/thesis-e1-20261122-140000            # re-render a report
+  roboscale backends                                            # what is installed
+"""
+
+BENCH_HELP = """\
+Run an experiment spec: expand its sweep into trials, run each against real
+middleware, record every message, and write a results folder with records
+(Parquet), metadata, summary.json, summary.md and a self-contained report.html.
+Every finished trial is on disk at once: Ctrl-C keeps them, and
+`roboscale report DIR` renders them later.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="roboscale",
+        description="Measure, predict and harden the communication of robot software.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"roboscale {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    b = sub.add_parser("bench", help="run an experiment spec", description=BENCH_HELP)
+    b.add_argument("spec", type=Path, help="experiment spec (YAML); see experiments/")
+    b.add_argument(
+        "--backend",
+        help="comma-separated backends to run instead of the spec's, e.g. ros1,zenoh",
+    )
+    b.add_argument("--out", type=Path, help="results folder (default: results/<name>-<time>)")
+    b.add_argument("--quick", action="store_true", help="apply the spec's quick: overrides")
+    b.add_argument("--dry-run", action="store_true", help="print the planned trials and exit")
+
+    r = sub.add_parser("report", help="render report.html and summary.md from a results folder")
+    r.add_argument("results", type=Path, help="a results folder written by `roboscale bench`")
+
+    sub.add_parser("backends", help="list backends, whether each is installed, and versions")
+    return p
+
+
+def cmd_bench(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.analysis.report import render_report
+    from roboscale.lab.runner import run_sweep
+    from roboscale.spec.loader import load_spec
+    from roboscale.spec.planner import plan
+
+    spec = load_spec(args.spec, quick=args.quick)
+    backends = [b.strip() for b in args.backend.split(",")] if args.backend else None
+    if backends:
+        _check_names(backends)
+    trials = plan(spec, backends)
+    est = sum(t.intended_duration_s + t.pause_s + 1.5 for t in trials)
+    console.print(f"[bold]{spec.name}[/bold]: {len(trials)} trials, about {est:.0f} s")
+    if args.dry_run:
+        for t in trials:
+            msgs = f"{t.messages} msgs + {t.warmup} warm-up"
+            console.print(f"  {t.trial}  {msgs}, ~{t.intended_duration_s:.1f} s")
+        return 0
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = args.out or Path("results") / f"{spec.name}-{stamp}"
+    command = shlex.join(["roboscale", *sys.argv[1:]])
+    outcome = run_sweep(spec, trials, out, args.spec.read_text(), command, console)
+    html, md = render_report(outcome.run_dir)
+    if outcome.interrupted:
+        console.print(
+            f"[yellow]interrupted: {outcome.trials} of {len(trials)} trials kept[/yellow]"
+        )
+    if outcome.failed:
+        console.print(f"[red]{outcome.failed} trial(s) failed; see summary.md[/red]")
+    console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
+    return 130 if outcome.interrupted else (1 if outcome.failed == len(trials) else 0)
+
+
+def _check_names(names: list[str]) -> None:
+    from roboscale.backends.base import known_backends
+
+    for name in names:
+        if name not in known_backends():
+            raise UserError(
+                f"--backend: unknown backend {name!r}; known: {', '.join(known_backends())}"
+            )
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.analysis.report import render_report
+
+    html, md = render_report(args.results)
+    console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
+    return 0
+
+
+def cmd_backends(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.backends.base import get_backend, known_backends
+
+    table = Table("backend", "available", "version / how to install")
+    for name in known_backends():
+        backend = get_backend(name)
+        try:
+            backend.check()
+            table.add_row(name, "[green]yes[/green]", backend.version())
+        except UserError as e:
+            table.add_row(name, "[red]no[/red]", str(e))
+    console.print(table)
+    return 0
+
+
+COMMANDS = {"bench": cmd_bench, "report": cmd_report, "backends": cmd_backends}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=False)
+    err = Console(stderr=True)
+    try:
+        code = COMMANDS[args.command](args, console)
+    except UserError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+        code = 2
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]")
+        code = 130
+    sys.exit(code)

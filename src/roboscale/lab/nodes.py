@@ -1,0 +1,133 @@
+"""Node agent processes and the line protocol the lab speaks with them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import roboscale
+
+# Variables of the lab's own interpreter that must not leak into system-Python agents.
+_PYTHON_ENV = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONSTARTUP")
+
+
+class NodeFailure(Exception):
+    """A node did not follow the protocol in time; the message says which and why."""
+
+
+def package_path() -> Path:
+    """A folder holding only a link to this roboscale package, for agents' PYTHONPATH.
+
+    Agents of ros1 run in the system Python; pointing them at the venv's
+    site-packages would pull the lab's compiled dependencies into it.
+    """
+    root = Path(tempfile.gettempdir()) / f"roboscale-pkg-{os.getuid()}-{os.getpid()}"
+    link = root / "roboscale"
+    if not link.exists():
+        root.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path(roboscale.__file__).resolve().parent, target_is_directory=True)
+    return root
+
+
+@dataclass
+class NodeProcess:
+    name: str
+    role: str
+    output: Path
+    proc: subprocess.Popen[bytes]
+    log: Path
+    buffer: bytes = b""
+    lines: list[str] = field(default_factory=list)
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((line + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it exited; its exit is reported where we wait for its DONE
+
+    def tail(self) -> str:
+        try:
+            text = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(text[-3:])
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
+
+def spawn(python: str, config: dict[str, Any], workdir: Path, env: dict[str, str]) -> NodeProcess:
+    name = config["name"]
+    cfg_path = workdir / f"{name}.json"
+    cfg_path.write_text(json.dumps(config))
+    log = workdir / f"{name}.log"
+    base = {k: v for k, v in os.environ.items() if k not in _PYTHON_ENV}
+    proc_env = {**base, **env, "PYTHONPATH": str(package_path()), "PYTHONUNBUFFERED": "1"}
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [python, "-m", "roboscale.workloads.agent", str(cfg_path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=proc_env,
+            start_new_session=True,
+        )
+    return NodeProcess(name, config["role"], Path(config["output"]), proc, log)
+
+
+def await_line(nodes: list[NodeProcess], expected: str, timeout_s: float) -> None:
+    """Wait until every node printed `expected`; fail naming the first node that did not."""
+    pending = {n.proc.stdout.fileno(): n for n in nodes if n.proc.stdout is not None}
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as sel:
+        for fd in pending:
+            sel.register(fd, selectors.EVENT_READ)
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                node = next(iter(pending.values()))
+                raise NodeFailure(
+                    f"{node.name}: no {expected} within {timeout_s:.0f} s. {node.tail()}"
+                )
+            for key, _ in sel.select(min(left, 1.0)):
+                node = pending[int(key.fd)]
+                if _read_until(node, expected):
+                    sel.unregister(key.fd)
+                    del pending[int(key.fd)]
+
+
+def _read_until(node: NodeProcess, expected: str) -> bool:
+    chunk = os.read(node.proc.stdout.fileno(), 65536) if node.proc.stdout else b""
+    if not chunk:
+        code = node.proc.wait()
+        last = node.lines[-1] if node.lines else ""
+        raise NodeFailure(
+            f"{node.name} exited (code {code}) before {expected}. {last} {node.tail()}"
+        )
+    node.buffer += chunk
+    *complete, node.buffer = node.buffer.split(b"\n")
+    for raw in complete:
+        line = raw.decode(errors="replace").strip()
+        node.lines.append(line)
+        if line == expected:
+            return True
+        if line.startswith("NOMATCH"):
+            raise NodeFailure(f"{node.name}: {line}")
+    return False

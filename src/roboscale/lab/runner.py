@@ -1,0 +1,195 @@
+"""Run a planned sweep: every finished trial is on disk before the next one starts."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+import roboscale
+from roboscale.analysis.stats import summarize_trial
+from roboscale.analysis.verdict import Thresholds
+from roboscale.backends.base import Backend, Infrastructure, get_backend
+from roboscale.env.hostfacts import host_facts
+from roboscale.errors import UserError
+from roboscale.lab.nodes import NodeFailure
+from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
+from roboscale.records.schema import FORMAT_VERSION, RUN_FILE
+from roboscale.records.store import append_summary, trial_dir, write_json, write_trial
+from roboscale.spec.planner import TrialPlan
+from roboscale.spec.schema import Spec
+
+TRIAL_OVERHEAD_S = 1.5  # process start and connection, for the ETA only
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    trials: int
+    failed: int
+    interrupted: bool
+
+
+def prepare_run_dir(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(
+            f"{out}: cannot write results there ({e.strerror or e})",
+            hint="choose another folder with --out",
+        ) from None
+
+
+def check_backends(names: list[str]) -> dict[str, Backend]:
+    backends = {name: get_backend(name) for name in names}
+    for backend in backends.values():
+        backend.check()
+    return backends
+
+
+@contextmanager
+def infrastructures(
+    backends: dict[str, Backend], run_dir: Path
+) -> Iterator[dict[str, Infrastructure]]:
+    """Start each backend's infrastructure on first use; always stop all of them."""
+    started: dict[str, Infrastructure] = {}
+
+    class Lazy(dict[str, Infrastructure]):
+        def __missing__(self, name: str) -> Infrastructure:
+            work = run_dir / "infra" / name
+            work.mkdir(parents=True, exist_ok=True)
+            started[name] = backends[name].start_infrastructure(work)
+            return started[name]
+
+    try:
+        yield Lazy()
+    finally:
+        for infra in started.values():
+            infra.stop()
+
+
+def run_one(
+    backend: Backend, infra: Infrastructure, t: TrialPlan, run_dir: Path, th: Thresholds
+) -> dict[str, Any]:
+    out = trial_dir(run_dir, t.trial)
+    raw = out / "raw"
+    if out.exists():
+        shutil.rmtree(out)
+    raw.mkdir(parents=True)
+    meta: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "tool_version": roboscale.__version__,
+        "backend": backend.name,
+        "backend_version": backend.version(),
+        "params": t.params(),
+        "host": host_facts(),
+        "warmup_discarded": t.warmup,
+        "start": wall_clock(),
+    }
+    try:
+        run_nodes(backend, infra, t, raw)
+        tables, nodes = collect(t, raw)
+    except NodeFailure as e:
+        meta.update(end=wall_clock(), error=str(e))
+        write_trial(run_dir, t.trial, [], meta)
+        return {**t.params(), "error": str(e), "sustained": False}
+    meta.update(end=wall_clock(), nodes=nodes, usage=node_usage(nodes))
+    write_trial(run_dir, t.trial, tables, meta)
+    shutil.rmtree(raw)
+    from roboscale.records.store import read_records
+
+    entry = summarize_trial(read_records(run_dir, t.trial), t.params(), th)
+    entry["usage"] = meta["usage"]
+    return entry
+
+
+def write_run_file(
+    run_dir: Path, spec: Spec, spec_text: str, command: str, backends: dict[str, Backend]
+) -> None:
+    write_json(
+        run_dir / RUN_FILE,
+        {
+            "format_version": FORMAT_VERSION,
+            "tool_version": roboscale.__version__,
+            "spec_name": spec.name,
+            "spec_description": spec.description,
+            "spec": spec_text,
+            "command": command,
+            "created_unix_s": time.time(),
+            "host": host_facts(),
+            "backends": {name: b.version() for name, b in backends.items()},
+        },
+    )
+
+
+def run_sweep(
+    spec: Spec,
+    trials: list[TrialPlan],
+    run_dir: Path,
+    spec_text: str,
+    command: str,
+    console: Console,
+) -> RunOutcome:
+    backends = check_backends(sorted({t.backend for t in trials}))
+    prepare_run_dir(run_dir)
+    write_run_file(run_dir, spec, spec_text, command, backends)
+    th = Thresholds(**spec.verdict.model_dump())
+    failed = 0
+    done = 0
+    estimate = [
+        t.intended_duration_s + t.drain_s * 0.2 + t.pause_s + TRIAL_OVERHEAD_S for t in trials
+    ]
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.fields[n]} trials"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    try:
+        with (
+            infrastructures(backends, run_dir) as infra,
+            Progress(*columns, console=console) as bar,
+        ):
+            task = bar.add_task("starting", total=sum(estimate), n=len(trials))
+            for t, est in zip(trials, estimate, strict=True):
+                if done and t.pause_s:
+                    time.sleep(t.pause_s)
+                bar.update(
+                    task,
+                    description=f"{t.backend} {t.rate_hz:g} Hz {t.payload} x{t.pairs} run {t.run}",
+                )
+                entry = run_one(backends[t.backend], infra[t.backend], t, run_dir, th)
+                append_summary(run_dir, entry, th.to_dict())
+                failed += bool(entry.get("error"))
+                done += 1
+                bar.update(task, advance=est, completed=sum(estimate[:done]))
+                _log_trial(console, entry)
+    except KeyboardInterrupt:
+        return RunOutcome(run_dir, done, failed, interrupted=True)
+    return RunOutcome(run_dir, done, failed, interrupted=False)
+
+
+def _log_trial(console: Console, e: dict[str, Any]) -> None:
+    if e.get("error"):
+        console.print(f"  [red]✗ {e['trial']}: {e['error']}[/red]")
+        return
+    rtt = e["rtt_us"]
+    mark = "[green]✓[/green]" if e["sustained"] else "[yellow]✗[/yellow]"
+    p50 = "-" if rtt["p50"] is None else f"{rtt['p50']:.0f}"
+    p99 = "-" if rtt["p99"] is None else f"{rtt['p99']:.0f}"
+    console.print(
+        f"  {mark} {e['trial']}: {e['received']}/{e['sent']} back, "
+        f"{e['achieved_rate_hz']:.0f} Hz achieved, RTT p50 {p50} µs p99 {p99} µs"
+    )

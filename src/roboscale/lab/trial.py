@@ -1,0 +1,105 @@
+"""One trial: start echoers, then senders, say GO, collect raw files into records."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from roboscale.backends.base import Backend, Infrastructure
+from roboscale.lab.nodes import NodeProcess, await_line, spawn
+from roboscale.records.raw import read_raw
+from roboscale.records.store import records_table
+from roboscale.spec.payloads import payload_kind
+from roboscale.spec.planner import TrialPlan
+
+READY_GRACE_S = 15.0  # interpreter start-up and imports, beyond the match timeout
+
+
+def _echo_config(t: TrialPlan, pair: int) -> dict[str, Any]:
+    prefix = f"t{t.index:04d}"
+    return {
+        "pair": pair,
+        "topic_out": f"/{prefix}/chatter_m_{pair}",
+        "topic_back": f"/{prefix}/chatter_s_{pair}",
+        "kind": {"kind": payload_kind(t.payload), "size": t.payload_bytes},
+        "rate_hz": t.rate_hz,
+        "messages": t.messages,
+        "warmup": t.warmup,
+        "drain_s": t.drain_s,
+        "publisher_queue": t.publisher_queue,
+        "subscriber_queue": t.subscriber_queue,
+        "wait_for_match": t.mode != "thesis_compat",
+        "match_timeout_s": t.match_timeout_s,
+    }
+
+
+def _node_config(backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path) -> dict[str, Any]:
+    name = f"{role}_{pair}_t{t.index:04d}"
+    return {
+        "backend": backend.name,
+        "role": role,
+        "name": name,
+        "host": "local",
+        "node_config": backend.node_config(role, pair, t.params()),
+        "echo": _echo_config(t, pair),
+        "output": str(raw / f"{name}.raw"),
+    }
+
+
+def run_nodes(backend: Backend, infra: Infrastructure, t: TrialPlan, raw: Path) -> None:
+    """Run every node of the trial to completion; any failure kills them all."""
+    nodes: list[NodeProcess] = []
+    try:
+        for role in ("echoer", "sender"):
+            group = [
+                spawn(backend.python, _node_config(backend, t, role, p, raw), raw, infra.env)
+                for p in range(t.pairs)
+            ]
+            nodes += group
+            await_line(group, "READY", t.match_timeout_s + READY_GRACE_S)
+        senders = [n for n in nodes if n.role == "sender"]
+        echoers = [n for n in nodes if n.role == "echoer"]
+        for n in senders:
+            n.send("GO")
+        await_line(senders, "DONE", t.intended_duration_s * 3 + t.drain_s + 30)
+        for n in echoers:
+            n.send("STOP")
+        await_line(echoers, "DONE", 30)
+        for n in nodes:
+            with contextlib.suppress(Exception):
+                n.proc.wait(10)
+    finally:
+        for n in nodes:
+            n.kill()
+
+
+def collect(t: TrialPlan, raw: Path) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    """Join each sender's rows with its echoer's arrival times into record tables."""
+    tables, nodes = [], []
+    for pair in range(t.pairs):
+        s_head, s_cols = read_raw(raw / f"sender_{pair}_t{t.index:04d}.raw")
+        e_head, e_cols = read_raw(raw / f"echoer_{pair}_t{t.index:04d}.raw")
+        cols = {k: np.frombuffer(v, dtype=np.int64) for k, v in s_cols.items()}
+        cols["t_echoed"] = np.frombuffer(e_cols["t_echoed"], dtype=np.int64)
+        tables.append(records_table(t.trial, s_head["node"], "local", t.payload_bytes, cols))
+        nodes += [s_head, e_head]
+    return tables, nodes
+
+
+def node_usage(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    cpu = sum(n["usage"]["cpu_user_s"] + n["usage"]["cpu_sys_s"] for n in nodes)
+    return {
+        "cpu_s_total": round(cpu, 4),
+        "peak_rss_kb_max": max((n["usage"]["max_rss_kb"] for n in nodes), default=0),
+        "malformed": sum(int(n.get("malformed", 0)) for n in nodes),
+        "duplicates": sum(int(n["counters"]["duplicates"]) for n in nodes),
+    }
+
+
+def wall_clock() -> dict[str, Any]:
+    return {"unix_s": time.time(), "monotonic_ns": time.monotonic_ns()}

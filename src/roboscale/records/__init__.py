@@ -1,0 +1,1 @@
+"""Per-message records, trial metadata and results folders (format-versioned)."""

@@ -1,0 +1,64 @@
+"""The raw file a node agent writes at the end of a trial.
+
+Stdlib only: ros1 agents run in Debian's system Python. Columns are int64 arrays
+filled in place during the run (no allocation on the hot path) and dumped once.
+Layout: MAGIC, a 4-byte little-endian header length, a JSON header, then each
+column as `count` little-endian int64 values in the header's column order.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from array import array
+from pathlib import Path
+from typing import Any
+
+MAGIC = b"RSRAW1\n"
+MISSING = 0  # CLOCK_MONOTONIC is never 0 on a running system
+
+
+def new_column(count: int) -> array[int]:
+    return array("q", bytes(8 * count))
+
+
+def write_raw(path: Path, header: dict[str, Any], columns: dict[str, array[int]]) -> None:
+    names = list(columns)
+    counts = {len(c) for c in columns.values()}
+    if len(counts) > 1:
+        raise ValueError(f"raw columns differ in length: {sorted(counts)}")
+    meta = dict(header, columns=names, count=counts.pop() if counts else 0)
+    blob = json.dumps(meta).encode()
+    tmp = path.with_suffix(path.suffix + ".part")
+    with tmp.open("wb") as f:
+        f.write(MAGIC)
+        f.write(struct.pack("<I", len(blob)))
+        f.write(blob)
+        for name in names:
+            col = columns[name]
+            if sys.byteorder != "little":
+                col = array("q", col)
+                col.byteswap()
+            col.tofile(f)
+    tmp.replace(path)
+
+
+def read_raw(path: Path) -> tuple[dict[str, Any], dict[str, array[int]]]:
+    data = path.read_bytes()
+    if not data.startswith(MAGIC):
+        raise ValueError(f"{path}: not a roboscale raw record file")
+    (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
+    start = len(MAGIC) + 4
+    header: dict[str, Any] = json.loads(data[start : start + hlen])
+    count = int(header["count"])
+    pos = start + hlen
+    columns: dict[str, array[int]] = {}
+    for name in header["columns"]:
+        col = array("q")
+        col.frombytes(data[pos : pos + 8 * count])
+        if sys.byteorder != "little":
+            col.byteswap()
+        columns[name] = col
+        pos += 8 * count
+    return header, columns

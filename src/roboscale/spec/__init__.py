@@ -1,0 +1,1 @@
+"""Experiment specs: typed schema, YAML loading with line numbers, validation, planning."""

@@ -1,0 +1,171 @@
+"""Load a YAML spec with line numbers and turn every problem into file:line: field: message."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.spec.schema import ALLOWED, Spec
+
+Path_ = tuple[str | int, ...]
+LineMap = dict[Path_, int]
+
+
+def load_yaml(path: Path) -> tuple[Any, LineMap]:
+    """Parse YAML into plain data plus a map from each key path to its line."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such spec file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read: {e}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(e, "problem", None) or str(e)
+        raise SpecError(str(path), line, "", f"not valid YAML: {problem}") from None
+    if node is None:
+        raise SpecError(str(path), 1, "", "the file is empty; a spec needs at least name, sweep")
+    lines: LineMap = {}
+    return _build(node, (), lines, str(path)), lines
+
+
+def _build(node: yaml.Node, path: Path_, lines: LineMap, file: str) -> Any:
+    constructor = yaml.SafeLoader("")
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = constructor.construct_object(key_node)
+            if key in out:
+                raise SpecError(file, key_node.start_mark.line + 1, str(key), "duplicate key")
+            lines[(*path, key)] = key_node.start_mark.line + 1
+            out[key] = _build(value_node, (*path, key), lines, file)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(v, (*path, i), lines, file) for i, v in enumerate(node.value)]
+    return constructor.construct_object(node)
+
+
+def dotted(loc: Path_) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line_for(loc: Path_, lines: LineMap) -> int | None:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return None
+
+
+def _allowed_for(loc: Path_) -> str:
+    key = ".".join(str(p) for p in loc if not isinstance(p, int))
+    return ALLOWED.get(key, "")
+
+
+def _fields_at(model: type[BaseModel], loc: Path_) -> list[str]:
+    """The valid field names of the mapping that holds loc[-1]."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int) or not (
+            isinstance(current, type) and issubclass(current, BaseModel)
+        ):
+            continue
+        field = current.model_fields.get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _message(err: Any, loc: Path_, model: type[BaseModel]) -> str:
+    if err["type"] == "extra_forbidden":
+        names = _fields_at(model, loc)
+        close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+        guess = f"; did you mean '{close[0]}'?" if close else ""
+        return f"unknown field{guess} allowed fields here: {', '.join(names)}"
+    if err["type"] == "missing":
+        allowed = _allowed_for(loc)
+        return f"required field is missing; expected {allowed}" if allowed else "required"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if "allowed:" in msg:
+        return msg
+    allowed = _allowed_for(loc)
+    given = err.get("input")
+    quoted = isinstance(given, dict | list) or repr(given) in msg
+    shown = "" if quoted else f" (got {given!r})"
+    return f"{msg}{shown}; allowed: {allowed}" if allowed else f"{msg}{shown}"
+
+
+def to_spec_errors(
+    e: ValidationError, file: str, lines: LineMap, model: type[BaseModel], quick: bool = False
+) -> SpecErrors:
+    """One SpecError per problem, in file order. In a quick variant, a problem that
+    lies inside the quick section is named by its full path there."""
+    errors = []
+    for err in e.errors():
+        loc: Path_ = tuple(err["loc"])
+        shown = loc
+        if quick and any(("quick", *loc[:n]) in lines for n in range(1, len(loc) + 1)):
+            shown = ("quick", *loc)
+        line = _line_for(shown, lines) if shown != loc else _line_for(loc, _quick_lines(lines))
+        errors.append(SpecError(file, line, dotted(shown), _message(err, loc, model)))
+    errors.sort(key=lambda x: (x.line or 0, x.field))
+    return SpecErrors(errors)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _quick_lines(lines: LineMap) -> LineMap:
+    """Lines of the merged quick spec: the quick section's own lines win."""
+    merged = {k: v for k, v in lines.items() if not (k and k[0] == "quick")}
+    merged.update({k[1:]: v for k, v in lines.items() if k and k[0] == "quick"})
+    return merged
+
+
+def validate(data: Any, file: str, lines: LineMap, quick: bool = False) -> Spec:
+    if not isinstance(data, dict):
+        raise SpecError(file, 1, "", "a spec must be a mapping with at least name and sweep")
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as e:
+        raise to_spec_errors(e, file, lines, Spec, quick) from None
+
+
+def load_spec(path: Path, *, quick: bool = False) -> Spec:
+    """Load and validate a spec; `quick: {...}` holds overrides applied with --quick.
+
+    Both the full spec and its quick variant are validated, so a broken quick
+    section is reported even when it is not used.
+    """
+    data, lines = load_yaml(path)
+    file = str(path)
+    base = dict(data) if isinstance(data, dict) else data
+    overrides = base.pop("quick", None) if isinstance(base, dict) else None
+    if overrides is not None and not isinstance(overrides, dict):
+        raise SpecError(file, lines.get(("quick",)), "quick", "must be a mapping of overrides")
+    spec = validate(base, file, lines)
+    if overrides is None:
+        return spec
+    quick_spec = validate(_merge(base, overrides), file, lines, quick=True)
+    return quick_spec if quick else spec

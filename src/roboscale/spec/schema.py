@@ -1,0 +1,120 @@
+"""The experiment spec schema. Scalars on sweep axes are accepted as one-element lists."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from roboscale.spec.payloads import parse_payload
+
+BACKEND_NAMES = ("native", "zenoh", "ros1", "dds")
+MAX_RATE_HZ = 1_000_000.0
+
+
+def _as_list(value: Any) -> Any:
+    return value if isinstance(value, list) else [value]
+
+
+def _payload(value: Any) -> tuple[str, int]:
+    if isinstance(value, tuple):
+        return value
+    return parse_payload(value)
+
+
+Payload = Annotated[tuple[str, int], BeforeValidator(_payload)]
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE_HZ)]
+Pairs = Annotated[int, Field(ge=1, le=1024)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Sweep(Strict):
+    """Axes whose lists expand into the cross product of trials."""
+
+    backend: Annotated[list[str], BeforeValidator(_as_list), Field(min_length=1)] = ["zenoh"]
+    rate_hz: Annotated[list[Rate], BeforeValidator(_as_list), Field(min_length=1)]
+    payload: Annotated[list[Payload], BeforeValidator(_as_list), Field(min_length=1)] = [
+        ("text", 11)
+    ]
+    pairs: Annotated[list[Pairs], BeforeValidator(_as_list), Field(min_length=1)] = [1]
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backends(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name not in BACKEND_NAMES:
+                raise ValueError(f"unknown backend {name!r}")
+        return names
+
+
+class TrialSettings(Strict):
+    """How each trial runs."""
+
+    runs: int = Field(1, ge=1, le=1000)
+    messages: int | None = Field(None, ge=1, le=10_000_000)
+    duration_s: float | None = Field(None, gt=0, le=3600)
+    warmup: int = Field(50, ge=0, le=100_000)
+    drain_s: float = Field(2.0, ge=0, le=600)
+    pause_s: float = Field(0.0, ge=0, le=3600)
+    publisher_queue: int = Field(1000, ge=0, le=1_000_000)
+    subscriber_queue: int = Field(0, ge=0, le=1_000_000)
+    mode: Literal["standard", "thesis_compat"] = "standard"
+    order: Literal["sequential", "shuffled"] = "sequential"
+    match_timeout_s: float = Field(20.0, gt=0, le=600)
+
+    def message_count(self, rate_hz: float) -> int:
+        """Messages per stream: `messages`, or `duration_s` worth at the rate (default 1000)."""
+        if self.messages is not None:
+            return self.messages
+        if self.duration_s is not None:
+            return max(1, round(rate_hz * self.duration_s))
+        return 1000
+
+
+class VerdictSettings(Strict):
+    min_rate_ratio: float = Field(0.95, gt=0, le=1)
+    max_loss: float = Field(0.01, ge=0, le=1)
+    growth_factor: float = Field(2.0, ge=1)
+    growth_floor_us: float = Field(200.0, ge=0)
+
+
+class Spec(Strict):
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    sweep: Sweep
+    trial: TrialSettings = TrialSettings()
+    seed: int = Field(0, ge=0)
+    verdict: VerdictSettings = VerdictSettings()
+
+
+# What each field allows, worded for people; used in validation messages.
+ALLOWED: dict[str, str] = {
+    "name": "a short name of letters, digits, '.', '_' or '-'",
+    "description": "free text",
+    "sweep": "a mapping with backend, rate_hz, payload, pairs",
+    "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
+    "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
+    "sweep.payload": "text, laserscan, image, or a size from 1 B to 4 MB (256, '4KB'), or a list",
+    "sweep.pairs": "a number of sender/echoer pairs from 1 to 1024, or a list of them",
+    "trial": "a mapping of trial settings",
+    "trial.runs": "a whole number of repetitions from 1 to 1000",
+    "trial.messages": "messages per stream, 1 to 10,000,000",
+    "trial.duration_s": "seconds per stream, above 0 and at most 3600",
+    "trial.warmup": "messages sent and discarded before measuring, 0 to 100,000",
+    "trial.drain_s": "seconds to wait for late replies, 0 to 600",
+    "trial.pause_s": "seconds between trials, 0 to 3600",
+    "trial.publisher_queue": "publisher queue length, 0 (unbounded) to 1,000,000",
+    "trial.subscriber_queue": "subscriber queue length, 0 (unbounded) to 1,000,000",
+    "trial.mode": "standard or thesis_compat",
+    "trial.order": "sequential or shuffled (by seed)",
+    "trial.match_timeout_s": "seconds to wait for the echo path to connect, up to 600",
+    "seed": "a whole number >= 0",
+    "verdict": "a mapping of verdict thresholds",
+    "verdict.min_rate_ratio": "a fraction above 0 and at most 1 (achieved/target rate)",
+    "verdict.max_loss": "a fraction from 0 to 1",
+    "verdict.growth_factor": "a factor >= 1 (last/first quarter median RTT)",
+    "verdict.growth_floor_us": "microseconds >= 0",
+}

@@ -1,0 +1,49 @@
+"""Shared fixtures. Integration tests may skip outside CI only when their real
+dependency cannot be present; in CI (CI=true) a missing dependency fails them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+REPO = Path(__file__).resolve().parent.parent
+
+
+def require(available: bool, reason: str) -> None:
+    if available:
+        return
+    if IN_CI:
+        pytest.fail(f"CI must run this test, but: {reason}")
+    pytest.skip(reason)
+
+
+def ros1_available() -> bool:
+    if shutil.which("roscore") is None:
+        return False
+    probe = subprocess.run(
+        ["/usr/bin/python3", "-c", "import rospy, genpy.dynamic, sensor_msgs.msg"],
+        capture_output=True,
+        check=False,
+    )
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def ros1() -> None:
+    require(ros1_available(), "ROS 1 is not installed (sudo make ros1)")
+
+
+@pytest.fixture(scope="session")
+def zenoh() -> None:
+    try:
+        import zenoh  # noqa: F401
+
+        ok = True
+    except ImportError:
+        ok = False
+    require(ok, "eclipse-zenoh is not installed (make test installs it into .venv)")

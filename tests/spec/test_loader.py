@@ -1,0 +1,178 @@
+"""Broken specs, each with its exact message: file, line, field and what is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.spec.loader import load_spec
+
+GOOD = """\
+name: ok
+sweep:
+  backend: [zenoh, ros1]
+  rate_hz: [10, 100]
+  payload: [text, 4KB]
+  pairs: [1, 2]
+trial:
+  runs: 2
+quick:
+  sweep:
+    rate_hz: 5
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+def messages(tmp_path: Path, text: str, quick: bool = False) -> list[str]:
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as info:
+        load_spec(path, quick=quick)
+    err = info.value
+    errors = err.errors if isinstance(err, SpecErrors) else [err]
+    assert all(isinstance(e, SpecError) for e in errors)
+    return [e.message.replace(str(path), "F") for e in errors]
+
+
+def test_good_spec_and_quick_variant(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD)
+    spec = load_spec(path)
+    assert spec.sweep.backend == ["zenoh", "ros1"]
+    assert spec.sweep.payload == [("text", 11), ("4KB", 4096)]
+    assert spec.trial.runs == 2
+    assert load_spec(path, quick=True).sweep.rate_hz == [5.0]
+
+
+def test_scalars_become_lists(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, "name: s\nsweep:\n  rate_hz: 7\n  payload: image\n"))
+    assert spec.sweep.rate_hz == [7.0]
+    assert spec.sweep.payload == [("image", 307200)]
+    assert spec.sweep.backend == ["zenoh"]
+
+
+def test_broken_yaml(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep: [\n") == [
+        "F:3: not valid YAML: expected the node content, but found '<stream end>'"
+    ]
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    assert messages(tmp_path, "") == ["F:1: the file is empty; a spec needs at least name, sweep"]
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    assert messages(tmp_path, "- 1\n- 2\n") == [
+        "F:1: a spec must be a mapping with at least name and sweep"
+    ]
+
+
+def test_unknown_field_suggests_nearest(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  paylod: text\n") == [
+        "F:4: sweep.paylod: unknown field; did you mean 'payload'? "
+        "allowed fields here: backend, rate_hz, payload, pairs"
+    ]
+
+
+def test_unknown_top_level_field(tmp_path: Path) -> None:
+    msgs = messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\ntrials:\n  runs: 2\n")
+    assert msgs == [
+        "F:4: trials: unknown field; did you mean 'trial'? "
+        "allowed fields here: name, description, sweep, trial, seed, verdict"
+    ]
+
+
+def test_negative_rate(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: [10,\n    -5]\n") == [
+        "F:4: sweep.rate_hz[1]: Input should be greater than 0 (got -5); "
+        "allowed: a rate in Hz above 0 and at most 1,000,000, or a list of them"
+    ]
+
+
+def test_rate_above_one_megahertz(tmp_path: Path) -> None:
+    msgs = messages(tmp_path, "name: x\nsweep:\n  rate_hz: 2000000\n")
+    assert msgs[0].startswith(
+        "F:3: sweep.rate_hz[0]: Input should be less than or equal to 1000000"
+    )
+
+
+def test_unknown_backend(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  backend: ros2\n") == [
+        "F:4: sweep.backend: unknown backend 'ros2'; "
+        "allowed: one of native, zenoh, ros1, dds, or a list of them"
+    ]
+
+
+def test_bad_payloads(tmp_path: Path) -> None:
+    allowed = "one of text, laserscan, image, or a size from 1 B to 4 MB such as 256, "
+    allowed += "'256B', '4KB', '4MB'"
+    assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  payload: [foo, 5MB]\n") == [
+        f"F:4: sweep.payload[0]: 'foo' is not a payload; allowed: {allowed}",
+        "F:4: sweep.payload[1]: '5MB' is 5242880 bytes; allowed: sizes from 1 B to 4 MB",
+    ]
+
+
+def test_several_errors_in_file_order(tmp_path: Path) -> None:
+    text = "name: 'bad name'\nsweep:\n  rate_hz: 1\ntrial:\n  runs: 0\n  mode: fast\n"
+    assert messages(tmp_path, text) == [
+        "F:1: name: String should match pattern '^[A-Za-z0-9_.-]+$' (got 'bad name'); "
+        "allowed: a short name of letters, digits, '.', '_' or '-'",
+        "F:5: trial.runs: Input should be greater than or equal to 1 (got 0); "
+        "allowed: a whole number of repetitions from 1 to 1000",
+        "F:6: trial.mode: Input should be 'standard' or 'thesis_compat' (got 'fast'); "
+        "allowed: standard or thesis_compat",
+    ]
+
+
+def test_missing_required(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep:\n  pairs: 2\n") == [
+        "F:2: sweep.rate_hz: required field is missing; "
+        "expected a rate in Hz above 0 and at most 1,000,000, or a list of them"
+    ]
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\ntrial:\n  warmup: lots\n") == [
+        "F:5: trial.warmup: Input should be a valid integer, unable to parse string as an "
+        "integer (got 'lots'); allowed: messages sent and discarded before measuring, 0 to 100,000"
+    ]
+
+
+def test_duplicate_key(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nname: y\nsweep:\n  rate_hz: 1\n") == [
+        "F:2: name: duplicate key"
+    ]
+
+
+def test_broken_quick_section_reported_even_without_quick(tmp_path: Path) -> None:
+    text = "name: x\nsweep:\n  rate_hz: 1\nquick:\n  trial:\n    messagez: 5\n"
+    assert messages(tmp_path, text) == [
+        "F:6: quick.trial.messagez: unknown field; did you mean 'messages'? allowed fields "
+        "here: runs, messages, duration_s, warmup, drain_s, pause_s, publisher_queue, "
+        "subscriber_queue, mode, order, match_timeout_s"
+    ]
+
+
+def test_quick_not_a_mapping(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\nquick: yes\n") == [
+        "F:4: quick: must be a mapping of overrides"
+    ]
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such spec file"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_shipped_specs_are_valid() -> None:
+    root = Path(__file__).resolve().parents[2] / "experiments"
+    specs = sorted(root.glob("*.yaml"))
+    assert specs
+    for path in specs:
+        load_spec(path)
+        load_spec(path, quick=True)

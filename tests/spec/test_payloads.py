@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from roboscale.spec.payloads import format_size, parse_payload, payload_kind
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("text", ("text", 11)),
+        ("laserscan", ("laserscan", 4250)),
+        ("IMAGE", ("image", 307200)),
+        (256, ("256B", 256)),
+        ("256B", ("256B", 256)),
+        ("4KB", ("4KB", 4096)),
+        ("4 MiB", ("4MB", 4 * 1024 * 1024)),
+        ("1.5KB", ("1536B", 1536)),
+    ],
+)
+def test_parse(value: object, expected: tuple[str, int]) -> None:
+    assert parse_payload(value) == expected
+
+
+@pytest.mark.parametrize("value", [0, "0B", "5MB", "ten", True, 1.5, None])
+def test_rejects(value: object) -> None:
+    with pytest.raises(ValueError):
+        parse_payload(value)
+
+
+def test_kind_and_format() -> None:
+    assert payload_kind("laserscan") == "laserscan"
+    assert payload_kind("4KB") == "bytes"
+    assert format_size(1024 * 1024) == "1MB"
+    assert format_size(1000) == "1000B"

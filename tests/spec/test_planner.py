@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from roboscale.spec.loader import load_spec
+from roboscale.spec.planner import plan
+
+
+def spec_file(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: p\nsweep:\n  backend: [zenoh, ros1]\n  rate_hz: [10, 100]\n"
+        "  payload: [text, 1KB]\n  pairs: [1, 4]\ntrial:\n  runs: 3\n  duration_s: 2\n" + extra
+    )
+    return path
+
+
+def test_cross_product_and_ids(tmp_path: Path) -> None:
+    trials = plan(load_spec(spec_file(tmp_path)))
+    assert len(trials) == 2 * 2 * 2 * 2 * 3
+    assert [t.index for t in trials] == list(range(48))
+    assert len({t.trial for t in trials}) == 48
+    first = trials[0]
+    assert first.trial == "t0000-zenoh-10hz-text-p1-r0"
+    assert (first.backend, first.payload, first.payload_bytes, first.pairs) == (
+        "zenoh",
+        "text",
+        11,
+        1,
+    )
+    # duration_s sets the message count from each rate
+    assert {(t.rate_hz, t.messages) for t in trials} == {(10.0, 20), (100.0, 200)}
+
+
+def test_backend_override(tmp_path: Path) -> None:
+    trials = plan(load_spec(spec_file(tmp_path)), ["ros1"])
+    assert {t.backend for t in trials} == {"ros1"}
+    assert len(trials) == 24
+
+
+def test_thesis_compat_has_no_warmup(tmp_path: Path) -> None:
+    trials = plan(load_spec(spec_file(tmp_path, "  mode: thesis_compat\n  warmup: 30\n")))
+    assert all(t.warmup == 0 and t.mode == "thesis_compat" for t in trials)
+
+
+def test_shuffled_order_is_seeded(tmp_path: Path) -> None:
+    path = spec_file(tmp_path, "  order: shuffled\nseed: 3\n")
+    a = [t.trial.split("-", 1)[1] for t in plan(load_spec(path))]
+    b = [t.trial.split("-", 1)[1] for t in plan(load_spec(path))]
+    ordered = [t.trial.split("-", 1)[1] for t in plan(load_spec(spec_file(tmp_path)))]
+    assert a == b
+    assert a != ordered
+    assert sorted(a) == sorted(ordered)
+
+
+def test_intended_duration(tmp_path: Path) -> None:
+    t = plan(load_spec(spec_file(tmp_path)))[0]
+    assert t.intended_duration_s == (t.messages + t.warmup) / t.rate_hz

@@ -47,3 +47,14 @@ def zenoh() -> None:
     except ImportError:
         ok = False
     require(ok, "eclipse-zenoh is not installed (make test installs it into .venv)")
+
+
+@pytest.fixture(scope="session")
+def root() -> None:
+    """Network namespaces, veth, traffic control and cgroups need root."""
+    require(os.geteuid() == 0, "needs root for network namespaces, veth, tc and cgroups")
+
+
+@pytest.fixture(scope="session")
+def erlang() -> None:
+    require(shutil.which("erl") is not None, "Erlang is not installed (apt-get install erlang-nox)")

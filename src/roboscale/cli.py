@@ -132,7 +132,7 @@ COMMANDS = {"bench": cmd_bench, "report": cmd_report, "backends": cmd_backends}
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     console = Console(stderr=False)
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     try:
         code = COMMANDS[args.command](args, console)
     except UserError as e:

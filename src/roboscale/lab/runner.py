@@ -22,7 +22,13 @@ from roboscale.errors import UserError
 from roboscale.lab.nodes import NodeFailure
 from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
 from roboscale.records.schema import FORMAT_VERSION, RUN_FILE
-from roboscale.records.store import append_summary, trial_dir, write_json, write_trial
+from roboscale.records.store import (
+    append_summary,
+    read_records,
+    trial_dir,
+    write_json,
+    write_trial,
+)
 from roboscale.spec.planner import TrialPlan
 from roboscale.spec.schema import Spec
 
@@ -106,8 +112,6 @@ def run_one(
     meta.update(end=wall_clock(), nodes=nodes, usage=node_usage(nodes))
     write_trial(run_dir, t.trial, tables, meta)
     shutil.rmtree(raw)
-    from roboscale.records.store import read_records
-
     entry = summarize_trial(read_records(run_dir, t.trial), t.params(), th)
     entry["usage"] = meta["usage"]
     return entry
@@ -152,7 +156,7 @@ def run_sweep(
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed:.0f}/{task.fields[n]} trials"),
+        TextColumn("{task.fields[done]}/{task.fields[n]} trials"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
@@ -162,8 +166,8 @@ def run_sweep(
             infrastructures(backends, run_dir) as infra,
             Progress(*columns, console=console) as bar,
         ):
-            task = bar.add_task("starting", total=sum(estimate), n=len(trials))
-            for t, est in zip(trials, estimate, strict=True):
+            task = bar.add_task("starting", total=sum(estimate), n=len(trials), done=0)
+            for t in trials:
                 if done and t.pause_s:
                     time.sleep(t.pause_s)
                 bar.update(
@@ -174,7 +178,7 @@ def run_sweep(
                 append_summary(run_dir, entry, th.to_dict())
                 failed += bool(entry.get("error"))
                 done += 1
-                bar.update(task, advance=est, completed=sum(estimate[:done]))
+                bar.update(task, completed=sum(estimate[:done]), done=done)
                 _log_trial(console, entry)
     except KeyboardInterrupt:
         return RunOutcome(run_dir, done, failed, interrupted=True)

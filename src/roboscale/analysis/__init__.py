@@ -1,0 +1,1 @@
+"""Statistics, the sustained verdict, plots and the report of a results folder."""

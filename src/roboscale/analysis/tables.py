@@ -1,0 +1,96 @@
+"""The report's tables as rows of strings, shared by the HTML and Markdown writers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from roboscale.analysis.verdict import Verdict
+
+Entry = dict[str, Any]
+Table = tuple[list[str], list[list[str]]]
+
+
+def us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 10_000:
+        return f"{value / 1000:.1f} ms"
+    return f"{value:.0f}"
+
+
+def _verdict(e: Entry) -> str:
+    if e.get("error"):
+        return "failed"
+    if e["sustained"]:
+        return "yes"
+    v = e.get("verdict") or {}
+    reasons = Verdict(**v).reasons() if v else []
+    return "no: " + ", ".join(reasons) if reasons else "no"
+
+
+def percentile_table(entries: Sequence[Entry]) -> Table:
+    head = [
+        "trial", "backend", "rate Hz", "payload", "pairs", "run", "back/sent", "achieved Hz",
+        "p50 µs", "p90", "p99", "p99.9", "max", "mean ± std", "CI80 of mean", "send lag p99",
+        "sustained",
+    ]  # fmt: skip
+    rows = []
+    for e in entries:
+        if e.get("error"):
+            rows.append([e["trial"], e["backend"], f"{e['rate_hz']:g}", e["payload"],
+                         str(e["pairs"]), str(e["run"]), *["-"] * 10, "failed"])  # fmt: skip
+            continue
+        r, lag = e["rtt_us"], e["send_lag_us"]
+        achieved = e["achieved_rate_hz"]
+        rows.append([
+            e["trial"], e["backend"], f"{e['rate_hz']:g}", e["payload"], str(e["pairs"]),
+            str(e["run"]), f"{e['received']}/{e['sent']}",
+            "-" if achieved is None else f"{achieved:.4g}",
+            us(r["p50"]), us(r["p90"]), us(r["p99"]), us(r["p999"]), us(r["max"]),
+            "-" if r["mean"] is None else f"{us(r['mean'])} ± {us(r['std'])}",
+            "-" if r["mean"] is None else f"{us(r['ci80_low'])} to {us(r['ci80_high'])}",
+            us(lag["p99"]), _verdict(e),
+        ])  # fmt: skip
+    return head, rows
+
+
+def comparison_table(entries: Sequence[Entry]) -> Table | None:
+    """Backends side by side: median of per-run p50 RTT and whether every run held."""
+    backends = sorted({e["backend"] for e in entries})
+    if len(backends) < 2:
+        return None
+    configs: dict[tuple[str, int, float, int], dict[str, list[Entry]]] = {}
+    for e in entries:
+        key = (e["payload"], int(e["payload_bytes"]), float(e["rate_hz"]), int(e["pairs"]))
+        configs.setdefault(key, {}).setdefault(e["backend"], []).append(e)
+    head = ["payload", "rate Hz", "pairs", *[f"{b} p50 µs" for b in backends]]
+    rows = []
+    for (payload, _, rate, pairs), per in sorted(configs.items(), key=lambda kv: kv[0][1:]):
+        cells = [_cell(per.get(b, [])) for b in backends]
+        rows.append([payload, f"{rate:g}", str(pairs), *cells])
+    return head, rows
+
+
+def _cell(entries: list[Entry]) -> str:
+    good = [e for e in entries if not e.get("error") and e["rtt_us"]["p50"] is not None]
+    if not good:
+        return "failed" if entries else "-"
+    p50s = sorted(e["rtt_us"]["p50"] for e in good)
+    held = all(e["sustained"] for e in entries)
+    return us(p50s[len(p50s) // 2]) + ("" if held else " (not sustained)")
+
+
+def to_markdown(table: Table) -> str:
+    head, rows = table
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def to_html(table: Table) -> str:
+    head, rows = table
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"

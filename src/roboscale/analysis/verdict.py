@@ -1,0 +1,88 @@
+"""The sustained verdict: can this configuration keep up, or is it falling behind?
+
+A trial is sustained when (1) the slowest sender achieved at least
+`min_rate_ratio` of the target rate, (2) at most `max_loss` of its messages were
+lost, and (3) latency did not grow through the stream: the median RTT of the
+last quarter of received messages is at most `growth_factor` times that of the
+first quarter plus `growth_floor_us`. The floor keeps microsecond jitter on a
+fast path from reading as growth; the factor catches queues that build up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_rate_ratio: float = 0.95
+    max_loss: float = 0.01
+    growth_factor: float = 2.0
+    growth_floor_us: float = 200.0
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return (
+            f"achieved rate >= {self.min_rate_ratio:.0%} of target, "
+            f"loss <= {self.max_loss:.1%}, median RTT of the last quarter <= "
+            f"{self.growth_factor:g} x first quarter + {self.growth_floor_us:g} us"
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    sustained: bool
+    rate_ok: bool
+    loss_ok: bool
+    growth_ok: bool
+    rate_ratio: float
+    loss: float
+    first_quarter_p50_us: float | None
+    last_quarter_p50_us: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def reasons(self) -> list[str]:
+        """Why a trial is not sustained, in words, for reports."""
+        out = []
+        if not self.rate_ok:
+            out.append(f"rate {self.rate_ratio:.0%} of target")
+        if not self.loss_ok:
+            out.append(f"loss {self.loss:.1%}")
+        if not self.growth_ok:
+            out.append(
+                f"latency grew {self.first_quarter_p50_us or 0:.0f} -> "
+                f"{self.last_quarter_p50_us or 0:.0f} us"
+            )
+        return out
+
+
+def judge(
+    th: Thresholds,
+    rate_ratio: float,
+    loss: float,
+    first_quarter_p50_us: float | None,
+    last_quarter_p50_us: float | None,
+) -> Verdict:
+    """Apply the thresholds; with too few replies to compare quarters, growth is not judged."""
+    rate_ok = rate_ratio >= th.min_rate_ratio
+    loss_ok = loss <= th.max_loss
+    if first_quarter_p50_us is None or last_quarter_p50_us is None:
+        growth_ok = True
+    else:
+        limit = th.growth_factor * first_quarter_p50_us + th.growth_floor_us
+        growth_ok = last_quarter_p50_us <= limit
+    return Verdict(
+        sustained=rate_ok and loss_ok and growth_ok,
+        rate_ok=rate_ok,
+        loss_ok=loss_ok,
+        growth_ok=growth_ok,
+        rate_ratio=rate_ratio,
+        loss=loss,
+        first_quarter_p50_us=first_quarter_p50_us,
+        last_quarter_p50_us=last_quarter_p50_us,
+    )

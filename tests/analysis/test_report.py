@@ -1,0 +1,92 @@
+"""Reports render from what is on disk: full runs, interrupted runs, recovered trials."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from roboscale.analysis.report import render_report
+from roboscale.analysis.stats import summarize_trial
+from roboscale.analysis.verdict import Thresholds
+from roboscale.errors import UserError
+from roboscale.records.store import append_summary, records_table, write_json, write_trial
+
+TH = Thresholds()
+
+
+def make_run(run_dir: Path, backends: tuple[str, ...] = ("zenoh", "ros1")) -> list[str]:
+    run_dir.mkdir(parents=True)
+    run = {"format_version": 1, "spec_name": "unit", "command": "roboscale bench x.yaml"}
+    write_json(run_dir / "run.json", {**run, "backends": dict.fromkeys(backends, "v1")})
+    rng = np.random.default_rng(1)
+    trials = []
+    for backend in backends:
+        for size, payload in ((11, "text"), (4250, "laserscan")):
+            for rate in (10.0, 100.0):
+                trial = f"t{len(trials):04d}-{backend}-{rate:g}-{payload}"
+                params = {"trial": trial, "backend": backend, "rate_hz": rate, "payload": payload,
+                          "payload_bytes": size, "pairs": 1, "run": 0}  # fmt: skip
+                n = 50
+                sent = np.arange(1, n + 1, dtype=np.int64) * int(1e9 / rate)
+                rtt = rng.integers(100_000, 300_000, n)
+                cols = {"seq": np.arange(n), "t_intended": sent, "t_sent": sent,
+                        "t_echoed": sent + rtt // 2, "t_received": sent + rtt}  # fmt: skip
+                table = records_table(trial, "sender_0", "local", size, cols)
+                write_trial(run_dir, trial, [table], {"format_version": 1, "params": params})
+                append_summary(run_dir, summarize_trial(table, params, TH), TH.to_dict())
+                trials.append(trial)
+    return trials
+
+
+def test_report_has_plots_tables_and_comparison(tmp_path: Path) -> None:
+    make_run(tmp_path / "run")
+    html, md = render_report(tmp_path / "run")
+    page = html.read_text()
+    assert len(re.findall(r"src='data:image/png;base64,", page)) == 4
+    assert "Backends side by side" in page and "Percentiles per trial" in page
+    assert "http://" not in page and "https://" not in page  # opens offline
+    text = md.read_text()
+    assert "| text | 10 | 1 |" in text and "ros1 p50 µs" in text
+    assert TH.describe() in text
+
+
+def test_interrupted_run_with_no_trial_renders(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_json(run_dir / "run.json", {"format_version": 1, "spec_name": "cut"})
+    html, _ = render_report(run_dir)
+    assert "No trial finished" in html.read_text()
+
+
+def test_trial_missing_from_summary_is_recovered(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    trials = make_run(run_dir, backends=("zenoh",))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["trials"] = summary["trials"][:1]  # a crash after the records were written
+    write_json(run_dir / "summary.json", summary)
+    _, md = render_report(run_dir)
+    rows = json.loads((run_dir / "summary.json").read_text())["trials"]
+    assert [r["trial"] for r in rows] == trials
+    assert all(t in md.read_text() for t in trials)
+
+
+def test_failed_trial_is_listed(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    make_run(run_dir, backends=("zenoh",))
+    failed = {"trial": "t9999-zenoh", "backend": "zenoh", "rate_hz": 5.0, "payload": "text",
+              "payload_bytes": 11, "pairs": 1, "run": 0, "error": "echoer_0: no READY"}  # fmt: skip
+    append_summary(run_dir, {**failed, "sustained": False}, TH.to_dict())
+    html, md = render_report(run_dir)
+    assert "echoer_0: no READY" in html.read_text() and "Failed trials" in md.read_text()
+
+
+def test_unknown_format_version_is_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    write_json(run_dir / "run.json", {"format_version": 99})
+    with pytest.raises(UserError, match=r"run.json: format_version: 99 is not supported"):
+        render_report(run_dir)

@@ -1,0 +1,39 @@
+"""The sustained verdict, rule by rule."""
+
+from __future__ import annotations
+
+from roboscale.analysis.verdict import Thresholds, judge
+
+TH = Thresholds(min_rate_ratio=0.95, max_loss=0.01, growth_factor=2.0, growth_floor_us=200.0)
+
+
+def test_all_good_is_sustained() -> None:
+    v = judge(TH, 1.0, 0.0, 100.0, 150.0)
+    assert v.sustained and v.reasons() == []
+
+
+def test_rate_boundary_is_inclusive() -> None:
+    assert judge(TH, 0.95, 0.0, 100.0, 100.0).rate_ok
+    assert not judge(TH, 0.949, 0.0, 100.0, 100.0).sustained
+
+
+def test_loss_boundary_is_inclusive() -> None:
+    assert judge(TH, 1.0, 0.01, 100.0, 100.0).sustained
+    v = judge(TH, 1.0, 0.0101, 100.0, 100.0)
+    assert not v.sustained and v.reasons() == ["loss 1.0%"]
+
+
+def test_growth_allows_factor_plus_floor() -> None:
+    assert judge(TH, 1.0, 0.0, 100.0, 400.0).growth_ok  # 2 * 100 + 200
+    v = judge(TH, 1.0, 0.0, 100.0, 401.0)
+    assert not v.growth_ok and "latency grew 100 -> 401 us" in v.reasons()
+
+
+def test_growth_not_judged_without_quarters() -> None:
+    assert judge(TH, 1.0, 0.0, None, None).growth_ok
+
+
+def test_thresholds_are_parameters() -> None:
+    loose = Thresholds(min_rate_ratio=0.5, max_loss=0.5, growth_factor=10, growth_floor_us=0)
+    assert judge(loose, 0.6, 0.4, 100.0, 900.0).sustained
+    assert "95%" in TH.describe() and "200 us" in TH.describe()

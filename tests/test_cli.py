@@ -1,0 +1,66 @@
+"""The command line: bad input is a clear message and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roboscale.cli import main
+
+GOOD = "name: x\nsweep:\n  backend: zenoh\n  rate_hz: 10\ntrial:\n  messages: 5\n"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def spec(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_broken_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["bench", spec(tmp_path, "name: [x\n")], capsys)
+    assert code == 2 and "s.yaml:" in err and "not valid YAML" in err
+    assert "Traceback" not in err
+
+
+def test_unknown_field_suggests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = GOOD.replace("rate_hz", "rate_hzz")
+    code, _, err = run(["bench", spec(tmp_path, bad)], capsys)
+    assert code == 2 and "s.yaml:4: sweep.rate_hzz: unknown field" in err
+    assert "did you mean 'rate_hz'" in err
+
+
+def test_negative_rate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["bench", spec(tmp_path, GOOD.replace("10", "-5"))], capsys)
+    assert code == 2 and "s.yaml:4: sweep.rate_hz" in err
+
+
+def test_unknown_backend_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["bench", spec(tmp_path, GOOD), "--backend", "ros2"], capsys)
+    assert code == 2 and "unknown backend 'ros2'" in err
+
+
+def test_unwritable_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = str(blocker / "results")
+    code, _, err = run(["bench", spec(tmp_path, GOOD), "--out", out], capsys)
+    assert code == 2 and "cannot write results there" in err and "--out" in err
+
+
+def test_report_of_unknown_version(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "run.json").write_text('{"format_version": 7}')
+    code, _, err = run(["report", str(tmp_path)], capsys)
+    assert code == 2 and "format_version: 7 is not supported" in err
+
+
+def test_dry_run_lists_trials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["bench", spec(tmp_path, GOOD), "--dry-run"], capsys)
+    assert code == 0 and "t0000-zenoh-10hz-text-p1-r0" in out

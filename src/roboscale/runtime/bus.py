@@ -1,0 +1,248 @@
+"""The in-process bus: topics, bounded inboxes and durable subscriptions.
+
+Delivery is direct: a published object is appended, as is, to the inbox of
+every subscription of its topic, and the subscriber's callback receives that
+same object (no serialization, no copy; publishers must not mutate a message
+after publishing it). Each inbox is drained by one `call_soon` on the event
+loop, so a publish never runs a subscriber's callback inside the publisher's
+own call stack (an echo pair cannot recurse) and per-subscription order holds.
+
+A durable inbox is keyed by its subscriber's stable path, not by a node
+instance: it stays subscribed while the node is down, buffers what arrives,
+and hands it to the next instance in order. Every message on a topic carries a
+sequence number; a durable inbox remembers the last one it handed over and
+drops anything at or below it (duplicates, e.g. a bridge resending).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from roboscale.errors import UserError
+from roboscale.runtime.events import SupervisionEvent
+from roboscale.runtime.names import check_name
+
+if TYPE_CHECKING:
+    from roboscale.runtime.node import Node
+
+
+class Overflow(enum.Enum):
+    """What a full inbox does with one more message; every drop is counted."""
+
+    DROP_OLDEST = "drop_oldest"  # keep the newest (ROS queue_size semantics)
+    DROP_NEWEST = "drop_newest"  # keep what is queued, refuse the new message
+
+
+class Mode(enum.Enum):
+    """Where a callback runs."""
+
+    INLINE = "inline"  # on the event loop (plain function)
+    COROUTINE = "coroutine"  # as a task on the event loop (async def)
+    THREAD = "thread"  # in the runtime's worker pool (blocking code)
+
+
+# At most this many messages are handed over per drain before yielding the loop,
+# so one busy subscription cannot starve the others.
+DRAIN_BATCH = 64
+
+
+class Inbox:
+    """The queue between a topic and one subscription's callback."""
+
+    __slots__ = (
+        "busy",
+        "deadline_s",
+        "delivered",
+        "dropped",
+        "duplicates",
+        "durable_key",
+        "fn",
+        "items",
+        "last_seq",
+        "limit",
+        "loop",
+        "mode",
+        "node",
+        "overflow",
+        "scheduled",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        topic: Topic,
+        limit: int,
+        overflow: Overflow,
+        durable_key: str | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        if limit < 1:
+            raise UserError(f"queue size of {topic.name} must be at least 1, got {limit}")
+        self.topic = topic
+        self.items: deque[tuple[int, Any]] = deque()
+        self.limit = limit
+        self.overflow = overflow
+        self.durable_key = durable_key
+        self.loop = loop
+        self.node: Node | None = None
+        self.fn: Callable[[Any], Any] | None = None
+        self.mode = Mode.INLINE
+        self.deadline_s: float | None = None
+        self.scheduled = False
+        self.busy: object = None  # the future of a callback still running, if any
+        self.last_seq = 0
+        self.delivered = 0
+        self.dropped = 0
+        self.duplicates = 0
+
+    def attach(
+        self, node: Node, fn: Callable[[Any], Any], mode: Mode, deadline_s: float | None
+    ) -> None:
+        self.node, self.fn, self.mode, self.deadline_s = node, fn, mode, deadline_s
+        self.busy = None
+        self._schedule()
+
+    def detach(self) -> None:
+        self.node = None
+        self.fn = None
+        self.busy = None
+
+    def offer(self, seq: int, msg: Any) -> None:
+        """Queue one message; a sequence number at or below the last handed over is a duplicate."""
+        if seq <= self.last_seq and self.durable_key is not None:
+            self.duplicates += 1
+            return
+        items = self.items
+        if len(items) >= self.limit:
+            self.dropped += 1
+            self.topic.bus.note_overflow(self)
+            if self.overflow is Overflow.DROP_NEWEST:
+                return
+            items.popleft()
+        items.append((seq, msg))
+        if not self.scheduled and self.node is not None and self.busy is None:
+            self.scheduled = True
+            self.loop.call_soon(self.drain)
+
+    def _schedule(self) -> None:
+        if self.items and not self.scheduled and self.node is not None and self.busy is None:
+            self.scheduled = True
+            self.loop.call_soon(self.drain)
+
+    def drain(self) -> None:
+        """Hand queued messages to the callback, in order, while the node stays alive."""
+        self.scheduled = False
+        items = self.items
+        for _ in range(DRAIN_BATCH):
+            node = self.node
+            if not items or node is None or self.busy is not None or self.fn is None:
+                return
+            seq, msg = items.popleft()
+            # Handed over = delivered: the cursor moves before the callback runs, so a
+            # message whose callback crashes its node is not handed to the next one.
+            self.last_seq = seq
+            self.delivered += 1
+            pending = node.run_callback(self.fn, self.mode, self.deadline_s, msg, "subscription")
+            if pending is not None:
+                self.busy = pending
+                pending.add_done_callback(self._callback_done)
+        self._schedule()
+
+    def _callback_done(self, fut: asyncio.Future[Any]) -> None:
+        if self.busy is fut:
+            self.busy = None
+            self._schedule()
+
+
+class Topic:
+    """One named topic: its type and its inboxes."""
+
+    __slots__ = ("bus", "inboxes", "msg_type", "name", "published", "seq")
+
+    def __init__(self, bus: Bus, name: str) -> None:
+        self.bus = bus
+        self.name = name
+        self.msg_type: type = object
+        self.inboxes: list[Inbox] = []
+        self.seq = 0
+        self.published = 0
+
+    def declare_type(self, msg_type: type) -> None:
+        if msg_type is object:
+            return
+        if self.msg_type is object:
+            self.msg_type = msg_type
+        elif self.msg_type is not msg_type:
+            raise UserError(
+                f"topic {self.name} carries {self.msg_type.__name__}, "
+                f"not {msg_type.__name__}: use one message type per topic"
+            )
+
+    def publish(self, msg: Any) -> int:
+        """Hand `msg` to every inbox; return its sequence number on this topic."""
+        self.seq += 1
+        self.published += 1
+        seq = self.seq
+        for inbox in self.inboxes:
+            inbox.offer(seq, msg)
+        return seq
+
+
+class Bus:
+    """All topics, durable inboxes and services of one runtime (one process)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, emit: Callable[[SupervisionEvent], None]
+    ) -> None:
+        self.loop = loop
+        self.emit = emit
+        self.topics: dict[str, Topic] = {}
+        self.durable: dict[str, Inbox] = {}
+        self.services: dict[str, tuple[Node, Callable[[Any], Any], Mode, float | None]] = {}
+
+    def topic(self, name: str) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            name = check_name(name)
+            topic = self.topics.get(name)
+            if topic is None:
+                topic = self.topics[name] = Topic(self, name)
+        return topic
+
+    def inbox(self, topic: Topic, limit: int, overflow: Overflow, durable_key: str | None) -> Inbox:
+        """A new inbox on `topic`, or the surviving durable inbox of `durable_key`."""
+        if durable_key is not None:
+            existing = self.durable.get(durable_key)
+            if existing is not None:
+                existing.limit, existing.overflow = limit, overflow
+                return existing
+        inbox = Inbox(topic, limit, overflow, durable_key, self.loop)
+        topic.inboxes.append(inbox)
+        if durable_key is not None:
+            self.durable[durable_key] = inbox
+        return inbox
+
+    def remove_inbox(self, inbox: Inbox) -> None:
+        inbox.detach()
+        if inbox in inbox.topic.inboxes:
+            inbox.topic.inboxes.remove(inbox)
+        if inbox.durable_key is not None:
+            self.durable.pop(inbox.durable_key, None)
+
+    def note_overflow(self, inbox: Inbox) -> None:
+        # An event on the 1st, 2nd, 4th, 8th... drop: visible without flooding subscribers.
+        n = inbox.dropped
+        if n & (n - 1) == 0:
+            self.emit(
+                SupervisionEvent(
+                    kind="overflow",
+                    supervisor="",
+                    child=inbox.durable_key or (inbox.node.name if inbox.node else ""),
+                    detail=f"{inbox.topic.name}: {n} dropped ({inbox.overflow.value}, "
+                    f"limit {inbox.limit})",
+                )
+            )

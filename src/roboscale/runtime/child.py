@@ -1,0 +1,70 @@
+"""The contract between a supervisor and the children it starts, stops and watches.
+
+Every child kind (an in-process node, a sub-supervisor, an OS process started by
+`runtime/process.py`, a command such as `rosrun`) is a `ChildHandle`. The
+supervisor never knows which kind it holds: it only starts, stops and asks
+whether a child is alive, and it learns of exits through the callback.
+Keep this module stable: other modules code against it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+
+class ExitReason(enum.Enum):
+    """Why a child ended. NORMAL and SHUTDOWN are normal exits; the rest are abnormal."""
+
+    NORMAL = "normal"  # the child finished its work by itself
+    SHUTDOWN = "shutdown"  # it was asked to stop and did so in time
+    CRASH = "crash"  # an exception, a non-zero exit status, a fatal signal
+    KILLED = "killed"  # killed from outside (SIGKILL, chaos, brutal kill)
+    HUNG = "hung"  # a watchdog or a missed heartbeat declared it failed
+
+    @property
+    def abnormal(self) -> bool:
+        return self in ABNORMAL
+
+
+ABNORMAL = frozenset({ExitReason.CRASH, ExitReason.KILLED, ExitReason.HUNG})
+
+# (child name, reason, detail). It may be called from ANY thread: receivers must
+# hand it over to their own loop (loop.call_soon_threadsafe) before acting on it.
+ExitCallback = Callable[[str, ExitReason, str], None]
+
+
+class ChildStartError(Exception):
+    """A child failed to start or did not report ready; `detail` says why."""
+
+    def __init__(self, name: str, detail: str) -> None:
+        super().__init__(f"child {name!r} failed to start: {detail}")
+        self.name = name
+        self.detail = detail
+
+
+@runtime_checkable
+class ChildHandle(Protocol):
+    """One supervised child, whatever it runs in."""
+
+    name: str
+
+    def start(self, on_exit: ExitCallback) -> None:
+        """Start the child and block until it reported ready; raise ChildStartError if not.
+
+        After a successful start, an exit the supervisor did not ask for is
+        reported once through `on_exit`.
+        """
+        ...
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop gracefully (SIGTERM / cancel), then kill after `timeout_s` seconds.
+
+        A stop the supervisor asked for never calls `on_exit`.
+        """
+        ...
+
+    def alive(self) -> bool:
+        """True while the child runs."""
+        ...

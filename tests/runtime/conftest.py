@@ -1,0 +1,34 @@
+"""Fixtures of the runtime tests: a real runtime (event loop thread) per test."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from roboscale.runtime.events import SupervisionEvent
+from roboscale.runtime.executor import Runtime
+
+
+@pytest.fixture
+def rt() -> Iterator[Runtime]:
+    runtime = Runtime(watchdog_period_s=0.01).start()
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def events(rt: Runtime) -> list[SupervisionEvent]:
+    seen: list[SupervisionEvent] = []
+    rt.subscribers.append(seen.append)
+    return seen
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
+    """Poll until `predicate()` is true; fail (not hang) after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.002)

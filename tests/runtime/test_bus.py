@@ -1,0 +1,122 @@
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from roboscale.runtime.bus import Overflow
+from roboscale.runtime.events import SupervisionEvent
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.intensity import Intensity
+from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.supervisor import ChildSpec, Supervisor
+
+from .conftest import wait_until
+
+RECEIVED: list[int] = []
+
+
+class DurableReader(Node):
+    def on_start(self) -> None:
+        size = int(self.get_param("queue_size", 100_000))
+        policy = str(self.get_param("overflow", "drop_oldest"))
+        self.subscribe("/data", RECEIVED.append, durable=True, queue_size=size, overflow=policy)
+
+
+def start(rt: Runtime, handle: NodeHandle) -> Supervisor:
+    sup = Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(1_000_000, 1.0))
+    rt.wait(sup.start_async())
+    return sup
+
+
+def test_durable_topic_exactly_once_in_order_under_repeated_kills(rt: Runtime) -> None:
+    """Messages published while the reader is down reach the next instance, in order, once."""
+    RECEIVED.clear()
+    reader = NodeHandle(rt, "reader", DurableReader)
+    sup = start(rt, reader)
+    topic = rt.bus.topic("/data")
+    rng = random.Random(7)
+    sent = 0
+
+    def burst() -> None:
+        nonlocal sent
+        for _ in range(rng.randrange(0, 20)):
+            sent += 1
+            topic.publish(sent)
+        if rng.random() < 0.5:
+            reader.kill()  # the next burst may arrive while it is down
+        for _ in range(rng.randrange(0, 5)):
+            sent += 1
+            topic.publish(sent)
+
+    kills = 300
+    for _ in range(kills):
+        rt.call(burst)
+    wait_until(lambda: len(RECEIVED) >= sent)
+    rt.call(lambda: None)
+    assert list(range(1, sent + 1)) == RECEIVED
+    assert sup.restarts("reader") > 100
+    assert sup.durable_cursors() == {"/top/reader:/data": sent}
+
+
+def test_durable_inbox_drops_duplicates_and_counts_them(rt: Runtime) -> None:
+    RECEIVED.clear()
+    reader = NodeHandle(rt, "reader", DurableReader)
+    start(rt, reader)
+    inbox = reader.durables["/data"]
+    for seq in (1, 2, 2, 3, 1, 4):  # e.g. a bridge resending after a reconnect
+        rt.call(inbox.offer, seq, seq * 10)
+    wait_until(lambda: len(RECEIVED) == 4)
+    assert RECEIVED == [10, 20, 30, 40] and inbox.duplicates == 2
+
+
+def test_overflow_drop_oldest_is_counted_and_announced(
+    rt: Runtime, events: list[SupervisionEvent]
+) -> None:
+    RECEIVED.clear()
+    reader = NodeHandle(rt, "reader", DurableReader, {"queue_size": 3})
+    start(rt, reader)
+    rt.call(reader.kill)  # down: messages buffer in its bounded inbox
+    topic = rt.bus.topic("/data")
+
+    def flood() -> None:
+        reader.kill()
+        for i in range(1, 11):
+            topic.publish(i)
+
+    rt.call(flood)
+    wait_until(lambda: RECEIVED[-3:] == [8, 9, 10])
+    inbox = reader.durables["/data"]
+    assert inbox.overflow is Overflow.DROP_OLDEST and inbox.dropped == 7
+    overflow = [e for e in events if e.kind == "overflow"]
+    assert [e.detail for e in overflow][-1].startswith("/data: 4 dropped (drop_oldest, limit 3)")
+
+
+def test_overflow_drop_newest_keeps_the_queued_messages(rt: Runtime) -> None:
+    RECEIVED.clear()
+    reader = NodeHandle(rt, "reader", DurableReader, {"queue_size": 3, "overflow": "drop_newest"})
+    start(rt, reader)
+    topic = rt.bus.topic("/data")
+
+    def flood() -> None:
+        reader.kill()
+        for i in range(1, 11):
+            topic.publish(i)
+
+    rt.call(flood)
+    wait_until(lambda: len(RECEIVED) == 3)
+    rt.call(lambda: None)
+    assert RECEIVED == [1, 2, 3] and reader.durables["/data"].dropped == 7
+
+
+def test_plain_subscription_is_bounded_too(rt: Runtime) -> None:
+    got: list[Any] = []
+
+    class Slow(Node):
+        def on_start(self) -> None:
+            self.subscribe("/plain", got.append, queue_size=2)
+
+    start(rt, NodeHandle(rt, "slow", Slow))
+    topic = rt.bus.topic("/plain")
+    rt.call(lambda: [topic.publish(i) for i in range(5)])  # all queued before any delivery
+    wait_until(lambda: got == [3, 4])
+    assert topic.inboxes[0].dropped == 3

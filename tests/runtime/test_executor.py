@@ -1,0 +1,111 @@
+"""Liveness: deadlines of callbacks (coroutine, worker thread, inline) and heartbeats."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from roboscale.runtime.events import SupervisionEvent
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.intensity import Intensity
+from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.supervisor import ChildSpec, Supervisor
+
+from .conftest import wait_until
+
+
+def start(rt: Runtime, handle: NodeHandle) -> Supervisor:
+    sup = Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(100, 1.0))
+    rt.wait(sup.start_async())
+    return sup
+
+
+def hung_exits(events: list[SupervisionEvent]) -> list[SupervisionEvent]:
+    return [e for e in events if e.kind == "exited" and e.reason == "hung"]
+
+
+def poke(rt: Runtime, topic: str) -> None:
+    rt.call(lambda: rt.bus.topic(topic).publish(None))
+
+
+class Stuck(Node):
+    """Its callback never finishes, in the way chosen by the `how` parameter."""
+
+    def on_start(self) -> None:
+        how = self.get_param("how")
+        if how == "await":
+            self.subscribe("/go", self.stuck_await, deadline_s=0.05)
+        elif how == "thread":
+            self.subscribe("/go", self.stuck_thread, blocking=True, deadline_s=0.05)
+        else:
+            self.subscribe("/go", self.stuck_loop, deadline_s=0.05)
+
+    async def stuck_await(self, _: Any) -> None:
+        await asyncio.Event().wait()
+
+    def stuck_thread(self, _: Any) -> None:
+        time.sleep(0.3)  # a worker thread cannot be interrupted: it is abandoned
+
+    def stuck_loop(self, _: Any) -> None:
+        while True:  # blocks the event loop itself
+            time.sleep(0.001)
+
+
+def test_watchdog_declares_a_coroutine_stuck_in_await_hung(
+    rt: Runtime, events: list[SupervisionEvent]
+) -> None:
+    sup = start(rt, NodeHandle(rt, "stuck", Stuck, {"how": "await"}))
+    poke(rt, "/go")
+    wait_until(lambda: sup.restarts("stuck") == 1)
+    assert "subscription ran past its deadline" in hung_exits(events)[0].detail
+
+
+def test_watchdog_declares_a_worker_thread_callback_hung(
+    rt: Runtime, events: list[SupervisionEvent]
+) -> None:
+    sup = start(rt, NodeHandle(rt, "stuck", Stuck, {"how": "thread"}))
+    poke(rt, "/go")
+    wait_until(lambda: sup.restarts("stuck") == 1)
+    assert hung_exits(events)
+
+
+def test_loop_watchdog_interrupts_a_callback_blocking_the_loop(
+    rt: Runtime, events: list[SupervisionEvent]
+) -> None:
+    ok: list[int] = []
+
+    class Neighbour(Node):
+        def on_start(self) -> None:
+            self.subscribe("/n", ok.append)
+
+    stuck = NodeHandle(rt, "stuck", Stuck, {"how": "loop"})
+    sup = Supervisor(rt, "top", [ChildSpec(stuck), ChildSpec(NodeHandle(rt, "n", Neighbour))])
+    rt.wait(sup.start_async())
+    rt.loop.call_soon_threadsafe(rt.bus.topic("/go").publish, None)
+    wait_until(lambda: sup.restarts("stuck") == 1)
+    assert "blocked the event loop" in hung_exits(events)[0].detail
+    rt.call(lambda: rt.bus.topic("/n").publish(1))
+    wait_until(lambda: ok == [1])  # the loop and the neighbour carry on
+
+
+def test_missing_heartbeat_declares_the_node_hung(
+    rt: Runtime, events: list[SupervisionEvent]
+) -> None:
+    class Silent(Node):
+        pass  # never calls heartbeat()
+
+    class Beating(Node):
+        def on_start(self) -> None:
+            self.timer(0.005, self.heartbeat)
+
+    silent = NodeHandle(rt, "silent", Silent, heartbeat_s=0.05)
+    beating = NodeHandle(rt, "beating", Beating, heartbeat_s=0.5)
+    sup = Supervisor(
+        rt, "top", [ChildSpec(silent), ChildSpec(beating)], intensity=Intensity(100, 1)
+    )
+    rt.wait(sup.start_async())
+    wait_until(lambda: sup.restarts("silent") >= 2)
+    assert sup.restarts("beating") == 0
+    assert all(e.child == "silent" for e in hung_exits(events))
+    assert "no heartbeat for 0.05s" in hung_exits(events)[0].detail

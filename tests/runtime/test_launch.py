@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roboscale.errors import SpecError, SpecErrors
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.launch import format_status, load_launch
+from roboscale.runtime.node import Node
+from roboscale.runtime.supervisor import Strategy, Supervisor
+
+
+class Talker(Node):
+    def on_start(self) -> None:
+        pub = self.publisher("/chatter")
+        self.timer(float(self.get_param("period_s", 0.01)), lambda: pub.publish(b"hi"))
+
+
+class Listener(Node):
+    def on_start(self) -> None:
+        self.subscribe("/chatter", lambda msg: None)
+
+
+GOOD = f"""\
+name: robot
+strategy: rest_for_one
+intensity: 10
+period_s: 1
+children:
+  - node: talker
+    class: {__name__}:Talker
+    params: {{period_s: 0.001}}
+  - supervisor: listeners
+    strategy: one_for_all
+    children:
+      - node: l1
+        class: {__name__}:Listener
+        restart: transient
+        heartbeat_s: 5
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "robot.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_good_launch_file_builds_and_runs_the_tree(rt: Runtime, tmp_path: Path) -> None:
+    root = load_launch(write(tmp_path, GOOD), rt)
+    assert root.strategy is Strategy.REST_FOR_ONE and root.intensity.max_restarts == 10
+    listeners = root.child("listeners")
+    assert isinstance(listeners, Supervisor) and listeners.strategy is Strategy.ONE_FOR_ALL
+    rt.wait(root.start_async())
+    rows = root.status()
+    assert [r["path"] for r in rows] == ["/robot/talker", "/robot/listeners", "/robot/listeners/l1"]
+    assert all(r["state"] == "running" for r in rows)
+    table = format_status(rows)
+    assert table.splitlines()[0].split()[:3] == ["path", "kind", "state"]
+    rt.wait(root.stop_async())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (GOOD.replace("strategy: rest_for_one", "strategy: all_for_one"),
+         "robot.yaml:2: strategy: 'all_for_one' is not allowed; allowed: one_for_one | "
+         "one_for_all | rest_for_one"),
+        (GOOD.replace("restart: transient", "restart: sometimes"),
+         "robot.yaml:14: children[1].children[0].restart: 'sometimes' is not allowed"),
+        (GOOD.replace(":Talker", ":Nope"),
+         "robot.yaml:7: children[0].class: " + __name__ + ":Nope is not a subclass"),
+        (GOOD.replace(f"{__name__}:Talker", "no_such_pkg.mod:Talker"),
+         "robot.yaml:7: children[0].class: cannot import no_such_pkg.mod"),
+        (GOOD.replace("    params:", "    parms:"),
+         "robot.yaml:8: children[0].parms: unknown field; allowed here: class, deadline_s"),
+        (GOOD.replace("node: talker", "node: 9talker"),
+         "robot.yaml:6: children[0].node: invalid name '9talker'"),
+        (GOOD.replace("intensity: 10", "intensity: -1"),
+         "robot.yaml:3: intensity: -1 is not allowed; a number >= 0"),
+        (GOOD.replace("heartbeat_s: 5", "heartbeat_s: soon"),
+         "robot.yaml:15: children[1].children[0].heartbeat_s: 'soon' is not allowed"),
+    ],
+)  # fmt: skip
+def test_launch_errors_name_file_line_and_field(
+    rt: Runtime, tmp_path: Path, text: str, expected: str
+) -> None:
+    with pytest.raises((SpecError, SpecErrors)) as info:
+        load_launch(write(tmp_path, text), rt)
+    assert expected in str(info.value).replace(str(tmp_path) + "/", "")
+
+
+def test_all_errors_are_reported_together(rt: Runtime, tmp_path: Path) -> None:
+    text = GOOD.replace("strategy: rest_for_one", "strategy: x").replace(
+        "period_s: 1", "period_s: 0"
+    )
+    with pytest.raises(SpecErrors) as info:
+        load_launch(write(tmp_path, text), rt)
+    assert len(info.value.errors) == 2
+
+
+def test_child_needs_exactly_one_kind(rt: Runtime, tmp_path: Path) -> None:
+    text = "name: r\nchildren:\n  - node: a\n    command: b\n"
+    with pytest.raises(
+        SpecErrors, match=r"robot.yaml:3: children\[0\]: each child has exactly one"
+    ):
+        load_launch(write(tmp_path, text), rt)
+
+
+def test_command_child_needs_argv(rt: Runtime, tmp_path: Path) -> None:
+    text = "name: r\nchildren:\n  - command: talker\n"
+    with pytest.raises(SpecErrors, match=r"robot.yaml:3: children\[0\].argv: required"):
+        load_launch(write(tmp_path, text), rt)

@@ -1,0 +1,200 @@
+"""The zygote with real forked processes: readiness, exit codes, signals, reaping."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from roboscale.backends.base import free_port
+from roboscale.runtime.zygote import ForkedChild, Zygote, ZygoteError
+
+TARGETS = '''
+import os, signal, time
+
+def idle(config, ready):
+    ready()
+    time.sleep(config.get("sleep", 30))
+    return config.get("code", 0)
+
+def never_ready(config, ready):
+    time.sleep(30)
+
+def talk(config, ready):
+    """Opens its own Zenoh session after the fork and publishes until killed."""
+    import zenoh
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"peer"')
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    conf.insert_json5("scouting/gossip/enabled", "false")
+    conf.insert_json5("connect/endpoints", '["%s"]' % config["endpoint"])
+    with zenoh.open(conf) as session:
+        pub = session.declare_publisher("test/zygote")
+        ready()
+        for i in range(250):
+            pub.put(f"hello {os.getpid()} {i}")
+            time.sleep(0.02)
+'''
+
+
+def write_targets(folder: Path, extra: str = "") -> dict[str, str]:
+    (folder / "zyg_targets.py").write_text(TARGETS + textwrap.dedent(extra))
+    return {"PYTHONPATH": str(folder)}
+
+
+@pytest.fixture
+def zygote(tmp_path: Path) -> Iterator[Zygote]:
+    z = Zygote(["zenoh"], env=write_targets(tmp_path), log=tmp_path / "zygote.log")
+    z.start()
+    try:
+        yield z
+    finally:
+        z.close()
+
+
+def children_of(pid: int) -> list[tuple[int, str]]:
+    """(pid, state) of every process whose parent is `pid`, zombies included."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid:
+            found.append((int(entry), fields[0]))
+    return found
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"  # reparented to an init that has not reaped it yet
+
+
+def wait_until(condition: object, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def spawn_ready(z: Zygote, target: str = "zyg_targets:idle", **config: object) -> ForkedChild:
+    child = z.spawn("t", target, dict(config))
+    assert child.settled.wait(5.0)
+    return child
+
+
+def test_hello_reports_preloads_and_one_thread(zygote: Zygote) -> None:
+    assert zygote.alive()
+    assert zygote.hello["preloaded"] == ["zenoh"]
+    assert zygote.hello["threads"] == 1
+
+
+def test_child_reports_ready_then_its_exit_code(zygote: Zygote) -> None:
+    child = spawn_ready(zygote, sleep=0.05, code=3)
+    assert child.ready.is_set() and child.pid > 0
+    assert child.exited.wait(5.0)
+    assert child.status is not None and (child.status.code, child.status.signal) == (3, None)
+    assert child.status.describe() == "exit code 3"
+
+
+def test_signal_goes_to_the_child_and_is_reported(zygote: Zygote) -> None:
+    child = spawn_ready(zygote)
+    zygote.signal(child.pid, signal.SIGKILL)
+    assert child.exited.wait(5.0)
+    assert child.status is not None and child.status.signal == signal.SIGKILL
+    assert child.status.describe() == "killed by SIGKILL"
+
+
+def test_a_target_that_cannot_be_imported_is_an_error_not_a_hang(zygote: Zygote) -> None:
+    child = zygote.spawn("t", "zyg_targets:missing")
+    assert child.exited.wait(5.0)
+    assert not child.ready.is_set()
+    assert "has no attribute 'missing'" in child.error
+    assert child.status is not None and child.status.code == 1
+
+
+def test_malformed_target_names_the_expected_form(zygote: Zygote) -> None:
+    child = zygote.spawn("t", "no_colon_here")
+    assert child.exited.wait(5.0)
+    assert "module:callable" in child.error
+
+
+def test_fifty_kills_and_forks_leave_no_zombie(zygote: Zygote) -> None:
+    pids = set()
+    for _ in range(50):
+        child = spawn_ready(zygote)
+        assert child.ready.is_set()
+        pids.add(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.exited.wait(5.0)
+    assert len(pids) == 50
+    assert wait_until(lambda: children_of(zygote.pid) == [], 2.0), children_of(zygote.pid)
+
+
+def test_children_die_with_the_zygote(zygote: Zygote) -> None:
+    child = spawn_ready(zygote)
+    os.killpg(zygote.pid, signal.SIGKILL)  # brutal: no chance to clean up
+    assert wait_until(lambda: gone(child.pid))
+    assert child.exited.wait(5.0)  # the client learns it too
+    assert not zygote.alive()
+
+
+def test_close_kills_and_reaps_every_child(zygote: Zygote) -> None:
+    kids = [spawn_ready(zygote) for _ in range(3)]
+    zygote.close()
+    assert all(k.exited.wait(5.0) for k in kids)
+    assert all(gone(k.pid) for k in kids)
+
+
+def test_missing_preload_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ZygoteError, match="preloading 'no_such_module_x' failed"):
+        Zygote(["no_such_module_x"]).start()
+
+
+def test_preload_that_starts_a_thread_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "thready.py").write_text(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(30,)).start()\n"
+    )
+    z = Zygote(["thready"], env={"PYTHONPATH": str(tmp_path)})
+    with pytest.raises(ZygoteError, match="started 1 thread"):
+        z.start()
+
+
+@pytest.mark.zenoh
+def test_forked_child_opens_its_own_zenoh_session(zygote: Zygote, zenoh: None) -> None:
+    import zenoh as z
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    conf = z.Config()
+    conf.insert_json5("mode", '"peer"')
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    conf.insert_json5("scouting/gossip/enabled", "false")
+    conf.insert_json5("listen/endpoints", f'["{endpoint}"]')
+    with z.open(conf) as session:
+        sub = session.declare_subscriber("test/zygote", z.handlers.FifoChannel(100))
+        child = spawn_ready(zygote, "zyg_targets:talk", endpoint=endpoint)
+        try:
+            assert child.ready.is_set(), child.error
+            deadline = time.monotonic() + 5.0
+            sample = None
+            while sample is None and time.monotonic() < deadline:
+                sample = sub.try_recv()
+                time.sleep(0.01)
+            assert sample is not None
+            assert sample.payload.to_string().startswith(f"hello {child.pid} ")
+        finally:
+            zygote.signal(child.pid, signal.SIGKILL)
+            assert child.exited.wait(5.0)

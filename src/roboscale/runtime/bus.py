@@ -146,7 +146,7 @@ class Inbox:
             # message whose callback crashes its node is not handed to the next one.
             self.last_seq = seq
             self.delivered += 1
-            pending = node.run_callback(self.fn, self.mode, self.deadline_s, msg, "subscription")
+            pending = node.run_callback(self.fn, self.mode, self.deadline_s, (msg,), "subscription")
             if pending is not None:
                 self.busy = pending
                 pending.add_done_callback(self._callback_done)

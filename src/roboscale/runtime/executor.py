@@ -148,12 +148,12 @@ class Runtime:
         self.close()
 
     # -- worker threads ---------------------------------------------------------
-    def in_thread(self, fn: Any, arg: Any) -> asyncio.Future[Any]:
+    def in_thread(self, fn: Any, *args: Any) -> asyncio.Future[Any]:
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 self._workers, thread_name_prefix="roboscale-worker"
             )
-        return self.loop.run_in_executor(self._pool, fn, arg)
+        return self.loop.run_in_executor(self._pool, fn, *args)
 
     # -- liveness ---------------------------------------------------------------
     def _begin_watching(self) -> None:

@@ -289,8 +289,6 @@ class Node:
         label: str,
     ) -> asyncio.Future[Any] | None:
         """Run a callback in its mode; return the future of a task/thread callback."""
-        if not isinstance(args, tuple):
-            args = (args,)
         if mode is Mode.INLINE:
             self.run_inline(fn, args, deadline_s, label)
             return None
@@ -299,7 +297,7 @@ class Node:
         if mode is Mode.COROUTINE:
             fut = rt.loop.create_task(fn(*args))
         else:
-            fut = rt.in_thread(fn, *args) if args else rt.in_thread(fn, None)
+            fut = rt.in_thread(fn, *args)
         if self._tasks is None:
             self._tasks = set()
         self._tasks.add(fut)

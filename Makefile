@@ -5,9 +5,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-ROS_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy
+# ROS 1 for the ros1 backend; Erlang for the OTP baseline of bench/restart.py;
+# iptables for link loss on emulated hosts. All from Debian's own packages.
+SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
+	erlang-nox iptables
 
-.PHONY: demo test unit lint ros1 clean
+.PHONY: demo test unit lint system ros1 clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "roboscale needs Python 3.11+"'
@@ -19,7 +22,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/roboscale bench experiments/demo.yaml --quick --out results/demo
 
-test: $(STAMP) ros1 lint
+test: $(STAMP) system lint
 	$(BIN)/python -m pytest
 
 unit: $(STAMP)
@@ -30,16 +33,20 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy --strict src
 
-# ROS 1 comes from Debian. As root it is installed; otherwise say how, and the
-# ros1 tests skip with that reason (outside CI only: in CI a skip is a failure).
-ros1:
-	@if command -v roscore >/dev/null && /usr/bin/python3 -c 'import rospy, sensor_msgs.msg' 2>/dev/null; then \
-		echo "ros1: installed"; \
+# System packages come from Debian. As root they are installed; otherwise say how,
+# and the tests that need them skip with that reason (outside CI only: in CI a
+# skip is a failure).
+system:
+	@if command -v roscore >/dev/null && command -v erl >/dev/null && command -v iptables >/dev/null \
+		&& /usr/bin/python3 -c 'import rospy, sensor_msgs.msg' 2>/dev/null; then \
+		echo "system packages: installed"; \
 	elif [ "$$(id -u)" = 0 ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ROS_PACKAGES) >/dev/null; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
 	else \
-		echo "ros1: not installed and not root; run 'sudo make ros1' (ros1 tests will skip)"; \
+		echo "system packages missing and not root; run 'sudo make system' (ROS 1, Erlang, iptables tests will skip)"; \
 	fi
+
+ros1: system
 
 clean:
 	rm -rf $(VENV) results .mypy_cache .pytest_cache .ruff_cache

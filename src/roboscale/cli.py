@@ -22,6 +22,7 @@ examples:
   roboscale bench experiments/size-sweep.yaml --dry-run         # list trials, run nothing
   roboscale report results/thesis-e1-20261122-140000            # re-render a report
   roboscale backends                                            # what is installed
+  roboscale capacity predict model.json --size 4250 --rate 20   # how many nodes fit
 """
 
 BENCH_HELP = """\
@@ -57,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("results", type=Path, help="a results folder written by `roboscale bench`")
 
     sub.add_parser("backends", help="list backends, whether each is installed, and versions")
+    from roboscale.capacity.cli import add_parser as add_capacity
+
+    add_capacity(sub)
     return p
 
 
@@ -126,12 +130,23 @@ def cmd_backends(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"bench": cmd_bench, "report": cmd_report, "backends": cmd_backends}
+def cmd_capacity(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.capacity.cli import main as capacity_main
+
+    return capacity_main(args, console)
+
+
+COMMANDS = {
+    "bench": cmd_bench,
+    "report": cmd_report,
+    "backends": cmd_backends,
+    "capacity": cmd_capacity,
+}
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    console = Console(stderr=False)
+    console = Console(stderr=False, soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     try:
         code = COMMANDS[args.command](args, console)

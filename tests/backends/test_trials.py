@@ -116,3 +116,15 @@ def test_ros1_messages_have_thesis_sizes(ros1: None) -> None:
     assert abs(sizes[1] - head - 4250) <= 8
     assert 307200 < sizes[2] - head < 307200 + 100
     assert sizes[3] == head + 4 + 256
+
+
+@pytest.mark.parametrize(("payload", "size"), [("text", 11), ("image", 307200)])
+def test_native_echo_in_process(tmp_path: Path, payload: str, size: int) -> None:
+    """Sender and echoer share one process; the message tuple arrives whole (not unpacked)."""
+    tables, nodes = run(tmp_path, trial("native", payload, size, pairs=2))
+    assert len(tables) == 2
+    for rows in tables:
+        check_complete(rows, 200)
+    by_pair = {(n["pair"], n["role"]): n["pid"] for n in nodes}
+    assert by_pair[(0, "sender")] == by_pair[(0, "echoer")] != by_pair[(1, "sender")]
+    assert all(n["malformed"] == 0 for n in nodes)

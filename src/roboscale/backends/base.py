@@ -75,6 +75,9 @@ class NoInfrastructure:
 
 class Backend(Protocol):
     name: str
+    # "node": one OS process per node (as ROS 1 runs them); "pair": a sender and its
+    # echoer share one process (the native runtime's in-process delivery).
+    placement: str
 
     @property
     def python(self) -> str: ...
@@ -91,6 +94,7 @@ class Backend(Protocol):
 
 
 REGISTRY: dict[str, str] = {
+    "native": "roboscale.backends.native",
     "zenoh": "roboscale.backends.zenoh",
     "ros1": "roboscale.backends.ros1",
 }

@@ -184,6 +184,7 @@ class Roscore:
 
 class Ros1Backend:
     name = "ros1"
+    placement = "node"
 
     @property
     def python(self) -> str:

@@ -112,6 +112,7 @@ class ZenohSession:
 
 class ZenohBackend:
     name = "zenoh"
+    placement = "node"
 
     def __init__(self) -> None:
         self._ports: dict[tuple[str, int], int] = {}

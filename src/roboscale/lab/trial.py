@@ -51,18 +51,39 @@ def _node_config(backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path
     }
 
 
+def _agent_config(
+    backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path
+) -> dict[str, Any]:
+    if role == "pair":
+        return _pair_config(backend, t, pair, raw)
+    return _node_config(backend, t, role, pair, raw)
+
+
+def _pair_config(backend: Backend, t: TrialPlan, pair: int, raw: Path) -> dict[str, Any]:
+    """One agent running both nodes of a pair (placement "pair")."""
+    per_role = {r: _node_config(backend, t, r, pair, raw) for r in ("echoer", "sender")}
+    return {
+        **per_role["sender"],
+        "role": "pair",
+        "name": f"pair_{pair}_t{t.index:04d}",
+        "names": {r: c["name"] for r, c in per_role.items()},
+        "outputs": {r: c["output"] for r, c in per_role.items()},
+    }
+
+
 def run_nodes(backend: Backend, infra: Infrastructure, t: TrialPlan, raw: Path) -> None:
     """Run every node of the trial to completion; any failure kills them all."""
     nodes: list[NodeProcess] = []
+    stages = ["pair"] if backend.placement == "pair" else ["echoer", "sender"]
     try:
-        for role in ("echoer", "sender"):
+        for role in stages:
             group = [
-                spawn(backend.python, _node_config(backend, t, role, p, raw), raw, infra.env)
+                spawn(backend.python, _agent_config(backend, t, role, p, raw), raw, infra.env)
                 for p in range(t.pairs)
             ]
             nodes += group
             await_line(group, "READY", t.match_timeout_s + READY_GRACE_S)
-        senders = [n for n in nodes if n.role == "sender"]
+        senders = [n for n in nodes if n.role in ("sender", "pair")]
         echoers = [n for n in nodes if n.role == "echoer"]
         for n in senders:
             n.send("GO")
@@ -91,11 +112,20 @@ def collect(t: TrialPlan, raw: Path) -> tuple[list[pa.Table], list[dict[str, Any
     return tables, nodes
 
 
+def _cpu_s(usage: dict[str, float]) -> float:
+    return usage["cpu_user_s"] + usage["cpu_sys_s"]
+
+
 def node_usage(nodes: list[dict[str, Any]]) -> dict[str, Any]:
-    cpu = sum(n["usage"]["cpu_user_s"] + n["usage"]["cpu_sys_s"] for n in nodes)
+    """CPU and memory of the trial's processes; nodes sharing a process count it once."""
+    procs = list({n["pid"]: n for n in nodes}.values())
+    cpu = sum(_cpu_s(n["usage"]) for n in procs)
+    after_ready = sum(_cpu_s(n["usage"]) - _cpu_s(n["usage_ready"]) for n in procs)
     return {
         "cpu_s_total": round(cpu, 4),
-        "peak_rss_kb_max": max((n["usage"]["max_rss_kb"] for n in nodes), default=0),
+        "cpu_s_after_ready": round(after_ready, 4),
+        "processes": len(procs),
+        "peak_rss_kb_max": max((n["usage"]["max_rss_kb"] for n in procs), default=0),
         "malformed": sum(int(n.get("malformed", 0)) for n in nodes),
         "duplicates": sum(int(n["counters"]["duplicates"]) for n in nodes),
     }

@@ -34,7 +34,7 @@ class Strict(BaseModel):
 class Sweep(Strict):
     """Axes whose lists expand into the cross product of trials."""
 
-    backend: Annotated[list[str], BeforeValidator(_as_list), Field(min_length=1)] = ["zenoh"]
+    backend: Annotated[list[str], BeforeValidator(_as_list), Field(min_length=1)] = ["native"]
     rate_hz: Annotated[list[Rate], BeforeValidator(_as_list), Field(min_length=1)]
     payload: Annotated[list[Payload], BeforeValidator(_as_list), Field(min_length=1)] = [
         ("text", 11)

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from roboscale.backends.base import NodeContext, get_backend
+from roboscale.backends.base import NodeContext, Session, get_backend
 from roboscale.records.raw import write_raw
 from roboscale.workloads.echo import EchoConfig, Echoer, Sender
 
@@ -41,41 +41,68 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
-def run(cfg: dict[str, Any]) -> int:
-    backend = get_backend(cfg["backend"])
-    ctx = NodeContext(name=cfg["name"], host=cfg.get("host", "local"), config=cfg["node_config"])
-    session = backend.open(ctx)
-    echo = EchoConfig.from_dict(cfg["echo"])
-    node: Sender | Echoer
-    if cfg["role"] == "sender":
-        tighten_timer_slack()
-        node = Sender(session, echo)
-        if not node.wait_for_match():
-            say(f"NOMATCH no echo within {echo.match_timeout_s:g} s")
-            return 3
-        say("READY")
-        if sys.stdin.readline().strip() != "GO":
-            return 4
-        node.run()
-    else:
-        node = Echoer(session, echo)
-        say("READY")
-        sys.stdin.readline()  # STOP, or EOF when the lab goes away
-    header = {
-        "role": cfg["role"],
-        "node": cfg["name"],
+def _header(cfg: dict[str, Any], role: str, name: str, node: Sender | Echoer) -> dict[str, Any]:
+    return {
+        "role": role,
+        "node": name,
         "backend": cfg["backend"],
-        "pair": echo.pair,
+        "pair": cfg["echo"]["pair"],
         "pid": os.getpid(),
         "counters": asdict(node.counters),
-        "malformed": int(getattr(session, "malformed", 0)),
         "usage": usage(),
+        # Start-up (imports, connection) is excluded from the measured CPU: it grows
+        # with N exactly like per-message cost would, and would confound the model.
+        "usage_ready": cfg["_ready_usage"],
     }
-    write_raw(Path(cfg["output"]), header, node.columns())
+
+
+def _start_sender(session: Session, echo: EchoConfig) -> Sender | None:
+    tighten_timer_slack()
+    sender = Sender(session, echo)
+    if not sender.wait_for_match():
+        say(f"NOMATCH no echo within {echo.match_timeout_s:g} s")
+        return None
+    return sender
+
+
+def run(cfg: dict[str, Any]) -> int:
+    """Run this agent's nodes: a sender, an echoer, or both of one pair (placement "pair")."""
+    backend = get_backend(cfg["backend"])
+    echo = EchoConfig.from_dict(cfg["echo"])
+    roles = ["echoer", "sender"] if cfg["role"] == "pair" else [cfg["role"]]
+    sessions: dict[str, Session] = {}
+    nodes: dict[str, Sender | Echoer] = {}
+    for role in roles:
+        name = cfg["names"][role] if cfg["role"] == "pair" else cfg["name"]
+        ctx = NodeContext(name=name, host=cfg.get("host", "local"), config=cfg["node_config"])
+        sessions[role] = backend.open(ctx)
+        if role == "echoer":
+            nodes[role] = Echoer(sessions[role], echo)
+        elif (sender := _start_sender(sessions[role], echo)) is None:
+            return 3
+        else:
+            nodes[role] = sender
+    cfg["_ready_usage"] = usage()
+    say("READY")
+    if "sender" in nodes:
+        if sys.stdin.readline().strip() != "GO":
+            return 4
+        pacer = nodes["sender"]
+        assert isinstance(pacer, Sender)
+        pacer.run()
+    else:
+        sys.stdin.readline()  # STOP, or EOF when the lab goes away
+    for role, node in nodes.items():
+        name = cfg["names"][role] if cfg["role"] == "pair" else cfg["name"]
+        output = cfg["outputs"][role] if cfg["role"] == "pair" else cfg["output"]
+        header = _header(cfg, role, name, node)
+        header["malformed"] = int(getattr(sessions[role], "malformed", 0))
+        write_raw(Path(output), header, node.columns())
     say("DONE")
     # The records are on disk; a middleware that fails to close must not lose them.
-    with contextlib.suppress(Exception):
-        session.close()
+    for session in sessions.values():
+        with contextlib.suppress(Exception):
+            session.close()
     return 0
 
 

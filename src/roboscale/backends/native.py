@@ -1,0 +1,121 @@
+"""The native backend: echo experiments on roboscale's own runtime.
+
+A sender and its echoer are two runtime nodes in one OS process, on the
+process's one event loop (placement "pair"): a message is a tuple
+(seq, stamp, body) handed over by reference, with no copy and no serialization.
+The sender paces from its own thread (asyncio timers have 1 ms granularity on
+epoll, too coarse for 10 kHz), so each send crosses into the loop with
+`call_soon_threadsafe`; the echoer's callback and the reply run on the loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from roboscale.backends.base import (
+    Callback,
+    Infrastructure,
+    MessageKind,
+    NodeContext,
+    NoInfrastructure,
+    current_python,
+)
+from roboscale.backends.payload import body
+
+_RUNTIME_LOCK = threading.Lock()
+_RUNTIME: Any = None
+
+
+def shared_runtime() -> Any:
+    """The process's one runtime, started on first use; every node of the agent shares it."""
+    global _RUNTIME
+    from roboscale.runtime.executor import Runtime
+
+    with _RUNTIME_LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = Runtime().start()
+        return _RUNTIME
+
+
+class NativePublisher:
+    __slots__ = ("_body", "_pub")
+
+    def __init__(self, publisher: Any, kind: MessageKind) -> None:
+        self._pub = publisher
+        self._body = body(kind.size, kind.kind)
+
+    def send(self, seq: int, stamp_ns: int) -> None:
+        self._pub.publish((seq, stamp_ns, self._body))
+
+    def forward(self, msg: object) -> None:
+        self._pub.publish(msg)
+
+
+class NativeSession:
+    """One runtime node; the lab's publishers and subscriptions become the node's own."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        from roboscale.runtime.node import Node, NodeHandle
+
+        self.runtime = shared_runtime()
+        self.malformed = 0
+        self.exits: list[str] = []
+        self._handle = NodeHandle(self.runtime, ctx.name, Node)
+        self._handle.start(self._on_exit)
+
+    def _on_exit(self, name: str, reason: Any, detail: str) -> None:
+        self.exits.append(f"{name}: {reason.name} {detail}")
+
+    def _node(self) -> Any:
+        node = self._handle.node
+        if node is None:
+            raise RuntimeError(f"node {self._handle.name} is not running: {self.exits}")
+        return node
+
+    def publisher(self, topic: str, kind: MessageKind, queue: int) -> NativePublisher:
+        pub = self.runtime.call(self._node().publisher, topic)
+        return NativePublisher(pub, kind)
+
+    def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
+        def on_message(msg: Any) -> None:
+            if type(msg) is not tuple or len(msg) != 3:
+                self.malformed += 1
+                return
+            callback(msg[0], msg)
+
+        node = self._node()
+        self.runtime.call(lambda: node.subscribe(topic, on_message, queue_size=queue or 1 << 30))
+
+    def close(self) -> None:
+        self._handle.stop(1.0)
+
+
+class NativeBackend:
+    name = "native"
+    placement = "pair"
+
+    @property
+    def python(self) -> str:
+        return current_python()
+
+    def check(self) -> None:
+        return None  # the runtime is part of roboscale: always available
+
+    def version(self) -> str:
+        import roboscale
+
+        return f"roboscale runtime {roboscale.__version__} (in-process)"
+
+    def start_infrastructure(self, workdir: Path) -> Infrastructure:
+        return NoInfrastructure()
+
+    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def open(self, ctx: NodeContext) -> NativeSession:
+        return NativeSession(ctx)
+
+
+BACKEND = NativeBackend()

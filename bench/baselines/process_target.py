@@ -1,0 +1,25 @@
+"""A process node for the restart benchmarks: it opens its own Zenoh session, then is ready.
+
+Run by roboscale.runtime.process.ProcessNode as `process_target:zenoh_node`, forked
+from a zygote or in a fresh interpreter; either way the session is opened after start.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def zenoh_node(config: dict[str, Any], ready: Callable[[], None]) -> int:
+    import zenoh
+
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"peer"')
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    conf.insert_json5("scouting/gossip/enabled", "false")
+    conf.insert_json5("listen/endpoints", "[]")
+    with zenoh.open(conf):
+        ready()
+        time.sleep(float(config.get("lifetime_s", 60)))
+    return 0

@@ -293,11 +293,9 @@ class Node:
             self.run_inline(fn, args, deadline_s, label)
             return None
         rt = self.runtime
-        fut: asyncio.Future[Any]
-        if mode is Mode.COROUTINE:
-            fut = rt.loop.create_task(fn(*args))
-        else:
-            fut = rt.in_thread(fn, *args)
+        fut: asyncio.Future[Any] = (
+            rt.loop.create_task(fn(*args)) if mode is Mode.COROUTINE else rt.in_thread(fn, *args)
+        )
         if self._tasks is None:
             self._tasks = set()
         self._tasks.add(fut)

@@ -67,14 +67,15 @@ def _parser() -> argparse.ArgumentParser:
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     from roboscale.analysis.report import render_report
     from roboscale.lab.runner import run_sweep
-    from roboscale.spec.loader import load_spec
+    from roboscale.spec.loader import load_spec, profiles_path
     from roboscale.spec.planner import plan
 
     spec = load_spec(args.spec, quick=args.quick)
+    profiles = profiles_path(spec, args.spec)
     backends = [b.strip() for b in args.backend.split(",")] if args.backend else None
     if backends:
         _check_names(backends)
-    trials = plan(spec, backends)
+    trials = plan(spec, backends, str(profiles) if profiles else None)
     est = sum(t.intended_duration_s + t.pause_s + 1.5 for t in trials)
     console.print(f"[bold]{spec.name}[/bold]: {len(trials)} trials, about {est:.0f} s")
     if args.dry_run:
@@ -142,6 +143,7 @@ COMMANDS = {
     "backends": cmd_backends,
     "capacity": cmd_capacity,
 }
+
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from roboscale.backends.base import get_backend
+from roboscale.lab.envs import Placement
 from roboscale.lab.trial import collect, run_nodes
 from roboscale.spec.planner import TrialPlan
 
@@ -39,7 +40,7 @@ def run(
 ) -> tuple[list[dict[str, list[int | None]]], list[dict[str, object]]]:
     backend = get_backend(t.backend)
     backend.check()
-    infra = backend.start_infrastructure(tmp_path)
+    infra = backend.start_infrastructure(tmp_path, Placement())
     raw = tmp_path / "raw"
     raw.mkdir()
     try:
@@ -82,7 +83,7 @@ def test_ros1_echo(tmp_path: Path, ros1: None, payload: str, size: int) -> None:
 @pytest.mark.ros1
 def test_ros1_roscore_is_stopped(tmp_path: Path, ros1: None) -> None:
     backend = get_backend("ros1")
-    infra = backend.start_infrastructure(tmp_path)
+    infra = backend.start_infrastructure(tmp_path, Placement())
     proc = infra._proc  # type: ignore[attr-defined]
     infra.stop()
     assert proc.poll() is not None

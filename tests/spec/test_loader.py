@@ -53,7 +53,7 @@ def test_scalars_become_lists(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, "name: s\nsweep:\n  rate_hz: 7\n  payload: image\n"))
     assert spec.sweep.rate_hz == [7.0]
     assert spec.sweep.payload == [("image", 307200)]
-    assert spec.sweep.backend == ["zenoh"]
+    assert spec.sweep.backend == ["native"]  # the embedded default
 
 
 def test_broken_yaml(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_not_a_mapping(tmp_path: Path) -> None:
 def test_unknown_field_suggests_nearest(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  paylod: text\n") == [
         "F:4: sweep.paylod: unknown field; did you mean 'payload'? "
-        "allowed fields here: backend, rate_hz, payload, pairs"
+        "allowed fields here: backend, rate_hz, payload, pairs, hosts, link, cpu"
     ]
 
 
@@ -83,7 +83,7 @@ def test_unknown_top_level_field(tmp_path: Path) -> None:
     msgs = messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\ntrials:\n  runs: 2\n")
     assert msgs == [
         "F:4: trials: unknown field; did you mean 'trial'? "
-        "allowed fields here: name, description, sweep, trial, seed, verdict"
+        "allowed fields here: name, description, sweep, trial, seed, verdict, env"
     ]
 
 
@@ -176,3 +176,29 @@ def test_shipped_specs_are_valid() -> None:
     for path in specs:
         load_spec(path)
         load_spec(path, quick=True)
+
+
+def test_unknown_link_profile_suggests(tmp_path: Path) -> None:
+    text = "name: s\nsweep:\n  rate_hz: 7\n  hosts: 2\n  link: [ethernet, wfi]\n"
+    with pytest.raises(SpecError) as e:
+        load_spec(write(tmp_path, text))
+    assert "spec.yaml:5: sweep.link: unknown link profile 'wfi'; " in str(e.value)
+    assert "did you mean 'wifi'?" in str(e.value)
+
+
+def test_more_hosts_than_addresses(tmp_path: Path) -> None:
+    text = "name: s\nsweep:\n  rate_hz: 7\n  hosts: 8\nenv:\n  subnet: 10.231.0.0/30\n"
+    with pytest.raises(SpecError, match=r"spec.yaml:4: sweep.hosts: 8 hosts do not fit in 10.231"):
+        load_spec(write(tmp_path, text))
+
+
+def test_missing_profiles_file(tmp_path: Path) -> None:
+    text = "name: s\nsweep:\n  rate_hz: 7\n  link: lab\nenv:\n  profiles: nope.yaml\n"
+    with pytest.raises(SpecError, match=r"spec.yaml:6: env.profiles: .*nope.yaml: no such file"):
+        load_spec(write(tmp_path, text))
+
+
+def test_custom_profile_from_file(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text("profiles:\n  lab:\n    base: wifi\n    delay_ms: 5\n")
+    text = "name: s\nsweep:\n  rate_hz: 7\n  link: lab\nenv:\n  profiles: p.yaml\n"
+    assert load_spec(write(tmp_path, text)).sweep.link == ["lab"]

@@ -56,3 +56,37 @@ def test_shuffled_order_is_seeded(tmp_path: Path) -> None:
 def test_intended_duration(tmp_path: Path) -> None:
     t = plan(load_spec(spec_file(tmp_path)))[0]
     assert t.intended_duration_s == (t.messages + t.warmup) / t.rate_hz
+
+
+def test_env_axes_come_first_and_label_trials(tmp_path: Path) -> None:
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        "name: h\nsweep:\n  backend: zenoh\n  rate_hz: [10, 20]\n  hosts: [2, 4]\n"
+        "  link: [ethernet, wifi]\n  cpu: [null, 0.5]\n"
+    )
+    trials = plan(load_spec(path))
+    assert len(trials) == 16
+    keys = [t.env_key for t in trials]
+    # trials sharing hosts, link and quota are adjacent, so each set comes up once
+    assert len({k for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k}) == 8
+    assert trials[0].trial == "t0000-zenoh-10hz-text-p1-h2-ethernet-r0"
+    assert trials[1].trial == "t0001-zenoh-20hz-text-p1-h2-ethernet-r0"
+    assert trials[2].trial == "t0002-zenoh-10hz-text-p1-h2-ethernet-cpu0p5-r0"
+    assert all(t.emulated for t in trials)
+
+
+def test_senders_talk_to_every_echoer_host(tmp_path: Path) -> None:
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        "name: h\nsweep:\n  backend: zenoh\n  rate_hz: 10\n  hosts: 6\n  pairs: 2\n"
+        "env:\n  pairs_per: host_pair\n"
+    )
+    (t,) = plan(load_spec(path))
+    assert (t.sender_hosts, t.pairs) == (3, 2 * 3 * 3)
+    links = {(t.host_of("sender", p), t.host_of("echoer", p)) for p in range(t.pairs)}
+    assert links == {(s, e) for s in range(3) for e in range(3, 6)}
+
+
+def test_one_host_runs_everything_locally(tmp_path: Path) -> None:
+    (t, *_) = plan(load_spec(spec_file(tmp_path)))
+    assert not t.emulated and t.host_of("sender", 3) == t.host_of("echoer", 3) == 0

@@ -35,13 +35,21 @@ def ok(entries: Sequence[Entry]) -> list[Entry]:
     return [e for e in entries if not e.get("error") and e.get("received", 0) > 0]
 
 
-def series_key(e: Entry) -> tuple[str, str, int]:
-    return (e["backend"], e["payload"], int(e["pairs"]))
+def env_label(e: Entry) -> str:
+    """Hosts, link and CPU quota of an entry, empty for a plain single-host trial."""
+    parts = [f"{e['hosts']} hosts"] if e.get("hosts", 1) > 1 else []
+    parts += [str(e["link"])] if e.get("link", "loopback") != "loopback" else []
+    parts += [f"cpu {e['cpu']:g}"] if e.get("cpu") is not None else []
+    return " ".join(parts)
 
 
-def series_label(key: tuple[str, str, int]) -> str:
-    backend, payload, pairs = key
-    return f"{backend} {payload}" + (f" x{pairs}" if pairs > 1 else "")
+def series_key(e: Entry) -> tuple[str, str, int, str]:
+    return (e["backend"], e["payload"], int(e["pairs"]), env_label(e))
+
+
+def series_label(key: tuple[str, str, int, str]) -> str:
+    backend, payload, pairs, env = key
+    return " ".join(p for p in (backend, payload, f"x{pairs}" if pairs > 1 else "", env) if p)
 
 
 def _group(entries: Sequence[Entry], key: Callable[[Entry], Any]) -> dict[Any, list[Entry]]:
@@ -191,4 +199,57 @@ def rate_and_loss(entries: Sequence[Entry]) -> Figure | None:
     for ax in (ax_rate, ax_loss):
         ax.grid(alpha=0.3, which="both")
     ax_rate.legend(fontsize=8)
+    return fig
+
+
+def latency_vs_nodes(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
+    """Thesis Figure 4.4: mean RTT (log) against nodes (2 x pairs), a line per rate, with std."""
+    return _against(
+        entries, records_of, lambda e: 2 * int(e["pairs"]), "nodes (2 x pairs)",
+        "Latency against node count (vertical scaling)", "pairs",
+    )  # fmt: skip
+
+
+def latency_vs_hosts(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
+    """Thesis Experiment 9: mean RTT against the number of hosts, a line per rate, with std."""
+    return _against(
+        entries, records_of, lambda e: int(e.get("hosts", 1)), "hosts",
+        "Latency against host count (horizontal scaling)", "hosts",
+    )  # fmt: skip
+
+
+def _against(
+    entries: Sequence[Entry],
+    records_of: RecordsOf,
+    x_of: Callable[[Entry], int],
+    xlabel: str,
+    title: str,
+    axis: str,
+) -> Figure | None:
+    good = ok(entries)
+    if len({x_of(e) for e in good}) < 2:
+        return None
+
+    def line(e: Entry) -> tuple[str, str, float, str]:
+        env = env_label({**e, axis: 1})
+        return (e["backend"], e["payload"], float(e["rate_hz"]), env)
+
+    fig = Figure(figsize=(8, 4.5), layout="constrained")
+    ax = fig.subplots()
+    for i, key in enumerate(sorted(_group(good, line))):
+        points = _group([e for e in good if line(e) == key], x_of)
+        xs = sorted(points)
+        pooled = [_pooled_rtt(points[x], records_of) for x in xs]
+        mean = np.array([p.mean() / 1e3 if p.size else np.nan for p in pooled])
+        std = np.array([p.std(ddof=1) / 1e3 if p.size > 1 else 0.0 for p in pooled])
+        low = np.minimum(std, mean * 0.999)  # error bars stay above zero on a log axis
+        backend, payload, rate, env = key
+        label = " ".join(p for p in (backend, payload, f"{rate:g} Hz", env) if p)
+        ax.errorbar(xs, mean, yerr=[low, std], marker="o", capsize=3, label=label,
+                    color=COLORS[i % len(COLORS)])  # fmt: skip
+    ax.set(xlabel=xlabel, ylabel="RTT mean ± std (ms)", yscale="log", title=title)
+    if axis == "pairs":
+        ax.set_xscale("log", base=2)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
     return fig

@@ -45,6 +45,12 @@ FIGURES: list[tuple[str, str, Callable[..., Any], bool]] = [
      "are configurations that were not sustained.", plots.mean_vs_rate, True),
     ("Round trip by payload size", "Lab-report style box plots (median, quartiles, 1.5 IQR "
      "whiskers, outliers), backends side by side.", plots.box_by_size, True),
+    ("Latency against node count", "Thesis Figure 4.4 style: mean round trip (log scale) "
+     "against nodes, N = 2 x pairs, one line per rate, with one standard deviation.",
+     plots.latency_vs_nodes, True),
+    ("Latency against host count", "Thesis Experiment 9: mean round trip against the number "
+     "of emulated hosts, half of them senders talking to every echoer host.",
+     plots.latency_vs_hosts, True),
     ("Achieved rate and loss", "Where a configuration stops keeping up: the slowest sender's "
      "achieved rate over the target, and the share of messages never echoed.",
      plots.rate_and_loss, False),

@@ -57,6 +57,15 @@ class Session(Protocol):
     def close(self) -> None: ...
 
 
+class Where(Protocol):
+    """The hosts of a trial (lab.envs.Placement): host i runs `prefixes[i] + argv`
+    with `envs[i]` and is reached at `addresses[i]`. One host, prefix [], is this machine."""
+
+    prefixes: list[list[str]]
+    envs: list[dict[str, str]]
+    addresses: list[str]
+
+
 class Infrastructure(Protocol):
     """Whatever a backend runs beside its nodes (roscore, a router), and the node env."""
 
@@ -86,7 +95,7 @@ class Backend(Protocol):
 
     def version(self) -> str: ...
 
-    def start_infrastructure(self, workdir: Path) -> Infrastructure: ...
+    def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure: ...
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]: ...
 

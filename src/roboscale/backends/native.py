@@ -20,6 +20,7 @@ from roboscale.backends.base import (
     MessageKind,
     NodeContext,
     NoInfrastructure,
+    Where,
     current_python,
 )
 from roboscale.backends.payload import body
@@ -108,7 +109,7 @@ class NativeBackend:
 
         return f"roboscale runtime {roboscale.__version__} (in-process)"
 
-    def start_infrastructure(self, workdir: Path) -> Infrastructure:
+    def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         return NoInfrastructure()
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import xmlrpc.client
 from pathlib import Path
 from typing import Any
 
-from roboscale.backends.base import Callback, MessageKind, NodeContext, free_port
+from roboscale.backends.base import Callback, MessageKind, NodeContext, Where, free_port
 from roboscale.backends.payload import TEXT, body
 from roboscale.errors import BackendUnavailable, UserError
 
@@ -97,6 +97,9 @@ class Ros1Session:
 
         self._rospy = rospy
         self._nodelay = bool(ctx.config.get("tcp_nodelay", True))
+        # On an emulated host, other hosts reach this node at the host's own address.
+        if address := os.environ.get("ROBOSCALE_HOST_ADDRESS"):
+            os.environ["ROS_IP"] = address
         rospy.init_node(ctx.name, anonymous=False, disable_signals=True, disable_rosout=True)
         self._pubs: list[Any] = []
         self._subs: list[Any] = []
@@ -126,23 +129,37 @@ class Ros1Session:
         self._rospy.signal_shutdown("roboscale trial finished")
 
 
-class Roscore:
-    """A private roscore on a free port; stop() ends its whole process group."""
+# Asked inside the master's host: an emulated host is not reachable from the root namespace.
+MASTER_PROBE = (
+    "import sys, xmlrpc.client\n"
+    "try: ok = xmlrpc.client.ServerProxy(sys.argv[1]).getSystemState('/roboscale')[0] == 1\n"
+    "except OSError: ok = False\n"
+    "sys.exit(0 if ok else 1)"
+)
 
-    def __init__(self, workdir: Path) -> None:
+
+class Roscore:
+    """A private roscore on a free port; stop() ends its whole process group.
+
+    On emulated hosts it runs on host 0 (`prefix` enters it) and listens on `address`.
+    """
+
+    def __init__(self, workdir: Path, prefix: list[str] | None = None, address: str = "") -> None:
         port = free_port()
         home = workdir / "ros_home"
         home.mkdir(parents=True, exist_ok=True)
-        self.uri = f"http://127.0.0.1:{port}/"
+        self.prefix = prefix or []
+        address = address or "127.0.0.1"
+        self.uri = f"http://{address}:{port}/"
         self.env = {
             "ROS_MASTER_URI": self.uri,
             "ROS_HOME": str(home),
             "ROS_LOG_DIR": str(home / "log"),
-            "ROS_IP": "127.0.0.1",
+            "ROS_IP": address,
         }
         self._log = (workdir / "roscore.log").open("wb")
         self._proc = subprocess.Popen(
-            ["roscore", "-p", str(port)],
+            [*self.prefix, "roscore", "-p", str(port)],
             env={**os.environ, **self.env},
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -151,19 +168,26 @@ class Roscore:
         )
         self._wait_ready(workdir)
 
+    def _answers(self) -> bool:
+        if self.prefix:
+            probe = [*self.prefix, SYSTEM_PYTHON, "-c", MASTER_PROBE, self.uri]
+            return (
+                subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+            )
+        try:
+            state: Any = xmlrpc.client.ServerProxy(self.uri).getSystemState("/roboscale")
+            return bool(state[0] == 1)
+        except OSError:
+            return False
+
     def _wait_ready(self, workdir: Path, timeout_s: float = 30.0) -> None:
-        master = xmlrpc.client.ServerProxy(self.uri)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 self.stop()
                 raise UserError(f"roscore exited early; see {workdir / 'roscore.log'}")
-            try:
-                state: Any = master.getSystemState("/roboscale")
-                if state[0] == 1:
-                    return
-            except OSError:
-                pass
+            if self._answers():
+                return
             time.sleep(0.1)
         self.stop()
         raise UserError(f"roscore did not answer within {timeout_s:.0f} s at {self.uri}")
@@ -214,8 +238,8 @@ class Ros1Backend:
         )
         return f"rospy {out.stdout.strip() or 'unknown'} (Debian)"
 
-    def start_infrastructure(self, workdir: Path) -> Roscore:
-        return Roscore(workdir)
+    def start_infrastructure(self, workdir: Path, where: Where) -> Roscore:
+        return Roscore(workdir, where.prefixes[0], where.addresses[0])
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
         # The thesis's nodes used rospy's default (Nagle on); standard mode turns it off.

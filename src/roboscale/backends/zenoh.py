@@ -19,6 +19,7 @@ from roboscale.backends.base import (
     MessageKind,
     NodeContext,
     NoInfrastructure,
+    Where,
     current_python,
     free_port,
 )
@@ -138,12 +139,12 @@ class ZenohBackend:
         except PackageNotFoundError:
             return "eclipse-zenoh (unknown version)"
 
-    def start_infrastructure(self, workdir: Path) -> Infrastructure:
+    def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         return NoInfrastructure()
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
         port = self._ports.setdefault((str(trial["trial"]), pair), free_port())
-        endpoint = f"tcp/127.0.0.1:{port}"
+        endpoint = f"tcp/{trial.get('echoer_address', '127.0.0.1')}:{port}"
         if role == "echoer":
             return {"listen": [endpoint], "connect": []}
         return {"listen": [], "connect": [endpoint]}

@@ -18,9 +18,10 @@ from rich.console import Console
 
 from roboscale.analysis.verdict import Thresholds
 from roboscale.capacity.cli import TrialRunner
+from roboscale.lab.envs import Environments
 from roboscale.lab.runner import (
     check_backends,
-    infrastructures,
+    check_trials,
     prepare_run_dir,
     run_one,
     write_run_file,
@@ -39,7 +40,7 @@ def open_lab(spec: Spec, out: Path, spec_text: str, console: Console) -> Iterato
     th = Thresholds(**spec.verdict.model_dump())
     counter = 0
 
-    with infrastructures(backends, out) as infra:
+    with Environments(out, backends) as envs:
 
         def run(backend: str, payload: tuple[str, int], rate_hz: float, pairs: int) -> bool:
             nonlocal counter
@@ -54,12 +55,14 @@ def open_lab(spec: Spec, out: Path, spec_text: str, console: Console) -> Iterato
                 }
             )
             ok = True
-            for t in plan(spec.model_copy(update={"sweep": sweep})):
+            trials = plan(spec.model_copy(update={"sweep": sweep}))
+            check_trials(trials, backends)
+            for t in trials:
                 if counter and t.pause_s:
                     time.sleep(t.pause_s)
                 t = replace(t, index=counter, trial=f"t{counter:04d}-{t.trial.split('-', 1)[1]}")
                 counter += 1
-                entry = run_one(backends[backend], infra[backend], t, out, th)
+                entry = run_one(backends[backend], envs, t, out, th)
                 append_summary(out, entry, th.to_dict())
                 ok = ok and bool(entry.get("sustained"))
                 mark = (

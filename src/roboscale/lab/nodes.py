@@ -73,7 +73,14 @@ class NodeProcess:
                 stream.close()
 
 
-def spawn(python: str, config: dict[str, Any], workdir: Path, env: dict[str, str]) -> NodeProcess:
+def spawn(
+    python: str,
+    config: dict[str, Any],
+    workdir: Path,
+    env: dict[str, str],
+    prefix: list[str] | None = None,
+) -> NodeProcess:
+    """Start an agent; `prefix` runs it on an emulated host (namespace, CPU group)."""
     name = config["name"]
     cfg_path = workdir / f"{name}.json"
     cfg_path.write_text(json.dumps(config))
@@ -82,7 +89,7 @@ def spawn(python: str, config: dict[str, Any], workdir: Path, env: dict[str, str
     proc_env = {**base, **env, "PYTHONPATH": str(package_path()), "PYTHONUNBUFFERED": "1"}
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [python, "-m", "roboscale.workloads.agent", str(cfg_path)],
+            [*(prefix or []), python, "-m", "roboscale.workloads.agent", str(cfg_path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=err,

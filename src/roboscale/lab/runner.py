@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +14,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 import roboscale
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
-from roboscale.backends.base import Backend, Infrastructure, get_backend
+from roboscale.backends.base import Backend, get_backend
 from roboscale.env.hostfacts import host_facts
 from roboscale.errors import UserError
+from roboscale.lab.envs import Environments, check_placement
 from roboscale.lab.nodes import NodeFailure
 from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
 from roboscale.records.schema import FORMAT_VERSION, RUN_FILE
@@ -63,29 +62,18 @@ def check_backends(names: list[str]) -> dict[str, Backend]:
     return backends
 
 
-@contextmanager
-def infrastructures(
-    backends: dict[str, Backend], run_dir: Path
-) -> Iterator[dict[str, Infrastructure]]:
-    """Start each backend's infrastructure on first use; always stop all of them."""
-    started: dict[str, Infrastructure] = {}
+def check_trials(trials: list[TrialPlan], backends: dict[str, Backend]) -> None:
+    """What would fail mid-sweep is refused before anything runs."""
+    for t in trials:
+        check_placement(backends[t.backend], t)
+    if any(t.emulated for t in trials):
+        from roboscale.env.netcmd import require_root
 
-    class Lazy(dict[str, Infrastructure]):
-        def __missing__(self, name: str) -> Infrastructure:
-            work = run_dir / "infra" / name
-            work.mkdir(parents=True, exist_ok=True)
-            started[name] = backends[name].start_infrastructure(work)
-            return started[name]
-
-    try:
-        yield Lazy()
-    finally:
-        for infra in started.values():
-            infra.stop()
+        require_root()
 
 
 def run_one(
-    backend: Backend, infra: Infrastructure, t: TrialPlan, run_dir: Path, th: Thresholds
+    backend: Backend, envs: Environments, t: TrialPlan, run_dir: Path, th: Thresholds
 ) -> dict[str, Any]:
     out = trial_dir(run_dir, t.trial)
     raw = out / "raw"
@@ -103,8 +91,12 @@ def run_one(
         "start": wall_clock(),
     }
     try:
-        run_nodes(backend, infra, t, raw)
-        tables, nodes = collect(t, raw)
+        where = envs.placement(t)
+        meta["env"] = where.facts
+        meta["host"]["link_profile"] = t.link
+        meta["host"]["cpu_quota"] = t.cpu if t.cpu is not None else meta["host"]["cpu_quota"]
+        run_nodes(backend, envs.infrastructure(t), t, raw, where)
+        tables, nodes = collect(t, raw, where)
     except NodeFailure as e:
         meta.update(end=wall_clock(), error=str(e))
         write_trial(run_dir, t.trial, [], meta)
@@ -145,6 +137,7 @@ def run_sweep(
     console: Console,
 ) -> RunOutcome:
     backends = check_backends(sorted({t.backend for t in trials}))
+    check_trials(trials, backends)
     prepare_run_dir(run_dir)
     write_run_file(run_dir, spec, spec_text, command, backends)
     th = Thresholds(**spec.verdict.model_dump())
@@ -163,7 +156,7 @@ def run_sweep(
     )
     try:
         with (
-            infrastructures(backends, run_dir) as infra,
+            Environments(run_dir, backends) as envs,
             Progress(*columns, console=console) as bar,
         ):
             task = bar.add_task("starting", total=sum(estimate), n=len(trials), done=0)
@@ -174,7 +167,7 @@ def run_sweep(
                     task,
                     description=f"{t.backend} {t.rate_hz:g} Hz {t.payload} x{t.pairs} run {t.run}",
                 )
-                entry = run_one(backends[t.backend], infra[t.backend], t, run_dir, th)
+                entry = run_one(backends[t.backend], envs, t, run_dir, th)
                 append_summary(run_dir, entry, th.to_dict())
                 failed += bool(entry.get("error"))
                 done += 1

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from roboscale.backends.base import Backend, Infrastructure
+from roboscale.lab.envs import Placement
 from roboscale.lab.nodes import NodeProcess, await_line, spawn
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
@@ -38,30 +39,38 @@ def _echo_config(t: TrialPlan, pair: int) -> dict[str, Any]:
     }
 
 
-def _node_config(backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path) -> dict[str, Any]:
+def _node_config(
+    backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path, where: Placement
+) -> dict[str, Any]:
     name = f"{role}_{pair}_t{t.index:04d}"
+    addresses = {r: where.addresses[t.host_of(r, pair)] for r in ("sender", "echoer")}
+    trial = {**t.params(), "sender_address": addresses["sender"]}
+    trial["echoer_address"] = addresses["echoer"]
     return {
         "backend": backend.name,
         "role": role,
         "name": name,
-        "host": "local",
-        "node_config": backend.node_config(role, pair, t.params()),
+        "host": where.names[t.host_of(role, pair)],
+        "host_index": t.host_of(role, pair),
+        "node_config": backend.node_config(role, pair, trial),
         "echo": _echo_config(t, pair),
         "output": str(raw / f"{name}.raw"),
     }
 
 
 def _agent_config(
-    backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path
+    backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path, where: Placement
 ) -> dict[str, Any]:
     if role == "pair":
-        return _pair_config(backend, t, pair, raw)
-    return _node_config(backend, t, role, pair, raw)
+        return _pair_config(backend, t, pair, raw, where)
+    return _node_config(backend, t, role, pair, raw, where)
 
 
-def _pair_config(backend: Backend, t: TrialPlan, pair: int, raw: Path) -> dict[str, Any]:
-    """One agent running both nodes of a pair (placement "pair")."""
-    per_role = {r: _node_config(backend, t, r, pair, raw) for r in ("echoer", "sender")}
+def _pair_config(
+    backend: Backend, t: TrialPlan, pair: int, raw: Path, where: Placement
+) -> dict[str, Any]:
+    """One agent running both nodes of a pair (placement "pair"), on the sender's host."""
+    per_role = {r: _node_config(backend, t, r, pair, raw, where) for r in ("echoer", "sender")}
     return {
         **per_role["sender"],
         "role": "pair",
@@ -71,14 +80,29 @@ def _pair_config(backend: Backend, t: TrialPlan, pair: int, raw: Path) -> dict[s
     }
 
 
-def run_nodes(backend: Backend, infra: Infrastructure, t: TrialPlan, raw: Path) -> None:
+def _spawn(
+    backend: Backend, infra: Infrastructure, cfg: dict[str, Any], raw: Path, where: Placement
+) -> NodeProcess:
+    host = cfg["host_index"]
+    env = {**infra.env, **where.envs[host]}
+    return spawn(backend.python, cfg, raw, env, where.prefixes[host])
+
+
+def run_nodes(
+    backend: Backend,
+    infra: Infrastructure,
+    t: TrialPlan,
+    raw: Path,
+    where: Placement | None = None,
+) -> None:
     """Run every node of the trial to completion; any failure kills them all."""
+    where = where or Placement()
     nodes: list[NodeProcess] = []
     stages = ["pair"] if backend.placement == "pair" else ["echoer", "sender"]
     try:
         for role in stages:
             group = [
-                spawn(backend.python, _agent_config(backend, t, role, p, raw), raw, infra.env)
+                _spawn(backend, infra, _agent_config(backend, t, role, p, raw, where), raw, where)
                 for p in range(t.pairs)
             ]
             nodes += group
@@ -99,15 +123,19 @@ def run_nodes(backend: Backend, infra: Infrastructure, t: TrialPlan, raw: Path) 
             n.kill()
 
 
-def collect(t: TrialPlan, raw: Path) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+def collect(
+    t: TrialPlan, raw: Path, where: Placement | None = None
+) -> tuple[list[pa.Table], list[dict[str, Any]]]:
     """Join each sender's rows with its echoer's arrival times into record tables."""
+    names = (where or Placement()).names
     tables, nodes = [], []
     for pair in range(t.pairs):
         s_head, s_cols = read_raw(raw / f"sender_{pair}_t{t.index:04d}.raw")
         e_head, e_cols = read_raw(raw / f"echoer_{pair}_t{t.index:04d}.raw")
         cols = {k: np.frombuffer(v, dtype=np.int64) for k, v in s_cols.items()}
         cols["t_echoed"] = np.frombuffer(e_cols["t_echoed"], dtype=np.int64)
-        tables.append(records_table(t.trial, s_head["node"], "local", t.payload_bytes, cols))
+        host = names[t.host_of("sender", pair)]
+        tables.append(records_table(t.trial, s_head["node"], host, t.payload_bytes, cols))
         nodes += [s_head, e_head]
     return tables, nodes
 

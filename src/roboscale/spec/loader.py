@@ -165,7 +165,49 @@ def load_spec(path: Path, *, quick: bool = False) -> Spec:
     if overrides is not None and not isinstance(overrides, dict):
         raise SpecError(file, lines.get(("quick",)), "quick", "must be a mapping of overrides")
     spec = validate(base, file, lines)
+    check_env(spec, path, lines)
     if overrides is None:
         return spec
     quick_spec = validate(_merge(base, overrides), file, lines, quick=True)
+    check_env(quick_spec, path, _quick_lines(lines))
     return quick_spec if quick else spec
+
+
+def profiles_path(spec: Spec, spec_path: Path) -> Path | None:
+    """The spec's custom link profiles file, relative to the spec's own folder."""
+    if spec.env.profiles is None:
+        return None
+    return (spec_path.parent / spec.env.profiles).resolve()
+
+
+def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
+    """Link names, the profiles file and the subnet's room, checked before anything runs."""
+    if spec.sweep.link == ["loopback"] and spec.sweep.hosts == [1] and spec.sweep.cpu == [None]:
+        return
+    # Imported here: env.links builds on this module's YAML loading.
+    from roboscale.env.hosts import host_addresses
+    from roboscale.env.links import BUILTIN, load_profiles
+
+    file = str(path)
+    extra = profiles_path(spec, path)
+    if extra is not None and not extra.is_file():
+        raise SpecError(
+            file, lines.get(("env", "profiles")), "env.profiles", f"{extra}: no such file"
+        )
+    known = load_profiles(extra) if extra is not None else dict(BUILTIN)
+    for i, name in enumerate(spec.sweep.link):
+        if name != "loopback" and name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            guess = f"did you mean '{close[0]}'? " if close else ""
+            line = _line_for(("sweep", "link", i), lines)
+            allowed = ", ".join(["loopback", *known])
+            raise SpecError(
+                file,
+                line,
+                "sweep.link",
+                f"unknown link profile {name!r}; {guess}allowed: {allowed}",
+            )
+    try:
+        host_addresses(spec.env.subnet, max(spec.sweep.hosts))
+    except UserError as e:
+        raise SpecError(file, _line_for(("sweep", "hosts"), lines), "sweep.hosts", str(e)) from None

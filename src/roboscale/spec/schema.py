@@ -25,6 +25,10 @@ def _payload(value: Any) -> tuple[str, int]:
 Payload = Annotated[tuple[str, int], BeforeValidator(_payload)]
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE_HZ)]
 Pairs = Annotated[int, Field(ge=1, le=1024)]
+Hosts = Annotated[int, Field(ge=1, le=64)]
+Quota = Annotated[float, Field(gt=0, le=64)]
+LINK_NAME = r"^[A-Za-z][A-Za-z0-9_.-]*$"
+LOOPBACK = "loopback"
 
 
 class Strict(BaseModel):
@@ -40,6 +44,13 @@ class Sweep(Strict):
         ("text", 11)
     ]
     pairs: Annotated[list[Pairs], BeforeValidator(_as_list), Field(min_length=1)] = [1]
+    hosts: Annotated[list[Hosts], BeforeValidator(_as_list), Field(min_length=1)] = [1]
+    link: Annotated[
+        list[Annotated[str, Field(pattern=LINK_NAME)]],
+        BeforeValidator(_as_list),
+        Field(min_length=1),
+    ] = [LOOPBACK]
+    cpu: Annotated[list[Quota | None], BeforeValidator(_as_list), Field(min_length=1)] = [None]
 
     @field_validator("backend")
     @classmethod
@@ -74,6 +85,17 @@ class TrialSettings(Strict):
         return 1000
 
 
+class EnvSettings(Strict):
+    """Where nodes run when a trial uses emulated hosts, links or CPU quotas."""
+
+    topology: Literal["star", "mesh"] = "star"
+    profiles: str | None = None  # a YAML file of custom link profiles, relative to the spec
+    sender_hosts: float = Field(0.5, gt=0, lt=1)
+    pairs_per: Literal["trial", "host_pair"] = "trial"
+    verify_link: bool = True
+    subnet: str = "10.231.0.0/24"
+
+
 class VerdictSettings(Strict):
     min_rate_ratio: float = Field(0.95, gt=0, le=1)
     max_loss: float = Field(0.01, ge=0, le=1)
@@ -88,17 +110,28 @@ class Spec(Strict):
     trial: TrialSettings = TrialSettings()
     seed: int = Field(0, ge=0)
     verdict: VerdictSettings = VerdictSettings()
+    env: EnvSettings = EnvSettings()
 
 
 # What each field allows, worded for people; used in validation messages.
 ALLOWED: dict[str, str] = {
     "name": "a short name of letters, digits, '.', '_' or '-'",
     "description": "free text",
-    "sweep": "a mapping with backend, rate_hz, payload, pairs",
+    "sweep": "a mapping with backend, rate_hz, payload, pairs, hosts, link, cpu",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.payload": "text, laserscan, image, or a size from 1 B to 4 MB (256, '4KB'), or a list",
     "sweep.pairs": "a number of sender/echoer pairs from 1 to 1024, or a list of them",
+    "sweep.hosts": "a number of emulated hosts from 1 to 64 (1: this machine), or a list",
+    "sweep.link": "loopback (no emulation), ethernet, wifi or a profile of env.profiles, or a list",
+    "sweep.cpu": "a CPU quota per host in cores above 0 (1.0, 0.75, 0.5), null for none, or a list",
+    "env": "a mapping of emulated-host settings",
+    "env.topology": "star (a switch) or mesh (a link per host pair)",
+    "env.profiles": "a YAML file of custom link profiles, relative to the spec",
+    "env.sender_hosts": "the fraction of hosts that run senders, above 0 and below 1",
+    "env.pairs_per": "trial (pairs in total) or host_pair (pairs per sender host x echoer host)",
+    "env.verify_link": "true or false: measure the link profile when hosts come up",
+    "env.subnet": "an IPv4 subnet for the hosts' addresses, e.g. 10.231.0.0/24",
     "trial": "a mapping of trial settings",
     "trial.runs": "a whole number of repetitions from 1 to 1000",
     "trial.messages": "messages per stream, 1 to 10,000,000",

@@ -45,6 +45,7 @@ def _header(cfg: dict[str, Any], role: str, name: str, node: Sender | Echoer) ->
     return {
         "role": role,
         "node": name,
+        "host": cfg.get("host", "local"),
         "backend": cfg["backend"],
         "pair": cfg["echo"]["pair"],
         "pid": os.getpid(),

@@ -1,0 +1,121 @@
+"""Where a trial runs: this machine, or a set of emulated hosts shared by consecutive trials.
+
+Emulated hosts are costly to bring up (namespaces, links, a measured link
+check), so trials with the same hosts, link, CPU quota and topology share one
+set; the planner orders them together. A backend's infrastructure (roscore)
+belongs to the hosts it runs on and stops with them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roboscale.backends.base import Backend, Infrastructure
+from roboscale.errors import UserError
+from roboscale.spec.planner import TrialPlan
+
+LOCAL_ADDRESS = "127.0.0.1"
+
+
+@dataclass
+class Placement:
+    """Hosts of one environment: argv prefix, environment and address of each."""
+
+    prefixes: list[list[str]] = field(default_factory=lambda: [[]])
+    envs: list[dict[str, str]] = field(default_factory=lambda: [{}])
+    addresses: list[str] = field(default_factory=lambda: [LOCAL_ADDRESS])
+    names: list[str] = field(default_factory=lambda: ["local"])
+    facts: dict[str, Any] = field(default_factory=lambda: {"link_profile": "loopback"})
+
+    @classmethod
+    def of(cls, hostset: Any) -> Placement:
+        hosts = hostset.hosts
+        return cls(
+            prefixes=[h.argv_prefix() for h in hosts],
+            envs=[h.env() for h in hosts],
+            addresses=[h.address for h in hosts],
+            names=[h.name for h in hosts],
+            facts=hostset.facts(),
+        )
+
+
+def check_placement(backend: Backend, t: TrialPlan) -> None:
+    if backend.placement == "pair" and t.hosts > 1:
+        raise UserError(
+            f"backend {backend.name!r} runs each sender with its echoer in one process, so "
+            f"it cannot spread a pair over {t.hosts} hosts",
+            hint="use hosts: 1 with this backend, or a backend that crosses hosts (zenoh, ros1)",
+        )
+
+
+class Environments:
+    """The current environment and its infrastructures; the previous ones are torn down."""
+
+    def __init__(self, run_dir: Path, backends: dict[str, Backend]) -> None:
+        self.run_dir = run_dir
+        self.backends = backends
+        self._key: tuple[Any, ...] | None = None
+        self._hostset: Any = None
+        self._placement = Placement()
+        self._infra: dict[str, Infrastructure] = {}
+        self._started = 0
+
+    def placement(self, t: TrialPlan) -> Placement:
+        if self._key != t.env_key:
+            self._teardown()
+            if t.emulated:
+                self._hostset = _bring_up(t)
+                self._placement = Placement.of(self._hostset)
+            self._key = t.env_key
+        return self._placement
+
+    def infrastructure(self, t: TrialPlan) -> Infrastructure:
+        where = self.placement(t)
+        if t.backend not in self._infra:
+            self._started += 1
+            work = self.run_dir / "infra" / f"{t.backend}-{self._started}"
+            work.mkdir(parents=True, exist_ok=True)
+            self._infra[t.backend] = self.backends[t.backend].start_infrastructure(work, where)
+        return self._infra[t.backend]
+
+    def _teardown(self) -> None:
+        infra, self._infra = self._infra, {}
+        try:
+            for one in infra.values():
+                with contextlib.suppress(Exception):
+                    one.stop()
+        finally:
+            if self._hostset is not None:
+                hostset, self._hostset = self._hostset, None
+                hostset.down()
+            self._placement = Placement()
+            self._key = None
+
+    def __enter__(self) -> Environments:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._teardown()
+
+
+def _bring_up(t: TrialPlan) -> Any:
+    # Imported only for emulated trials: single-host runs never touch namespaces.
+    from roboscale.env.cpu import CpuLimit
+    from roboscale.env.hosts import HostSet
+    from roboscale.env.links import BUILTIN, load_profiles, resolve
+
+    profiles = load_profiles(Path(t.profiles)) if t.profiles else dict(BUILTIN)
+    link = "ethernet" if t.link == "loopback" else t.link
+    hostset = HostSet(
+        count=t.hosts,
+        profile=resolve(link, profiles),
+        topology=t.topology,
+        subnet=t.subnet,
+        cpu=CpuLimit(quota=t.cpu) if t.cpu is not None else None,
+        seed=t.seed,
+        verify_link=t.verify_link and t.hosts > 1,
+    )
+    return hostset.up()

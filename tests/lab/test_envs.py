@@ -1,0 +1,70 @@
+"""Echo trials across emulated hosts: real namespaces, the wifi profile, ros1 and zenoh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from roboscale.env.cleanup import PREFIX
+from roboscale.env.netcmd import netns_names
+from roboscale.errors import UserError
+from roboscale.lab.runner import run_sweep
+from roboscale.records.store import read_records
+from roboscale.spec.loader import load_spec
+from roboscale.spec.planner import plan
+
+SPEC = """\
+name: hosts
+sweep:
+  backend: [zenoh, ros1]
+  rate_hz: 100
+  payload: laserscan
+  pairs: 4
+  hosts: 3
+  link: wifi
+trial:
+  messages: 100
+  warmup: 10
+  drain_s: 1
+"""
+
+
+def sweep(tmp_path: Path, text: str, backends: list[str] | None = None) -> Path:
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(text)
+    spec = load_spec(spec_path)
+    out = tmp_path / "run"
+    outcome = run_sweep(spec, plan(spec, backends), out, text, "test", Console(quiet=True))
+    assert outcome.failed == 0 and not outcome.interrupted
+    return out
+
+
+@pytest.mark.netns
+@pytest.mark.ros1
+def test_echo_across_three_wifi_hosts(tmp_path: Path, root: None, ros1: None, zenoh: None) -> None:
+    out = sweep(tmp_path, SPEC)
+    summary = json.loads((out / "summary.json").read_text())["trials"]
+    assert [e["backend"] for e in summary] == ["zenoh", "ros1"]
+    for e in summary:
+        assert e["received"] == e["sent"] == 400
+        # Two hops of the wifi profile's 2 ms delay each way: the RTT cannot be below 8 ms
+        # of added delay minus jitter (4 x 1 ms).
+        assert e["rtt_us"]["p50"] > 4000
+        records = read_records(out, e["trial"]).to_pydict()
+        assert set(records["host"]) == {"h0"}  # one sender host of three: h0; echoers h1, h2
+        meta = json.loads((out / "trials" / e["trial"] / "metadata.json").read_text())
+        assert meta["env"]["link_profile"]["name"] == "wifi"
+        assert meta["env"]["link_measured"]["ok"] is True
+        echo_hosts = {n["host"] for n in meta["nodes"] if n["role"] == "echoer"}
+        assert echo_hosts == {"h1", "h2"}
+    assert [n for n in netns_names() if n.startswith(PREFIX)] == []
+
+
+def test_native_cannot_span_hosts(tmp_path: Path) -> None:
+    text = SPEC.replace("[zenoh, ros1]", "native")
+    with pytest.raises(UserError, match="cannot spread a pair over 3 hosts"):
+        sweep(tmp_path, text)
+    assert not (tmp_path / "run").exists()  # refused before anything ran

@@ -7,6 +7,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,6 +24,9 @@ examples:
   roboscale report results/thesis-e1-20261122-140000            # re-render a report
   roboscale backends                                            # what is installed
   roboscale capacity predict model.json --size 4250 --rate 20   # how many nodes fit
+  roboscale launch examples/launch/workers.yaml                 # a supervised tree of nodes
+  roboscale chaos examples/launch/workers.yaml --rate 200 --duration 10
+  roboscale status                                              # live trees: restarts, rates
 """
 
 BENCH_HELP = """\
@@ -61,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     from roboscale.capacity.cli import add_parser as add_capacity
 
     add_capacity(sub)
+    from roboscale.runtime import cli as runtime_cli
+
+    runtime_cli.add_parsers(sub)
     return p
 
 
@@ -145,13 +152,18 @@ COMMANDS = {
 }
 
 
+def _commands() -> dict[str, Any]:
+    from roboscale.runtime import cli as runtime_cli
+
+    return {**COMMANDS, **runtime_cli.COMMANDS}
+
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     console = Console(stderr=False, soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     try:
-        code = COMMANDS[args.command](args, console)
+        code = _commands()[args.command](args, console)
     except UserError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
         code = 2

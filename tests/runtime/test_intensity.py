@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from roboscale.runtime.intensity import Intensity, add_restart
+from roboscale.runtime.intensity import Intensity, RestartWindow, add_restart
 
 
 def test_default_is_otp_default() -> None:
@@ -51,3 +53,26 @@ def test_bad_limits_are_refused() -> None:
         Intensity(-1, 1.0)
     with pytest.raises(ValueError, match="period_s"):
         Intensity(1, 0.0)
+
+
+def test_restart_window_agrees_with_the_pure_function() -> None:
+    """The supervisor's incremental window gives the verdicts of `add_restart`, step by step."""
+    rng = random.Random(7)
+    for max_restarts, period in ((0, 1.0), (1, 5.0), (3, 2.0), (10, 0.5)):
+        limit = Intensity(max_restarts, period)
+        window = RestartWindow(limit)
+        history: tuple[float, ...] = ()
+        now = 0.0
+        for _ in range(500):
+            now += rng.choice((0.0, 0.01, 0.1, 0.5, 1.0, 3.0))
+            ok, history = add_restart(history, now, limit)
+            assert window.add(now) == ok, (max_restarts, period, now)
+            assert len(history) <= max_restarts + 1  # bounded, whatever the rate
+
+
+def test_restart_window_clear_forgets_everything() -> None:
+    window = RestartWindow(Intensity(1, 5.0))
+    assert window.add(0.0)
+    assert not window.add(1.0)
+    window.clear()
+    assert window.add(2.0)

@@ -377,3 +377,117 @@ def test_events_are_recorded_as_json_lines(rt: Runtime, tmp_path: Path) -> None:
 def test_two_children_with_one_name_are_refused(rt: Runtime) -> None:
     with pytest.raises(Exception, match="two children named 'a'"):
         Supervisor(rt, "top", workers(rt, "a a"))
+
+
+# -- the restart fast path: same semantics, no loop turn ------------------------------------
+
+
+class Stamped(Node):
+    """Counts its starts in a shared list; crashes on "crash" like Worker."""
+
+    def on_start(self) -> None:
+        self.params["starts"].append(self)
+        self.subscribe(f"/{self.name}/cmd", self.on_cmd)
+
+    def on_cmd(self, msg: str) -> None:
+        if msg == "crash":
+            raise RuntimeError("asked to crash")
+
+
+class SlowStart(Node):
+    async def on_start(self) -> None:
+        self.params["starts"].append(self)
+        await asyncio.sleep(float(self.params.get("delay", 0.0)))
+
+
+def test_idle_one_for_one_restarts_before_the_kill_returns(rt: Runtime) -> None:
+    """An in-process child of an idle one_for_one supervisor is restarted in the same loop turn."""
+    starts: list[Node] = []
+    handle = NodeHandle(rt, "a", Stamped, {"starts": starts})
+    sup = started(rt, Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(10, 1.0)))
+
+    def kill_and_look() -> tuple[int, bool]:
+        handle.kill()
+        return len(starts), handle.alive()
+
+    assert rt.call(kill_and_look) == (2, True)
+    assert sup.restarts("a") == 1
+    rt.wait(sup.stop_async())
+
+
+def test_exits_reported_together_are_handled_in_order(
+    rt: Runtime, events: list[SupervisionEvent]
+) -> None:
+    """Exits reported while the supervisor handles another one queue and are handled in order."""
+    starts: list[Node] = []
+    handles = [NodeHandle(rt, n, Stamped, {"starts": starts}) for n in "abc"]
+    sup = started(
+        rt, Supervisor(rt, "top", [ChildSpec(h) for h in handles], intensity=Intensity(10, 1.0))
+    )
+
+    def kill_all() -> None:
+        for h in handles:
+            h.kill()
+
+    rt.call(kill_all)
+    wait_until(lambda: all(sup.restarts(n) == 1 for n in "abc"))
+    assert kinds(events, "exited", "restarted") == [
+        ("exited", "a"),
+        ("restarted", "a"),
+        ("exited", "b"),
+        ("restarted", "b"),
+        ("exited", "c"),
+        ("restarted", "c"),
+    ]
+    rt.wait(sup.stop_async())
+
+
+def test_async_on_start_restart_finishes_before_the_next_exit(
+    rt: Runtime, events: list[SupervisionEvent]
+) -> None:
+    """A restart whose on_start awaits holds back later exits until it is ready."""
+    starts: list[Node] = []
+    slow = NodeHandle(rt, "slow", SlowStart, {"starts": starts, "delay": 0.05})
+    fast = NodeHandle(rt, "fast", Stamped, {"starts": starts})
+    sup = started(
+        rt, Supervisor(rt, "top", [ChildSpec(slow), ChildSpec(fast)], intensity=Intensity(10, 1.0))
+    )
+
+    def kill_both() -> None:
+        slow.kill()
+        fast.kill()
+
+    rt.call(kill_both)
+    wait_until(lambda: sup.restarts("fast") == 1)
+    assert kinds(events, "restarted") == [("restarted", "slow"), ("restarted", "fast")]
+    assert slow.alive() and fast.alive()
+    rt.wait(sup.stop_async())
+
+
+def test_stop_during_an_async_restart_leaves_nothing_running(rt: Runtime) -> None:
+    """Stopping a supervisor while a restarted child is still starting cancels that start."""
+    starts: list[Node] = []
+    slow = NodeHandle(rt, "slow", SlowStart, {"starts": starts, "delay": 0.0})
+    sup = started(rt, Supervisor(rt, "top", [ChildSpec(slow)], intensity=Intensity(10, 1.0)))
+    slow.params["delay"] = 60.0
+    rt.call(slow.kill)
+    wait_until(lambda: len(starts) == 2)
+    rt.wait(sup.stop_async())
+    assert not slow.alive() and slow.node is None
+    assert not starts[-1].alive
+
+
+def test_fast_path_gives_up_past_the_intensity(rt: Runtime) -> None:
+    """The fast path counts restarts like the mailbox path: past the intensity, give up."""
+    clock = FakeClock()
+    starts: list[Node] = []
+    handle = NodeHandle(rt, "a", Stamped, {"starts": starts})
+    sup = started(
+        rt, Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(2, 10.0), clock=clock)
+    )
+    for _ in range(3):
+        rt.call(handle.kill)
+    assert sup.ended is not None
+    wait_until(lambda: sup.ended is not None and sup.ended.done())
+    assert not sup.alive() and not handle.alive()
+    assert len(starts) == 3  # the first start and two restarts

@@ -67,6 +67,7 @@ class Inbox:
         "loop",
         "mode",
         "node",
+        "on_handover",
         "overflow",
         "scheduled",
         "topic",
@@ -95,6 +96,8 @@ class Inbox:
         self.scheduled = False
         self.busy: object = None  # the future of a callback still running, if any
         self.last_seq = 0
+        # Called with the seq of each message handed over (the bridge commits remote cursors).
+        self.on_handover: Callable[[int], None] | None = None
         self.delivered = 0
         self.dropped = 0
         self.duplicates = 0
@@ -146,6 +149,8 @@ class Inbox:
             # message whose callback crashes its node is not handed to the next one.
             self.last_seq = seq
             self.delivered += 1
+            if self.on_handover is not None:
+                self.on_handover(seq)
             pending = node.run_callback(self.fn, self.mode, self.deadline_s, (msg,), "subscription")
             if pending is not None:
                 self.busy = pending
@@ -161,7 +166,7 @@ class Inbox:
 class Topic:
     """One named topic: its type and its inboxes."""
 
-    __slots__ = ("bus", "inboxes", "msg_type", "name", "published", "seq")
+    __slots__ = ("bus", "inboxes", "msg_type", "name", "published", "seq", "taps")
 
     def __init__(self, bus: Bus, name: str) -> None:
         self.bus = bus
@@ -170,6 +175,8 @@ class Topic:
         self.inboxes: list[Inbox] = []
         self.seq = 0
         self.published = 0
+        # Called with each message published here (not injected): the bridge's exports.
+        self.taps: list[Callable[[Any], None]] = []
 
     def declare_type(self, msg_type: type) -> None:
         if msg_type is object:
@@ -183,7 +190,14 @@ class Topic:
             )
 
     def publish(self, msg: Any) -> int:
-        """Hand `msg` to every inbox; return its sequence number on this topic."""
+        """Hand `msg` to every inbox and tap; return its sequence number on this topic."""
+        seq = self.inject(msg)
+        for tap in self.taps:
+            tap(msg)
+        return seq
+
+    def inject(self, msg: Any) -> int:
+        """Hand `msg` to the local inboxes only (a message that came in over the bridge)."""
         self.seq += 1
         self.published += 1
         seq = self.seq

@@ -31,6 +31,8 @@ EVENT_KINDS = frozenset(
         "escalated",  # the supervisor reported its own end to its parent
         "hung",  # a watchdog or heartbeat check declared a node failed
         "overflow",  # a bounded queue dropped a message (counted, never silent)
+        "gap",  # a durable subscriber missed messages the publisher no longer retained
+        "malformed",  # the bridge dropped samples it could not decode (counted)
     }
 )
 

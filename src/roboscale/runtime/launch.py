@@ -27,6 +27,7 @@ import asyncio
 import importlib
 import math
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from roboscale.spec.loader import LineMap, dotted, load_yaml
 
-_SUP_KEYS = {"name", "strategy", "intensity", "period_s", "children"}
+_SUP_KEYS = {"name", "strategy", "intensity", "period_s", "children", "chaos"}  # chaos.py reads it
 _CHILD_KEYS = {
     "node": {"node", "class", "params", "restart", "shutdown_s", "heartbeat_s", "deadline_s"},
     "supervisor": {"supervisor", "strategy", "intensity", "period_s", "children", "restart",
@@ -231,10 +232,18 @@ def format_status(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def run_launch(path: Path, *, events: Path | None = None) -> int:
+# Runs beside a started tree (status file, chaos); an int result ends the launch with it.
+LaunchSession = Callable[[Runtime, Supervisor], Awaitable[int | None]]
+
+
+def run_launch(
+    path: Path, *, events: Path | None = None, session: LaunchSession | None = None
+) -> int:
     """`roboscale launch FILE`: validate, start in order, run until Ctrl-C, stop in reverse.
 
-    Returns 0 after a clean Ctrl-C/SIGTERM shutdown, 1 when the root supervisor gave up.
+    Returns 0 after a clean Ctrl-C/SIGTERM shutdown, 1 when the root supervisor gave up,
+    or the code `session` returned (the tree is stopped first). A session still running
+    at the end is cancelled; its exception is raised after the tree is stopped.
     """
     rt = Runtime()
     rt.subscribers.append(log_event)
@@ -251,12 +260,21 @@ def run_launch(path: Path, *, events: Path | None = None) -> int:
         assert root.ended is not None
         stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         ended: asyncio.Future[Any] = root.ended
-        done, _ = await asyncio.wait({ended, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        extra = asyncio.ensure_future(session(rt, root)) if session is not None else None
+        watched = {ended, stopping} if extra is None else {ended, stopping, extra}
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
-        if ended in done:
-            return 1
-        await root.stop_async()
-        return 0
+        try:
+            if ended in done:
+                return 1
+            code = extra.result() if extra is not None and extra in done else None
+        finally:
+            if extra is not None and not extra.done():
+                extra.cancel()
+                await asyncio.gather(extra, return_exceptions=True)
+            if ended not in done:
+                await root.stop_async()
+        return 0 if code is None else code
 
     try:
         return rt.run(main())

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -46,9 +45,14 @@ def _mode(fn: Callable[..., Any], blocking: bool) -> Mode:
 
 
 def _describe(e: BaseException) -> str:
-    frames = traceback.extract_tb(e.__traceback__)
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"{type(e).__name__}: {e}{where}"
+    # Walk to the innermost frame by hand: traceback.extract_tb reads source lines
+    # (linecache, a stat per frame), which dominated the cost of a crash-restart.
+    tb = e.__traceback__
+    if tb is None:
+        return f"{type(e).__name__}: {e}"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{type(e).__name__}: {e} at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
 
 
 class Publisher:
@@ -420,17 +424,48 @@ class NodeHandle:
 
     # -- the inline versions the supervisor awaits on the loop ------------------------------
     async def start_async(self, on_exit: ExitCallback) -> None:
+        pending = self.start_nowait(on_exit)
+        if pending is not None:
+            await pending
+
+    def start_nowait(self, on_exit: ExitCallback) -> Awaitable[None] | None:
+        """Start a fresh instance; None when it is ready, else what to await for an async on_start.
+
+        The supervisor's restart fast path calls this directly, so that a node with a
+        plain `on_start` restarts without a single loop turn.
+        """
         node = self.factory()
         node.bind(self)
         self.node = node
         try:
             result = node.on_start()
-            if inspect.isawaitable(result):
-                await asyncio.wait_for(result, self.start_timeout_s)
-        except (Exception, TimeoutError) as e:
-            node.teardown()
-            self.node = None
+        except Exception as e:
+            self._abandon(node)
             raise ChildStartError(self.name, _describe(e)) from e
+        if inspect.isawaitable(result):
+            return self._finish_start(node, result, on_exit)
+        self._ready(node, on_exit)
+        return None
+
+    async def _finish_start(
+        self, node: Node, result: Awaitable[None], on_exit: ExitCallback
+    ) -> None:
+        try:
+            await asyncio.wait_for(result, self.start_timeout_s)
+        except (Exception, TimeoutError) as e:
+            self._abandon(node)
+            raise ChildStartError(self.name, _describe(e)) from e
+        except BaseException:  # cancelled (its supervisor stopped): leave nothing behind
+            self._abandon(node)
+            raise
+        self._ready(node, on_exit)
+
+    def _abandon(self, node: Node) -> None:
+        node.teardown()
+        if self.node is node:
+            self.node = None
+
+    def _ready(self, node: Node, on_exit: ExitCallback) -> None:
         if not node.alive:  # a callback failed it while on_start was awaiting
             self.node = None
             raise ChildStartError(self.name, "the node failed while starting")

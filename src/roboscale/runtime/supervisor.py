@@ -10,9 +10,15 @@ Each restart is checked against the restart intensity; past it the supervisor
 stops all children and ends with reason SHUTDOWN, which its parent sees as the
 exit of one of its own children (escalation).
 
-Exits arrive from any thread through the `ExitCallback`; they are queued to
-the supervisor's mailbox on the loop and handled one at a time by one task, as
-an OTP supervisor process handles its messages.
+Exits arrive from any thread through the `ExitCallback`; they are handed to
+the loop and handled one at a time, as an OTP supervisor process handles its
+messages. Fast path: an exit that reaches an idle supervisor (nothing queued,
+nothing being handled) whose restart touches only that child, an in-process
+node, is handled at once in the same loop turn: the new instance runs its
+`on_start` before the call that reported the exit returns. Anything else (a
+busy supervisor, a strategy that restarts siblings, a give-up, a child started
+in a thread) goes through the mailbox, served by one task. Both paths run the
+same steps in the same order, so the OTP semantics do not depend on the path.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import asyncio
 import enum
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +35,7 @@ from roboscale.errors import UserError
 from roboscale.runtime.child import ChildHandle, ChildStartError, ExitCallback, ExitReason
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.intensity import Intensity, add_restart
+from roboscale.runtime.intensity import Intensity, RestartWindow
 from roboscale.runtime.names import check_name
 
 
@@ -83,6 +89,13 @@ class _Exit:
     detail: str
 
 
+@dataclass(slots=True)
+class _GiveUp:
+    """Queued by the fast path when a restart exceeds the intensity: giving up is async."""
+
+    child: _Child
+
+
 class Supervisor:
     """An OTP supervisor on the runtime's loop; itself a child of its parent supervisor."""
 
@@ -103,9 +116,12 @@ class Supervisor:
         self.intensity = intensity or Intensity()
         self.clock = clock
         self._children: list[_Child] = []
-        self._restart_times: tuple[float, ...] = ()
-        self._mailbox: asyncio.Queue[_Exit] | None = None
+        self._by_name: dict[str, _Child] = {}
+        self._window = RestartWindow(self.intensity)
+        self._mailbox: asyncio.Queue[_Exit | _GiveUp] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._busy = False  # an exit is being handled: new ones wait in the mailbox
+        self._inflight: asyncio.Task[None] | None = None  # a fast restart awaiting an async start
         self._on_exit: ExitCallback | None = None
         self._running = False
         self.ended: asyncio.Future[str] | None = None  # set to the reason when it gives up
@@ -117,9 +133,11 @@ class Supervisor:
         """Add a child spec before start (children start in the order they were added)."""
         if self._running:
             raise UserError(f"supervisor {self.path}: add children before it starts")
-        if any(c.name == spec.handle.name for c in self._children):
+        if spec.handle.name in self._by_name:
             raise UserError(f"supervisor {self.path}: two children named {spec.handle.name!r}")
-        self._children.append(_Child(spec))
+        child = _Child(spec)
+        self._children.append(child)
+        self._by_name[child.name] = child
         self._set_path(spec.handle)
 
     def _set_path(self, handle: ChildHandle) -> None:
@@ -135,13 +153,17 @@ class Supervisor:
         return [c.spec for c in self._children]
 
     def child(self, name: str) -> ChildHandle:
-        for c in self._children:
-            if c.name == name:
-                return c.spec.handle
-        raise UserError(f"supervisor {self.path} has no child {name!r}")
+        c = self._by_name.get(name)
+        if c is None:
+            raise UserError(f"supervisor {self.path} has no child {name!r}")
+        return c.spec.handle
 
     def restarts(self, name: str) -> int:
-        return next(c.restarts for c in self._children if c.name == name)
+        return self._by_name[name].restarts
+
+    def _remove(self, child: _Child) -> None:
+        self._children.remove(child)
+        del self._by_name[child.name]
 
     def durable_cursors(self) -> dict[str, int]:
         """The last sequence number handed to each durable subscriber below this supervisor."""
@@ -170,7 +192,8 @@ class Supervisor:
         loop = self.runtime.loop
         self.ended = loop.create_future()
         self._mailbox = asyncio.Queue()
-        self._restart_times = ()
+        self._window.clear()
+        self._busy = False
         for i, child in enumerate(self._children):
             try:
                 await self._start_child(child)
@@ -187,7 +210,11 @@ class Supervisor:
             return False
         self._running = False
         self._on_exit = None
+        inflight = self._inflight
         self._cancel_serving()
+        if inflight is not None and inflight is not asyncio.current_task():
+            # A restart still awaiting an async on_start: let its cancellation clean up.
+            await asyncio.wait([inflight])
         if math.isinf(timeout_s):
             await self._stop_children(reversed(self._children))
             return False
@@ -199,29 +226,53 @@ class Supervisor:
             return True
 
     def _cancel_serving(self) -> None:
-        if self._task is not None and self._task is not asyncio.current_task():
-            self._task.cancel()
-        self._task = None
+        current = asyncio.current_task()
+        for task in (self._task, self._inflight):
+            if task is not None and task is not current:
+                task.cancel()
+        self._task = self._inflight = None
 
     # -- starting and stopping one child -----------------------------------------------------
     async def _start_child(self, child: _Child) -> None:
+        pending = self._begin_start(child)
+        if pending is not None:
+            await pending
+
+    def _begin_start(self, child: _Child) -> Awaitable[None] | None:
+        """Start `child`; None when it is already started, else what to await to finish."""
         child.generation += 1
-        generation = child.generation
-        on_exit = self._exit_callback(child.name, generation)
+        on_exit = self._exit_callback(child.name, child.generation)
         handle: Any = child.spec.handle
+        pending: Awaitable[None] | None
         try:
-            if hasattr(handle, "start_async"):
-                await handle.start_async(on_exit)
+            if hasattr(handle, "start_nowait"):  # in-process: often done without awaiting
+                pending = handle.start_nowait(on_exit)
+            elif hasattr(handle, "start_async"):
+                pending = handle.start_async(on_exit)
             else:  # an OS-process child blocks while it starts: keep the loop free
-                await asyncio.to_thread(handle.start, on_exit)
-        except ChildStartError as e:
-            self._emit("start_failed", child.name, detail=e.detail)
-            raise
+                pending = asyncio.to_thread(handle.start, on_exit)
         except Exception as e:
-            self._emit("start_failed", child.name, detail=f"{type(e).__name__}: {e}")
-            raise ChildStartError(child.name, f"{type(e).__name__}: {e}") from e
+            raise self._start_failed(child, e) from e
+        if pending is None:
+            self._started(child)
+            return None
+        return self._finish_start(child, pending)
+
+    async def _finish_start(self, child: _Child, pending: Awaitable[None]) -> None:
+        try:
+            await pending
+        except Exception as e:
+            raise self._start_failed(child, e) from e
+        self._started(child)
+
+    def _started(self, child: _Child) -> None:
         child.running = True
         self._emit("started", child.name)
+
+    def _start_failed(self, child: _Child, e: Exception) -> ChildStartError:
+        detail = e.detail if isinstance(e, ChildStartError) else f"{type(e).__name__}: {e}"
+        self._emit("start_failed", child.name, detail=detail)
+        return e if isinstance(e, ChildStartError) else ChildStartError(child.name, detail)
 
     async def _stop_child(self, child: _Child, brutal: bool = False) -> None:
         if not child.running:
@@ -246,36 +297,97 @@ class Supervisor:
         rt = self.runtime
 
         def on_exit(_name: str, reason: ExitReason, detail: str) -> None:
-            message = _Exit(name, generation, reason, detail)
             if rt.in_loop():
-                self._post(message)
+                self._on_child_exit(name, generation, reason, detail)
             else:
-                rt.loop.call_soon_threadsafe(self._post, message)
+                rt.loop.call_soon_threadsafe(self._on_child_exit, name, generation, reason, detail)
 
         return on_exit
 
-    def _post(self, message: _Exit) -> None:
-        if self._mailbox is not None and self._running:
-            self._mailbox.put_nowait(message)
+    def _on_child_exit(self, name: str, generation: int, reason: ExitReason, detail: str) -> None:
+        """An exit, on the loop: handle it now if the fast path fits, else queue it."""
+        if self._mailbox is None or not self._running:
+            return
+        child = self._by_name.get(name)
+        if child is None or child.generation != generation or not child.running:
+            return  # stale: that instance was already stopped or replaced
+        if self._busy or not self._mailbox.empty() or not self._fits_fast_path(child):
+            self._mailbox.put_nowait(_Exit(name, generation, reason, detail))
+            return
+        self._busy = True  # exits reported while we restart (e.g. from on_start) queue up
+        try:
+            self._restart_now(child, reason, detail)
+        finally:
+            self._busy = self._inflight is not None
+
+    def _fits_fast_path(self, child: _Child) -> bool:
+        if not hasattr(child.spec.handle, "start_nowait"):
+            return False
+        if self.strategy is Strategy.ONE_FOR_ONE or len(self._children) == 1:
+            return True
+        return self.strategy is Strategy.REST_FOR_ONE and self._children[-1] is child
+
+    def _restart_now(self, child: _Child, reason: ExitReason, detail: str) -> None:
+        """The fast path: the same steps as `_handle_exit`, without leaving this loop turn."""
+        if not self._accept_exit(child, reason, detail):
+            return
+        assert self._mailbox is not None
+        if not self._window.add(self.clock()):
+            self._mailbox.put_nowait(_GiveUp(child))
+            return
+        try:
+            pending = self._begin_start(child)
+        except ChildStartError as e:
+            self._retry_start(child, e)
+            return
+        if pending is None:
+            self._restarted(child)
+        else:  # an async on_start: finish it in a task; the mailbox waits for it
+            self._inflight = self.runtime.loop.create_task(self._finish_restart(child, pending))
+
+    async def _finish_restart(self, child: _Child, pending: Awaitable[None]) -> None:
+        try:
+            await pending
+        except ChildStartError as e:
+            self._retry_start(child, e)
+        else:
+            self._restarted(child)
+        finally:
+            self._inflight = None
+            self._busy = False
 
     async def _serve(self) -> None:
         assert self._mailbox is not None
         while self._running:
             message = await self._mailbox.get()
-            await self._handle_exit(message)
+            if self._inflight is not None:  # a fast restart still awaiting its start
+                await asyncio.wait([self._inflight])
+            self._busy = True
+            try:
+                if isinstance(message, _GiveUp):
+                    await self._give_up(message.child)
+                else:
+                    await self._handle_exit(message)
+            finally:
+                self._busy = False
 
     async def _handle_exit(self, message: _Exit) -> None:
-        child = next((c for c in self._children if c.name == message.name), None)
+        child = self._by_name.get(message.name)
         if child is None or child.generation != message.generation or not child.running:
             return  # stale: that instance was already stopped or replaced
+        if self._accept_exit(child, message.reason, message.detail):
+            await self._restart(child)
+
+    def _accept_exit(self, child: _Child, reason: ExitReason, detail: str) -> bool:
+        """Record an exit; True when the child's restart type asks for a restart."""
         child.running = False
-        child.last_exit = f"{message.reason.value}: {message.detail}"
-        self._emit("exited", child.name, message.reason.value, message.detail)
-        if not self._wants_restart(child, message.reason):
-            if child.spec.restart is Restart.TEMPORARY:
-                self._children.remove(child)
-            return
-        await self._restart(child)
+        child.last_exit = f"{reason.value}: {detail}"
+        self._emit("exited", child.name, reason.value, detail)
+        if self._wants_restart(child, reason):
+            return True
+        if child.spec.restart is Restart.TEMPORARY:
+            self._remove(child)
+        return False
 
     @staticmethod
     def _wants_restart(child: _Child, reason: ExitReason) -> bool:
@@ -285,10 +397,7 @@ class Supervisor:
         return restart is Restart.TRANSIENT and reason.abnormal
 
     async def _restart(self, failed: _Child) -> None:
-        allowed, self._restart_times = add_restart(
-            self._restart_times, self.clock(), self.intensity
-        )
-        if not allowed:
+        if not self._window.add(self.clock()):
             await self._give_up(failed)
             return
         index = self._children.index(failed)
@@ -302,17 +411,24 @@ class Supervisor:
         # Temporary siblings stopped by the strategy are not restarted (OTP): drop them.
         for c in group:
             if c is not failed and c.spec.restart is Restart.TEMPORARY:
-                self._children.remove(c)
+                self._remove(c)
         for c in [c for c in group if c in self._children]:
             try:
                 await self._start_child(c)
             except ChildStartError as e:
-                # OTP retries a failed restart; each retry counts towards the intensity.
-                self._post(_Exit(c.name, c.generation, ExitReason.CRASH, e.detail))
-                c.running = True  # so that the retry message is not taken as stale
+                self._retry_start(c, e)
                 return
-            c.restarts += 1
-            self._emit("restarted", c.name)
+            self._restarted(c)
+
+    def _retry_start(self, child: _Child, e: ChildStartError) -> None:
+        # OTP retries a failed restart; each retry counts towards the intensity.
+        assert self._mailbox is not None
+        self._mailbox.put_nowait(_Exit(child.name, child.generation, ExitReason.CRASH, e.detail))
+        child.running = True  # so that the retry message is not taken as stale
+
+    def _restarted(self, child: _Child) -> None:
+        child.restarts += 1
+        self._emit("restarted", child.name)
 
     async def _give_up(self, failed: _Child) -> None:
         limit = self.intensity

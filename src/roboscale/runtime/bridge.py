@@ -1,0 +1,451 @@
+"""The Zenoh bridge: topics between processes and hosts (eclipse-zenoh 1.x).
+
+A process lists the topics it exports (local publishes go out on Zenoh key
+`<prefix>/<topic>`, prefix `rs` by default) and imports (samples from other
+processes are injected into the local bus). Durable exports keep their last
+`retain` messages and answer the queryable `<prefix>/@retain/<topic>?after=<seq>`;
+durable imports resume from a `CursorLog` and deliver each message once, in
+order (see runtime/durable.py).
+
+Threads: ONE data subscriber per session (`<prefix>/**`, remote origin only,
+FIFO channel handler), drained by ONE thread that hands batches of samples to
+the loop with `call_soon_threadsafe`; imports are picked out by key on the loop.
+The retention queryable and the liveliness watcher use one callback each per
+session (rare events). Peer mode on explicit endpoints, multicast and gossip
+scouting off; `mode: client` and `connect` endpoints reach routers across hosts.
+
+Serialization: bytes as is; objects with `to_bytes()` whose type has `from_bytes()`
+(the importing topic must be typed with that class); anything else with pickle,
+which runs code when loaded: bridge only between trusted processes.
+Malformed samples (bad header, undecodable payload) are counted and dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roboscale.errors import UserError
+from roboscale.runtime.bus import Inbox, Topic
+from roboscale.runtime.durable import (
+    CursorLog,
+    Malformed,
+    Resequencer,
+    Retention,
+    decode,
+    encode,
+    pack_header,
+    unpack_header,
+)
+from roboscale.runtime.events import SupervisionEvent
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.names import check_name
+
+MODES = ("peer", "client")
+FIELDS = ("mode", "listen", "connect", "export", "import", "durable", "retain", "prefix")
+BATCH = 256  # samples handed to the loop per wake-up at most
+CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    mode: str = "peer"
+    listen: tuple[str, ...] = ()
+    connect: tuple[str, ...] = ()
+    exports: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+    durable: tuple[str, ...] = ()  # exported: retained; imported: resumed from a cursor
+    retain: int = 10_000
+    prefix: str = "rs"
+
+
+def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig:
+    """Validate a bridge section (launch file or dict); errors name `where` and the field."""
+    unknown = sorted(set(raw) - set(FIELDS))
+    if unknown:
+        raise UserError(f"{where}: unknown field {unknown[0]!r}: allowed are {', '.join(FIELDS)}")
+    mode = raw.get("mode", "peer")
+    if mode not in MODES:
+        raise UserError(f"{where}: mode: {mode!r} is not allowed: allowed are {', '.join(MODES)}")
+    retain = raw.get("retain", 10_000)
+    if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
+        raise UserError(f"{where}: retain: must be an integer >= 1, got {retain!r}")
+    prefix = raw.get("prefix", "rs")
+    if not isinstance(prefix, str) or not prefix or "*" in prefix or prefix.strip("/") != prefix:
+        raise UserError(f"{where}: prefix: a Zenoh key without '*' or outer '/', got {prefix!r}")
+    config = BridgeConfig(
+        mode=mode,
+        listen=_endpoints(raw, "listen", where),
+        connect=_endpoints(raw, "connect", where),
+        exports=_topics(raw, "export", where),
+        imports=_topics(raw, "import", where),
+        durable=_topics(raw, "durable", where),
+        retain=retain,
+        prefix=prefix,
+    )
+    stray = set(config.durable) - set(config.exports) - set(config.imports)
+    if stray:
+        raise UserError(f"{where}: durable: {sorted(stray)[0]} is neither exported nor imported")
+    return config
+
+
+def _endpoints(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
+    value = raw.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and "/" in v for v in value):
+        raise UserError(f"{where}: {name}: a list of endpoints like tcp/127.0.0.1:7447")
+    return tuple(value)
+
+
+def _topics(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
+    value = raw.get(name, [])
+    if not isinstance(value, list):
+        raise UserError(f"{where}: {name}: a list of topic names")
+    try:
+        return tuple(check_name(v) for v in value)
+    except UserError as e:
+        raise UserError(f"{where}: {name}: {e}") from None
+
+
+def zenoh_config(config: BridgeConfig) -> Any:
+    import zenoh
+
+    def json_list(items: tuple[str, ...]) -> str:
+        return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+    conf = zenoh.Config()
+    conf.insert_json5("mode", f'"{config.mode}"')
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    conf.insert_json5("scouting/gossip/enabled", "false")
+    conf.insert_json5("listen/endpoints", json_list(config.listen))
+    conf.insert_json5("connect/endpoints", json_list(config.connect))
+    return conf
+
+
+class _Export:
+    """A local topic published on Zenoh; durable ones retain what they sent."""
+
+    def __init__(self, bridge: Bridge, topic: Topic, retention: Retention | None) -> None:
+        import zenoh
+
+        self.bridge, self.topic, self.retention = bridge, topic, retention
+        self.seq = 0
+        self.pub = bridge.session.declare_publisher(
+            bridge.key(topic.name), congestion_control=zenoh.CongestionControl.BLOCK
+        )
+
+    def __call__(self, msg: Any) -> None:
+        codec, data = encode(msg)
+        self.seq += 1
+        attachment = pack_header(codec, self.bridge.publisher_id, self.seq)
+        if self.retention is not None:  # retained before sent: a query never misses it
+            self.retention.add(self.seq, data, attachment)
+        self.pub.put(data, attachment=attachment)
+
+
+class _DurableImport:
+    """Resequences one durable imported topic and commits its cursor at hand-over."""
+
+    def __init__(self, bridge: Bridge, topic: Topic, inbox: Inbox, cursor: CursorLog) -> None:
+        self.bridge, self.topic, self.cursor = bridge, topic, cursor
+        self.inflight: deque[tuple[int, int, int]] = deque()  # (local seq, publisher, seq)
+        self.seq = Resequencer(
+            cursor.cursors, fresh=cursor.fresh, deliver=self._deliver, gap=self._gap
+        )
+        self.querying = False
+        inbox.on_handover = self._handed_over
+
+    def _deliver(self, publisher: int, seq: int, msg: Any) -> None:
+        self.inflight.append((self.topic.inject(msg), publisher, seq))
+
+    def _handed_over(self, local_seq: int) -> None:
+        inflight, commit = self.inflight, self.cursor.commit
+        while inflight and inflight[0][0] <= local_seq:
+            _, publisher, seq = inflight.popleft()
+            commit(publisher, seq)
+
+    def _gap(self, publisher: int, first: int, count: int) -> None:
+        self.bridge.emit(
+            "gap",
+            f"{self.topic.name}: {count} messages from publisher {publisher:x} lost "
+            f"(seq {first}..{first + count - 1}, no longer retained)",
+        )
+
+    def offer(self, publisher: int, seq: int, msg: Any) -> None:
+        if self.seq.offer(publisher, seq, msg) and not self.querying:
+            self.query()
+
+    def query(self) -> None:
+        """Ask the publishers for what they retained after our cursors (in a thread)."""
+        self.querying = True
+        self.seq.begin_sync()
+        after = self.seq.after()
+        self.bridge.runtime.loop.run_in_executor(None, self.bridge.fetch, self, after)
+
+    def backlog(self, replies: list[tuple[bytes, bytes]]) -> None:
+        """On the loop: the replies of one query, then resume in-order delivery."""
+        for payload, attachment in replies:
+            self.bridge.take(self.topic, payload, attachment, self)
+        self.querying = False
+        self.seq.backlog_done()
+
+
+class Bridge:
+    """One Zenoh session of this process, carrying its exported and imported topics."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        config: BridgeConfig,
+        *,
+        cursors: Mapping[str, Path] | None = None,
+        query_timeout_s: float = 5.0,
+    ) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.cursor_paths = dict(cursors or {})
+        self.query_timeout_s = query_timeout_s
+        self.publisher_id = random.getrandbits(63) + 1
+        self.session: Any = None
+        self.malformed = 0
+        self.ignored = 0  # samples of topics this process does not import
+        self.imported: dict[str, _DurableImport | None] = {}
+        self._entities: list[Any] = []
+        self._retained: dict[str, Retention] = {}
+        self._exports: list[_Export] = []
+        self._thread: threading.Thread | None = None
+        missing = [t for t in config.durable if t in config.imports and t not in self.cursor_paths]
+        if missing:
+            raise UserError(f"bridge: durable import {missing[0]} needs a cursor file")
+
+    def key(self, topic: str) -> str:
+        return f"{self.config.prefix}{topic}"
+
+    # -- lifecycle (call from outside the loop; the tree's nodes must already subscribe) -----
+    def open(self) -> Bridge:
+        import zenoh
+
+        try:
+            self.session = zenoh.open(zenoh_config(self.config))
+        except zenoh.ZError as e:
+            raise UserError(f"bridge: cannot open a Zenoh session: {e}") from e
+        try:
+            self.runtime.call(self._declare)
+        except BaseException:
+            self.close()  # never leave a half-declared session open
+            raise
+        return self
+
+    def _declare(self) -> None:
+        import zenoh
+
+        cfg, bus = self.config, self.runtime.bus
+        for name in cfg.exports:
+            retention = None
+            if name in cfg.durable:
+                retention = self._retained[name] = Retention(cfg.retain)
+            export = _Export(self, bus.topic(name), retention)
+            self._exports.append(export)
+            bus.topic(name).taps.append(export)
+        if self._retained:
+            self._entities.append(
+                self.session.declare_queryable(f"{cfg.prefix}/@retain/**", self._answer)
+            )
+        durables: list[_DurableImport] = []
+        for name in cfg.imports:
+            topic = bus.topic(name)
+            if name in cfg.durable:
+                durables.append(self._durable_import(topic))
+                self.imported[name] = durables[-1]
+            else:
+                self.imported[name] = None
+        if cfg.imports:
+            sub = self.session.declare_subscriber(
+                f"{cfg.prefix}/**",
+                zenoh.handlers.FifoChannel(CHANNEL),
+                allowed_origin=zenoh.Locality.REMOTE,
+            )
+            self._entities.append(sub)
+            self._thread = threading.Thread(
+                target=self._drain, args=(sub,), name="roboscale-bridge", daemon=True
+            )
+            self._thread.start()
+        for durable in durables:  # subscribed live first, then the backlog
+            durable.query()
+
+    def _durable_import(self, topic: Topic) -> _DurableImport:
+        inboxes = [i for i in topic.inboxes if i.durable_key is not None]
+        if not inboxes:
+            raise UserError(
+                f"bridge: no durable subscription of {topic.name} in this process: "
+                "start the nodes before opening the bridge"
+            )
+        return _DurableImport(self, topic, inboxes[0], CursorLog(self.cursor_paths[topic.name]))
+
+    def close(self) -> None:
+        """Undeclare everything and close the session (idempotent)."""
+        if self.session is None:
+            return
+        session, self.session = self.session, None
+        for export in self._exports:
+            if export in export.topic.taps:
+                export.topic.taps.remove(export)
+        for entity in self._entities + [e.pub for e in self._exports]:
+            # The session may already be gone; closing it below is what matters.
+            with contextlib.suppress(Exception):
+                entity.undeclare()
+        session.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        for durable in self.imported.values():
+            if durable is not None:
+                durable.cursor.close()
+
+    def __enter__(self) -> Bridge:
+        return self.open()
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- receiving ----------------------------------------------------------------------------
+    def _drain(self, sub: Any) -> None:
+        """The one thread of this session: batches of samples to the loop."""
+        loop, prefix = self.runtime.loop, len(self.config.prefix)
+        while True:
+            try:
+                sample: Any = sub.recv()
+            except Exception:
+                return  # the channel closed with the subscriber
+            batch: list[tuple[str, bytes, bytes]] = []
+            while sample is not None and len(batch) < BATCH:
+                att = sample.attachment
+                batch.append(
+                    (
+                        str(sample.key_expr)[prefix:],
+                        sample.payload.to_bytes(),
+                        att.to_bytes() if att is not None else b"",
+                    )
+                )
+                sample = sub.try_recv()
+            try:
+                loop.call_soon_threadsafe(self._on_samples, batch)
+            except RuntimeError:
+                return  # the loop is closed: the process is ending
+            if sample is not None:  # the batch was full: this one starts the next
+                loop.call_soon_threadsafe(self._on_samples, [self._row(sample, prefix)])
+
+    @staticmethod
+    def _row(sample: Any, prefix: int) -> tuple[str, bytes, bytes]:
+        att = sample.attachment
+        return (
+            str(sample.key_expr)[prefix:],
+            sample.payload.to_bytes(),
+            (att.to_bytes() if att is not None else b""),
+        )
+
+    def _on_samples(self, batch: list[tuple[str, bytes, bytes]]) -> None:
+        bus, imported = self.runtime.bus, self.imported
+        for name, payload, attachment in batch:
+            if name not in imported:
+                self.ignored += 1
+                continue
+            self.take(bus.topic(name), payload, attachment, imported[name])
+
+    def take(
+        self, topic: Topic, payload: bytes, attachment: bytes, durable: _DurableImport | None
+    ) -> None:
+        """Decode one sample and hand it on; a malformed one is counted and dropped."""
+        try:
+            codec, publisher, seq = unpack_header(attachment)
+            msg = decode(codec, payload, topic.msg_type)
+        except Malformed as e:
+            self.malformed += 1
+            if self.malformed & (self.malformed - 1) == 0:  # 1st, 2nd, 4th...: never a flood
+                self.emit("malformed", f"{topic.name}: {self.malformed} dropped, last: {e}")
+            return
+        if durable is None:
+            topic.inject(msg)
+        else:
+            durable.offer(publisher, seq, msg)
+
+    # -- retention and backlog queries -------------------------------------------------------
+    def _answer(self, query: Any) -> None:
+        """On a Zenoh thread: reply with the retained messages after the asked seq."""
+        key = str(query.key_expr)
+        topic = "/" + key.split("/@retain/", 1)[-1]
+        retention = self._retained.get(topic)
+        if retention is None:
+            return
+        cursors = _cursors(query.payload.to_bytes() if query.payload is not None else b"")
+        try:
+            after = cursors.get(self.publisher_id, int(query.parameters.get("after") or 0))
+        except ValueError:
+            return  # a malformed query: nothing to answer
+        for _, payload, attachment in retention.after(after):
+            query.reply(key, payload, attachment=attachment)
+
+    def fetch(self, durable: _DurableImport, after: dict[int, int]) -> None:
+        """In a worker thread: query the backlog, then hand the replies to the loop."""
+        import zenoh
+
+        replies: list[tuple[bytes, bytes]] = []
+        session = self.session
+        try:
+            if session is not None:
+                selector = f"{self.config.prefix}/@retain{durable.topic.name}?after=0"
+                handler = session.get(
+                    selector,
+                    payload=_pack_cursors(after),
+                    target=zenoh.QueryTarget.ALL,
+                    consolidation=zenoh.ConsolidationMode.NONE,
+                    timeout=self.query_timeout_s,
+                )
+                for reply in handler:
+                    ok = reply.ok
+                    if ok is not None:
+                        att = ok.attachment
+                        replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b""))
+        except zenoh.ZError as e:
+            # Go on with what came: holes left are counted and reported as gaps, not hidden.
+            self.runtime.loop.call_soon_threadsafe(self.emit, "gap", f"backlog query failed: {e}")
+        with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
+            self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
+
+    def emit(self, kind: str, detail: str) -> None:
+        self.runtime.emit(SupervisionEvent(kind, "bridge", "", "", detail))
+
+    def stats(self) -> dict[str, Any]:
+        durable = {
+            name: {
+                "duplicates": d.seq.duplicates,
+                "lost": d.seq.lost,
+                "cursor": d.cursor.last_seq(),
+            }
+            for name, d in self.imported.items()
+            if d is not None
+        }
+        evicted = {name: r.evicted for name, r in self._retained.items()}
+        return {
+            "malformed": self.malformed,
+            "ignored": self.ignored,
+            "durable": durable,
+            "evicted": evicted,
+        }
+
+
+def _pack_cursors(after: Mapping[int, int]) -> bytes:
+    return b"".join(p.to_bytes(8, "little") + s.to_bytes(8, "little") for p, s in after.items())
+
+
+def _cursors(data: bytes) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for i in range(0, len(data) - len(data) % 16, 16):
+        out[int.from_bytes(data[i : i + 8], "little")] = int.from_bytes(
+            data[i + 8 : i + 16], "little"
+        )
+    return out

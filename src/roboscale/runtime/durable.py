@@ -1,0 +1,272 @@
+"""Cross-process durable topics: the wire header, retention, cursors and the resequencer.
+
+Pure logic, no Zenoh (runtime/bridge.py does the networking), so it is tested directly.
+
+- Every bridged message carries `HEADER` as its Zenoh attachment: format version,
+  codec, publisher id (random per bridge instance) and the publisher's sequence
+  number on that topic (1, 2, 3... per publisher).
+- `Retention`: the publisher side keeps the last K messages of a durable topic
+  (bounded; evictions counted) and answers "everything after seq S".
+- `CursorLog`: the subscriber side's record of what it handed over, one 16-byte
+  record (publisher id, seq) per message, written with one `os.write` before the
+  callback runs (handed over = delivered, as in-process). A SIGKILL cannot tear a
+  record; the file lives with the supervisor (it outlives the process) and the
+  next instance reads the last seq per publisher from it. It is compacted to one
+  record per publisher when it grows past `max_bytes` (write a new file, rename).
+- `Resequencer`: merges live samples with the retained backlog, per publisher, by
+  sequence number: duplicates dropped and counted, delivery in order, a gap waits
+  for a backlog query and, if the retention no longer has it, is counted as lost.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import pickle
+import struct
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roboscale.errors import UserError
+
+# version (u8), codec (u8), publisher id (u64), sequence number (u64), little-endian.
+HEADER = struct.Struct("<BBQQ")
+VERSION = 1
+_RECORD = struct.Struct("<QQ")  # a cursor record: publisher id, seq
+
+
+class Codec(enum.IntEnum):
+    """How a message crosses processes."""
+
+    RAW = 0  # bytes / bytearray / memoryview, as is
+    PICKLE = 1  # any other Python object (trusted peers only: pickle runs code)
+    TYPED = 2  # an object with to_bytes(); the receiving topic's type has from_bytes()
+
+
+class Malformed(Exception):
+    """A sample on the wire that cannot be decoded: counted and dropped by the bridge."""
+
+
+def encode(msg: Any) -> tuple[Codec, bytes]:
+    if isinstance(msg, bytes):
+        return Codec.RAW, msg
+    if isinstance(msg, bytearray | memoryview):
+        return Codec.RAW, bytes(msg)
+    to_bytes = getattr(msg, "to_bytes", None)
+    if callable(to_bytes) and callable(getattr(type(msg), "from_bytes", None)):
+        return Codec.TYPED, bytes(to_bytes())
+    return Codec.PICKLE, pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode(codec: int, data: bytes, msg_type: type) -> Any:
+    """The message of one sample; raise Malformed if it cannot be decoded."""
+    try:
+        if codec == Codec.RAW:
+            return data
+        if codec == Codec.PICKLE:
+            return pickle.loads(data)  # documented: bridged peers are trusted
+        if codec == Codec.TYPED:
+            from_bytes = getattr(msg_type, "from_bytes", None)
+            if from_bytes is None:
+                raise Malformed(f"typed message but {msg_type.__name__} has no from_bytes")
+            return from_bytes(data)
+    except Malformed:
+        raise
+    except Exception as e:
+        raise Malformed(f"cannot decode ({Codec(codec).name}): {type(e).__name__}: {e}") from e
+    raise Malformed(f"unknown codec {codec}")
+
+
+def pack_header(codec: Codec, publisher: int, seq: int) -> bytes:
+    return HEADER.pack(VERSION, codec, publisher, seq)
+
+
+def unpack_header(raw: bytes) -> tuple[int, int, int]:
+    """(codec, publisher id, seq) of an attachment; raise Malformed if it is not ours."""
+    if len(raw) != HEADER.size:
+        raise Malformed(f"attachment of {len(raw)} bytes, expected {HEADER.size}")
+    version, codec, publisher, seq = HEADER.unpack(raw)
+    if version != VERSION:
+        raise Malformed(f"header version {version}, expected {VERSION}")
+    if seq < 1:
+        raise Malformed(f"sequence number {seq}")
+    return codec, publisher, seq
+
+
+class Retention:
+    """The last `limit` messages of one durable topic, as sent (payload, attachment)."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise UserError(f"retention must keep at least 1 message, got {limit}")
+        self.limit = limit
+        self.items: deque[tuple[int, bytes, bytes]] = deque(maxlen=limit)
+        self.evicted = 0  # messages pushed out by newer ones: a slow reader may miss them
+        self._lock = threading.Lock()  # queries are answered on a Zenoh thread
+
+    def add(self, seq: int, payload: bytes, attachment: bytes) -> None:
+        with self._lock:
+            if len(self.items) == self.limit:
+                self.evicted += 1
+            self.items.append((seq, payload, attachment))
+
+    def after(self, seq: int) -> list[tuple[int, bytes, bytes]]:
+        with self._lock:
+            if not self.items or self.items[-1][0] <= seq:
+                return []
+            return [item for item in self.items if item[0] > seq]
+
+
+class CursorLog:
+    """Handed-over (publisher, seq) records of one durable subscriber, in a file."""
+
+    def __init__(self, path: Path, *, max_bytes: int = 1 << 20) -> None:
+        self.path = path
+        self.max_bytes = max(max_bytes, _RECORD.size * 16)
+        self.cursors: dict[int, int] = self._read(path)
+        self.fresh = not self.cursors  # never handed anything over: no history to resume
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise UserError(f"cannot write the durable cursor {path}: {e.strerror}") from e
+        self._size = os.fstat(self._fd).st_size
+
+    @staticmethod
+    def _read(path: Path) -> dict[int, int]:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            raise UserError(f"cannot read the durable cursor {path}: {e.strerror}") from e
+        cursors: dict[int, int] = {}
+        usable = len(data) - len(data) % _RECORD.size  # a torn tail cannot happen; be safe
+        for publisher, seq in _RECORD.iter_unpack(data[:usable]):
+            cursors[publisher] = seq
+        return cursors
+
+    def commit(self, publisher: int, seq: int) -> None:
+        self.cursors[publisher] = seq
+        os.write(self._fd, _RECORD.pack(publisher, seq))
+        self._size += _RECORD.size
+        if self._size >= self.max_bytes:
+            self._compact()
+
+    def _compact(self) -> None:
+        # Write the cursors to a new file and rename it over the log: a kill at any point
+        # leaves either the old complete log or the new one.
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        data = b"".join(_RECORD.pack(p, s) for p, s in self.cursors.items())
+        tmp.write_bytes(data)
+        os.replace(tmp, self.path)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self._size = len(data)
+
+    def last_seq(self) -> int:
+        """The highest handed-over seq over all publishers (what status shows)."""
+        return max(self.cursors.values(), default=0)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass(slots=True)
+class _Stream:
+    """One publisher's messages on one topic, as seen by one subscriber."""
+
+    next: int  # the seq to deliver next; 0 = not known yet (take the first one available)
+    pending: dict[int, Any] = field(default_factory=dict)
+
+
+Deliver = Callable[[int, int, Any], None]  # (publisher id, seq, message)
+GapReport = Callable[[int, int, int], None]  # (publisher id, first missing, count)
+
+
+class Resequencer:
+    """Live samples and backlog replies in, each message out once, in order per publisher.
+
+    While `syncing` (a backlog query is out) everything is buffered; `backlog_done()`
+    delivers what can be delivered and counts as lost any hole the backlog did not fill.
+    Outside a sync, a message ahead of the next expected one is buffered and
+    `offer` returns True: the caller must query the backlog to fill the hole.
+    """
+
+    def __init__(
+        self,
+        cursors: dict[int, int],
+        *,
+        fresh: bool,
+        deliver: Deliver,
+        gap: GapReport,
+        max_pending: int = 100_000,
+    ) -> None:
+        self.streams = {p: _Stream(s + 1) for p, s in cursors.items()}
+        self.fresh = fresh  # a first start: unknown publishers start at what is available
+        self.deliver = deliver
+        self.gap = gap
+        self.max_pending = max_pending
+        self.syncing = True  # the first backlog query comes right after subscribing
+        self.duplicates = 0
+        self.lost = 0
+
+    def offer(self, publisher: int, seq: int, msg: Any) -> bool:
+        """Take one message; True when a hole appeared and the backlog should be queried."""
+        stream = self.streams.get(publisher)
+        if stream is None:
+            # A publisher seen for the first time: after the first sync, a new one starts at 1.
+            stream = self.streams[publisher] = _Stream(0 if self.fresh and self.syncing else 1)
+        if seq < stream.next or seq in stream.pending:
+            self.duplicates += 1
+            return False
+        stream.pending[seq] = msg
+        if self.syncing:
+            return False
+        self._flush(publisher, stream)
+        if not stream.pending:
+            return False
+        if len(stream.pending) > self.max_pending:  # no fill is coming: bound the memory
+            self._skip_hole(publisher, stream)
+            return False
+        return True
+
+    def begin_sync(self) -> None:
+        self.syncing = True
+
+    def backlog_done(self) -> None:
+        """The backlog query finished: deliver in order; holes left are lost for good."""
+        self.syncing = False
+        self.fresh = False
+        for publisher, stream in self.streams.items():
+            if stream.next == 0 and stream.pending:
+                stream.next = min(stream.pending)
+            self._flush(publisher, stream)
+            while stream.pending:
+                self._skip_hole(publisher, stream)
+
+    def _skip_hole(self, publisher: int, stream: _Stream) -> None:
+        first = min(stream.pending)
+        missing = first - stream.next
+        self.lost += missing
+        self.gap(publisher, stream.next, missing)
+        stream.next = first
+        self._flush(publisher, stream)
+
+    def _flush(self, publisher: int, stream: _Stream) -> None:
+        pending, deliver = stream.pending, self.deliver
+        if stream.next == 0:
+            return
+        while stream.next in pending:
+            seq = stream.next
+            stream.next = seq + 1
+            deliver(publisher, seq, pending.pop(seq))
+
+    def after(self) -> dict[int, int]:
+        """The last delivered seq per known publisher (what a backlog query asks after)."""
+        return {p: s.next - 1 for p, s in self.streams.items() if s.next > 0}

@@ -1,0 +1,16 @@
+"""Test program: a remote node that only holds its liveliness token. argv: connect, node path."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import zenoh
+
+from roboscale.runtime.bridge import BridgeConfig, zenoh_config
+from roboscale.runtime.liveliness import declare_alive
+
+session = zenoh.open(zenoh_config(BridgeConfig(connect=(sys.argv[1],))))
+token = declare_alive(session, sys.argv[2])
+print("ready", flush=True)
+time.sleep(60.0)

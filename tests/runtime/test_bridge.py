@@ -1,0 +1,160 @@
+"""The Zenoh bridge with real sessions on loopback (two runtimes in this process)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from roboscale.backends.base import free_port
+from roboscale.errors import UserError
+from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config, zenoh_config
+from roboscale.runtime.durable import Codec, pack_header, unpack_header
+from roboscale.runtime.events import SupervisionEvent
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.supervisor import ChildSpec, Supervisor
+
+from .conftest import wait_until
+from .test_durable import Point
+
+
+class Sink(Node):
+    def on_start(self) -> None:
+        got: list[Any] = self.params["got"]
+        self.subscribe("/points", got.append, msg_type=Point)
+        self.subscribe("/any", got.append)
+
+
+@pytest.fixture
+def pair(zenoh: None) -> Iterator[tuple[Runtime, Runtime, str]]:
+    a, b = Runtime().start(), Runtime().start()
+    yield a, b, f"tcp/127.0.0.1:{free_port()}"
+    a.close()
+    b.close()
+
+
+def subscriber(rt: Runtime, got: list[Any]) -> Supervisor:
+    sup = Supervisor(rt, "s", [ChildSpec(NodeHandle(rt, "sink", Sink, {"got": got}))])
+    rt.wait(sup.start_async())
+    return sup
+
+
+@pytest.mark.zenoh
+def test_bridged_topics_carry_bytes_typed_and_pickled_messages(
+    pair: tuple[Runtime, Runtime, str],
+) -> None:
+    a, b, endpoint = pair
+    got: list[Any] = []
+    subscriber(b, got)
+    exports = {"listen": [endpoint], "export": ["/points", "/any"]}
+    with (
+        Bridge(a, bridge_config(exports)),
+        Bridge(b, bridge_config({"connect": [endpoint], "import": ["/points", "/any"]})) as bb,
+    ):
+        wait_until(lambda: _connected(a, b, got), timeout_s=10.0)
+        a.call(lambda: a.bus.topic("/any").publish(b"raw"))
+        a.call(lambda: a.bus.topic("/any").publish({"k": (1, 2)}))
+        a.call(lambda: a.bus.topic("/points").publish(Point(5)))
+        wait_until(lambda: len([m for m in got if m != b"probe"]) == 3, timeout_s=10.0)
+        raw, obj, point = [m for m in got if m != b"probe"]
+        assert raw == b"raw" and obj == {"k": (1, 2)}
+        assert isinstance(point, Point) and point.x == 5
+        assert bb.stats()["malformed"] == 0
+
+
+def _connected(a: Runtime, b: Runtime, got: list[Any]) -> bool:
+    # Sessions connect asynchronously: probe until one message gets through.
+    a.call(lambda: a.bus.topic("/any").publish(b"probe"))
+    return bool(got)
+
+
+@pytest.mark.zenoh
+def test_malformed_samples_are_counted_and_dropped(
+    pair: tuple[Runtime, Runtime, str], events: list[SupervisionEvent]
+) -> None:
+    import zenoh
+
+    _, b, endpoint = pair
+    got: list[Any] = []
+    subscriber(b, got)
+    session = zenoh.open(zenoh_config(BridgeConfig(listen=(endpoint,))))
+    try:
+        with Bridge(b, bridge_config({"connect": [endpoint], "import": ["/any"]})) as bridge:
+            good = pack_header(Codec.RAW, 1, 1)
+            wait_until(lambda: _put(session, b"hello", good) and bool(got), timeout_s=10.0)
+            session.put("rs/any", b"x")  # no attachment
+            session.put("rs/any", b"x", attachment=b"short")
+            session.put("rs/any", b"not a pickle", attachment=pack_header(Codec.PICKLE, 1, 2))
+            session.put("rs/other", b"x", attachment=good)  # not imported: ignored
+            session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 1, 3))
+            wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
+            assert bridge.malformed == 3 and bridge.ignored >= 1
+            assert set(got) == {b"hello", b"last"}
+    finally:
+        session.close()
+
+
+def _put(session: Any, payload: bytes, attachment: bytes) -> bool:
+    session.put("rs/any", payload, attachment=attachment)
+    return True
+
+
+@pytest.mark.zenoh
+def test_retention_queryable_answers_after_a_sequence_number(
+    pair: tuple[Runtime, Runtime, str],
+) -> None:
+    import zenoh
+
+    a, _, endpoint = pair
+    config = bridge_config(
+        {"listen": [endpoint], "export": ["/data"], "durable": ["/data"], "retain": 5}
+    )
+    with Bridge(a, config) as bridge:
+        for i in range(1, 9):
+            a.call(lambda i=i: a.bus.topic("/data").publish(b"%d" % i))
+        session = zenoh.open(zenoh_config(BridgeConfig(connect=(endpoint,))))
+        try:
+            seqs: list[int] = []
+            for _ in range(50):  # the session connects asynchronously
+                replies = session.get(
+                    "rs/@retain/data?after=5",
+                    consolidation=zenoh.ConsolidationMode.NONE,
+                    timeout=2.0,
+                )
+                seqs = [unpack_header(r.ok.attachment.to_bytes())[2] for r in replies if r.ok]
+                if seqs:
+                    break
+            assert seqs == [6, 7, 8]
+            assert bridge.stats()["evicted"] == {"/data": 3}
+        finally:
+            session.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"mode": "router"}, "mode: 'router' is not allowed: allowed are peer, client"),
+        ({"exprot": []}, "unknown field 'exprot': allowed are mode"),
+        ({"export": ["bad name"]}, "export: invalid topic name"),
+        ({"connect": ["127.0.0.1"]}, "connect: a list of endpoints"),
+        ({"retain": 0}, "retain: must be an integer >= 1"),
+        ({"durable": ["/x"]}, "durable: /x is neither exported nor imported"),
+    ],
+)
+def test_bad_bridge_configs_are_refused_with_the_field(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(UserError, match="^launch.yaml:3: bridge: " + _escape(message)):
+        bridge_config(raw, where="launch.yaml:3: bridge")
+
+
+def _escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_a_durable_import_needs_a_cursor_file(rt: Runtime) -> None:
+    config = bridge_config({"import": ["/x"], "durable": ["/x"]})
+    with pytest.raises(UserError, match="durable import /x needs a cursor file"):
+        Bridge(rt, config)

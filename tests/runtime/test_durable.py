@@ -1,0 +1,148 @@
+"""The pure logic of cross-process durable topics: codec, header, retention, cursor, resequencer."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roboscale.errors import UserError
+from roboscale.runtime.durable import (
+    Codec,
+    CursorLog,
+    Malformed,
+    Resequencer,
+    Retention,
+    decode,
+    encode,
+    pack_header,
+    unpack_header,
+)
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def to_bytes(self) -> bytes:
+        return self.x.to_bytes(4, "little")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Point:
+        return cls(int.from_bytes(data, "little"))
+
+
+def test_bytes_pass_as_is_typed_use_their_codec_others_pickle() -> None:
+    assert encode(b"abc") == (Codec.RAW, b"abc")
+    codec, data = encode(Point(7))
+    assert codec is Codec.TYPED and decode(codec, data, Point).x == 7
+    codec, data = encode({"a": [1, 2]})
+    assert codec is Codec.PICKLE and decode(codec, data, object) == {"a": [1, 2]}
+
+
+@pytest.mark.parametrize(
+    ("codec", "data", "msg_type", "why"),
+    [
+        (Codec.PICKLE, b"not a pickle", object, "cannot decode"),
+        (Codec.TYPED, b"\x01", object, "has no from_bytes"),
+        (9, b"", object, "unknown codec"),
+    ],
+)
+def test_undecodable_payloads_are_malformed(
+    codec: int, data: bytes, msg_type: type, why: str
+) -> None:
+    with pytest.raises(Malformed, match=why):
+        decode(codec, data, msg_type)
+
+
+def test_header_round_trip_and_malformed_headers() -> None:
+    assert unpack_header(pack_header(Codec.PICKLE, 42, 7)) == (Codec.PICKLE, 42, 7)
+    with pytest.raises(Malformed, match="attachment of 3 bytes"):
+        unpack_header(b"abc")
+    with pytest.raises(Malformed, match="version"):
+        unpack_header(b"\x09" + pack_header(Codec.RAW, 1, 1)[1:])
+    with pytest.raises(Malformed, match="sequence number 0"):
+        unpack_header(pack_header(Codec.RAW, 1, 0))
+
+
+def test_retention_keeps_the_last_k_and_counts_evictions() -> None:
+    retention = Retention(3)
+    for seq in range(1, 6):
+        retention.add(seq, b"%d" % seq, b"")
+    assert [s for s, _, _ in retention.after(0)] == [3, 4, 5]
+    assert [s for s, _, _ in retention.after(4)] == [5]
+    assert retention.after(5) == [] and retention.evicted == 2
+    with pytest.raises(UserError, match="at least 1"):
+        Retention(0)
+
+
+def test_cursor_log_survives_reopening_and_compacts(tmp_path: Path) -> None:
+    path = tmp_path / "cursor"
+    log = CursorLog(path, max_bytes=16 * 16)
+    assert log.fresh
+    for seq in range(1, 40):  # past max_bytes: compacted to one record per publisher
+        log.commit(1, seq)
+        log.commit(2, seq * 10)
+    log.close()
+    assert path.stat().st_size < 16 * 16
+    again = CursorLog(path)
+    assert not again.fresh and again.cursors == {1: 39, 2: 390} and again.last_seq() == 390
+    again.close()
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.out: list[tuple[int, int, Any]] = []
+        self.gaps: list[tuple[int, int, int]] = []
+
+    def resequencer(self, cursors: dict[int, int], fresh: bool) -> Resequencer:
+        return Resequencer(
+            cursors,
+            fresh=fresh,
+            deliver=lambda p, s, m: self.out.append((p, s, m)),
+            gap=lambda p, f, n: self.gaps.append((p, f, n)),
+        )
+
+
+def test_live_and_backlog_merge_in_order_once() -> None:
+    c = Collector()
+    r = c.resequencer({1: 3}, fresh=False)
+    r.offer(1, 7, "g")  # live, while the backlog query is out
+    r.offer(1, 8, "h")
+    for seq, msg in ((2, "b"), (4, "d"), (5, "e"), (6, "f"), (7, "g")):  # the backlog
+        r.offer(1, seq, msg)
+    r.backlog_done()
+    assert [s for _, s, _ in c.out] == [4, 5, 6, 7, 8]
+    assert r.duplicates == 2 and r.lost == 0 and not c.gaps
+    assert not r.offer(1, 9, "i") and c.out[-1][1] == 9
+
+
+def test_a_hole_asks_for_the_backlog_and_an_unfillable_one_is_a_reported_gap() -> None:
+    c = Collector()
+    r = c.resequencer({1: 0}, fresh=False)
+    r.backlog_done()
+    r.offer(1, 1, "a")
+    assert r.offer(1, 4, "d")  # 2 and 3 missing: query the backlog
+    r.begin_sync()
+    r.offer(1, 3, "c")  # the backlog only still had 3
+    r.backlog_done()
+    assert [s for _, s, _ in c.out] == [1, 3, 4]
+    assert c.gaps == [(1, 2, 1)] and r.lost == 1
+
+
+def test_a_fresh_subscriber_starts_at_what_is_available() -> None:
+    c = Collector()
+    r = c.resequencer({}, fresh=True)
+    r.offer(9, 500, "x")
+    r.offer(9, 501, "y")
+    r.backlog_done()
+    assert [s for _, s, _ in c.out] == [500, 501] and r.lost == 0
+    r.offer(5, 1, "new publisher")  # appears later: starts at 1
+    assert c.out[-1] == (5, 1, "new publisher")
+
+
+def test_pickle_codec_is_plain_pickle() -> None:
+    codec, data = encode([1, "a"])
+    assert pickle.loads(data) == [1, "a"] and codec is Codec.PICKLE

@@ -129,3 +129,14 @@ def test_native_echo_in_process(tmp_path: Path, payload: str, size: int) -> None
     by_pair = {(n["pair"], n["role"]): n["pid"] for n in nodes}
     assert by_pair[(0, "sender")] == by_pair[(0, "echoer")] != by_pair[(1, "sender")]
     assert all(n["malformed"] == 0 for n in nodes)
+
+
+@pytest.mark.zenoh
+@pytest.mark.parametrize(("payload", "size"), [("text", 11), ("image", 307200)])
+def test_native_across_processes(tmp_path: Path, zenoh: None, payload: str, size: int) -> None:
+    """One process per node; the runtime's Zenoh bridge carries the topics between them."""
+    tables, nodes = run(tmp_path, trial("native-proc", payload, size, pairs=2))
+    for rows in tables:
+        check_complete(rows, 200)
+    assert len({n["pid"] for n in nodes}) == 4
+    assert all(n["malformed"] == 0 for n in nodes)

@@ -104,6 +104,7 @@ class Backend(Protocol):
 
 REGISTRY: dict[str, str] = {
     "native": "roboscale.backends.native",
+    "native-proc": "roboscale.backends.native:PROC_BACKEND",
     "zenoh": "roboscale.backends.zenoh",
     "ros1": "roboscale.backends.ros1",
 }
@@ -122,8 +123,8 @@ def get_backend(name: str) -> Backend:
             f"backend {name!r} is not available in this roboscale; "
             f"known backends: {', '.join(REGISTRY)}"
         )
-    module = importlib.import_module(REGISTRY[name])
-    backend: Backend = module.BACKEND
+    module_name, _, attribute = REGISTRY[name].partition(":")
+    backend: Backend = getattr(importlib.import_module(module_name), attribute or "BACKEND")
     return backend
 
 

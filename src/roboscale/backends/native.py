@@ -1,8 +1,11 @@
-"""The native backend: echo experiments on roboscale's own runtime.
+"""The native backends: echo experiments on roboscale's own runtime.
 
-A sender and its echoer are two runtime nodes in one OS process, on the
-process's one event loop (placement "pair"): a message is a tuple
+`native`: a sender and its echoer are two runtime nodes in one OS process, on
+the process's one event loop (placement "pair"): a message is a tuple
 (seq, stamp, body) handed over by reference, with no copy and no serialization.
+`native-proc`: one OS process per node (as ros1 and zenoh run), each a runtime
+whose topics cross processes and hosts through the runtime's Zenoh bridge
+(explicit endpoints: the echoer listens, its sender connects).
 The sender paces from its own thread (asyncio timers have 1 ms granularity on
 epoll, too coarse for 10 kHz), so each send crosses into the loop with
 `call_soon_threadsafe`; the echoer's callback and the reply run on the loop.
@@ -61,7 +64,7 @@ class NativeSession:
         from roboscale.runtime.node import Node, NodeHandle
 
         self.runtime = shared_runtime()
-        self.malformed = 0
+        self._malformed = 0
         self.exits: list[str] = []
         self._handle = NodeHandle(self.runtime, ctx.name, Node)
         self._handle.start(self._on_exit)
@@ -82,15 +85,55 @@ class NativeSession:
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
         def on_message(msg: Any) -> None:
             if type(msg) is not tuple or len(msg) != 3:
-                self.malformed += 1
+                self._malformed += 1
                 return
             callback(msg[0], msg)
 
         node = self._node()
         self.runtime.call(lambda: node.subscribe(topic, on_message, queue_size=queue or 1 << 30))
 
+    @property
+    def malformed(self) -> int:
+        return self._malformed
+
     def close(self) -> None:
         self._handle.stop(1.0)
+
+
+class NativeProcSession(NativeSession):
+    """A runtime node whose topics go through the bridge: what it publishes is exported,
+    what it subscribes to is imported. The bridge opens once the node has subscribed,
+    so that no sample arrives before an inbox exists for it."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self._endpoints: dict[str, Any] = {
+            k: ctx.config[k] for k in ("listen", "connect", "shared_memory") if k in ctx.config
+        }
+        self._exports: list[str] = []
+        self._bridge: Any = None
+
+    def publisher(self, topic: str, kind: MessageKind, queue: int) -> NativePublisher:
+        self._exports.append(topic)
+        return super().publisher(topic, kind, queue)
+
+    def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
+        super().subscribe(topic, kind, callback, queue)
+        if self._bridge is not None:
+            raise RuntimeError("native-proc opens its bridge at the first subscription")
+        from roboscale.runtime.bridge import Bridge, bridge_config
+
+        raw = {**self._endpoints, "export": self._exports, "import": [topic]}
+        self._bridge = Bridge(self.runtime, bridge_config(raw)).open()
+
+    @property
+    def malformed(self) -> int:
+        return self._malformed + (self._bridge.malformed if self._bridge is not None else 0)
+
+    def close(self) -> None:
+        if self._bridge is not None:
+            self._bridge.close()
+        super().close()
 
 
 class NativeBackend:
@@ -119,4 +162,31 @@ class NativeBackend:
         return NativeSession(ctx)
 
 
+class NativeProcBackend(NativeBackend):
+    name = "native-proc"
+    placement = "node"
+
+    def __init__(self) -> None:
+        self._ports: dict[tuple[str, int], int] = {}
+
+    def check(self) -> None:
+        from roboscale.backends.zenoh import BACKEND as ZENOH
+
+        ZENOH.check()  # the bridge is Zenoh
+
+    def version(self) -> str:
+        from roboscale.backends.zenoh import BACKEND as ZENOH
+
+        return super().version().replace("in-process", f"processes over {ZENOH.version()}")
+
+    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+        from roboscale.backends.zenoh import BACKEND as ZENOH
+
+        return ZENOH.node_config(role, pair, trial)
+
+    def open(self, ctx: NodeContext) -> NativeProcSession:
+        return NativeProcSession(ctx)
+
+
 BACKEND = NativeBackend()
+PROC_BACKEND = NativeProcBackend()

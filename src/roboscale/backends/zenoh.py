@@ -9,6 +9,7 @@ per subscriber, never a Python callback per sample on zenoh's threads.
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,20 +30,29 @@ from roboscale.errors import BackendUnavailable
 DEFAULT_CHANNEL = 100_000
 
 
-def zenoh_config(listen: list[str], connect: list[str]) -> Any:
+def zenoh_config(
+    listen: list[str] | tuple[str, ...],
+    connect: list[str] | tuple[str, ...],
+    *,
+    mode: str = "peer",
+    shared_memory: bool = True,
+) -> Any:
+    """A session on explicit endpoints with scouting off.
+
+    Zenoh moves messages above 3 KB between processes of one machine through shared
+    memory by default; emulated hosts share one kernel, so there it must be off, or
+    large messages would bypass the emulated link.
+    """
     import zenoh
 
     conf = zenoh.Config()
-    conf.insert_json5("mode", '"peer"')
+    conf.insert_json5("mode", json.dumps(mode))
     conf.insert_json5("scouting/multicast/enabled", "false")
     conf.insert_json5("scouting/gossip/enabled", "false")
-    conf.insert_json5("listen/endpoints", _json_list(listen))
-    conf.insert_json5("connect/endpoints", _json_list(connect))
+    conf.insert_json5("listen/endpoints", json.dumps(list(listen)))
+    conf.insert_json5("connect/endpoints", json.dumps(list(connect)))
+    conf.insert_json5("transport/shared_memory/enabled", json.dumps(shared_memory))
     return conf
-
-
-def _json_list(items: list[str]) -> str:
-    return "[" + ", ".join(f'"{i}"' for i in items) + "]"
 
 
 class ZenohPublisher:
@@ -68,7 +78,13 @@ class ZenohSession:
 
         self._zenoh: Any = zenoh
         cfg = ctx.config
-        self._session: Any = zenoh.open(zenoh_config(cfg.get("listen", []), cfg.get("connect", [])))
+        self._session: Any = zenoh.open(
+            zenoh_config(
+                cfg.get("listen", []),
+                cfg.get("connect", []),
+                shared_memory=cfg.get("shared_memory", True),
+            )
+        )
         self._subs: list[Any] = []
         self._pubs: list[Any] = []
         self.malformed = 0
@@ -145,9 +161,11 @@ class ZenohBackend:
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
         port = self._ports.setdefault((str(trial["trial"]), pair), free_port())
         endpoint = f"tcp/{trial.get('echoer_address', '127.0.0.1')}:{port}"
+        # Separate emulated hosts must not share memory; one machine may.
+        local = trial.get("hosts", 1) == 1
         if role == "echoer":
-            return {"listen": [endpoint], "connect": []}
-        return {"listen": [], "connect": [endpoint]}
+            return {"listen": [endpoint], "connect": [], "shared_memory": local}
+        return {"listen": [], "connect": [endpoint], "shared_memory": local}
 
     def open(self, ctx: NodeContext) -> ZenohSession:
         return ZenohSession(ctx)

@@ -48,7 +48,10 @@ from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
 
 MODES = ("peer", "client")
-FIELDS = ("mode", "listen", "connect", "export", "import", "durable", "retain", "prefix")
+FIELDS = (
+    "mode", "listen", "connect", "export", "import", "durable", "retain", "prefix",
+    "shared_memory",
+)  # fmt: skip
 BATCH = 256  # samples handed to the loop per wake-up at most
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 
@@ -63,6 +66,7 @@ class BridgeConfig:
     durable: tuple[str, ...] = ()  # exported: retained; imported: resumed from a cursor
     retain: int = 10_000
     prefix: str = "rs"
+    shared_memory: bool = True  # off between emulated hosts: they share one kernel
 
 
 def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig:
@@ -76,6 +80,9 @@ def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig
     retain = raw.get("retain", 10_000)
     if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
         raise UserError(f"{where}: retain: must be an integer >= 1, got {retain!r}")
+    shared_memory = raw.get("shared_memory", True)
+    if not isinstance(shared_memory, bool):
+        raise UserError(f"{where}: shared_memory: true or false, got {shared_memory!r}")
     prefix = raw.get("prefix", "rs")
     if not isinstance(prefix, str) or not prefix or "*" in prefix or prefix.strip("/") != prefix:
         raise UserError(f"{where}: prefix: a Zenoh key without '*' or outer '/', got {prefix!r}")
@@ -88,6 +95,7 @@ def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig
         durable=_topics(raw, "durable", where),
         retain=retain,
         prefix=prefix,
+        shared_memory=shared_memory,
     )
     stray = set(config.durable) - set(config.exports) - set(config.imports)
     if stray:
@@ -113,18 +121,11 @@ def _topics(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
 
 
 def zenoh_config(config: BridgeConfig) -> Any:
-    import zenoh
+    from roboscale.backends.zenoh import zenoh_config as session_config
 
-    def json_list(items: tuple[str, ...]) -> str:
-        return "[" + ", ".join(f'"{i}"' for i in items) + "]"
-
-    conf = zenoh.Config()
-    conf.insert_json5("mode", f'"{config.mode}"')
-    conf.insert_json5("scouting/multicast/enabled", "false")
-    conf.insert_json5("scouting/gossip/enabled", "false")
-    conf.insert_json5("listen/endpoints", json_list(config.listen))
-    conf.insert_json5("connect/endpoints", json_list(config.connect))
-    return conf
+    return session_config(
+        config.listen, config.connect, mode=config.mode, shared_memory=config.shared_memory
+    )
 
 
 class _Export:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from roboscale.spec.payloads import parse_payload
 
-BACKEND_NAMES = ("native", "zenoh", "ros1", "dds")
+BACKEND_NAMES = ("native", "native-proc", "zenoh", "ros1")
 MAX_RATE_HZ = 1_000_000.0
 
 

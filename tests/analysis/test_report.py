@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -18,7 +19,12 @@ from roboscale.records.store import append_summary, records_table, write_json, w
 TH = Thresholds()
 
 
-def make_run(run_dir: Path, backends: tuple[str, ...] = ("zenoh", "ros1")) -> list[str]:
+def make_run(
+    run_dir: Path,
+    backends: tuple[str, ...] = ("zenoh", "ros1"),
+    scale: tuple[tuple[int, int], ...] = ((1, 1),),
+) -> list[str]:
+    """A results folder; `scale` lists (hosts, pairs) configurations of each series."""
     run_dir.mkdir(parents=True)
     run = {"format_version": 1, "spec_name": "unit", "command": "roboscale bench x.yaml"}
     write_json(run_dir / "run.json", {**run, "backends": dict.fromkeys(backends, "v1")})
@@ -26,10 +32,11 @@ def make_run(run_dir: Path, backends: tuple[str, ...] = ("zenoh", "ros1")) -> li
     trials = []
     for backend in backends:
         for size, payload in ((11, "text"), (4250, "laserscan")):
-            for rate in (10.0, 100.0):
+            for (hosts, pairs), rate in itertools.product(scale, (10.0, 100.0)):
                 trial = f"t{len(trials):04d}-{backend}-{rate:g}-{payload}"
                 params = {"trial": trial, "backend": backend, "rate_hz": rate, "payload": payload,
-                          "payload_bytes": size, "pairs": 1, "run": 0}  # fmt: skip
+                          "payload_bytes": size, "pairs": pairs, "run": 0, "hosts": hosts,
+                          "link": "loopback" if hosts == 1 else "wifi"}  # fmt: skip
                 n = 50
                 sent = np.arange(1, n + 1, dtype=np.int64) * int(1e9 / rate)
                 rtt = rng.integers(100_000, 300_000, n)
@@ -50,7 +57,7 @@ def test_report_has_plots_tables_and_comparison(tmp_path: Path) -> None:
     assert "Backends side by side" in page and "Percentiles per trial" in page
     assert "http://" not in page and "https://" not in page  # opens offline
     text = md.read_text()
-    assert "| text | 10 | 1 |" in text and "ros1 p50 µs" in text
+    assert "| local | text | 10 | 1 |" in text and "ros1 p50 µs" in text
     assert TH.describe() in text
 
 
@@ -90,3 +97,13 @@ def test_unknown_format_version_is_refused(tmp_path: Path) -> None:
     write_json(run_dir / "run.json", {"format_version": 99})
     with pytest.raises(UserError, match=r"run.json: format_version: 99 is not supported"):
         render_report(run_dir)
+
+
+def test_scaling_figures_appear_when_nodes_or_hosts_vary(tmp_path: Path) -> None:
+    make_run(tmp_path / "n", backends=("ros1",), scale=((1, 1), (1, 4), (1, 16)))
+    page = render_report(tmp_path / "n")[0].read_text()
+    assert "Latency against node count" in page and "Latency against host count" not in page
+    make_run(tmp_path / "h", backends=("ros1",), scale=((2, 1), (4, 4), (6, 9)))
+    page = render_report(tmp_path / "h")[0].read_text()
+    assert "Latency against host count" in page and "Latency against node count" not in page
+    assert "6 hosts wifi" in page  # the percentile table names the environment

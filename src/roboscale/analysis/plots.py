@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
 from roboscale.analysis.stats import FloatArray, column, rtt_by_id
+from roboscale.analysis.tables import env_label
 
 Entry = dict[str, Any]
 RecordsOf = Callable[[str], pa.Table | None]
@@ -33,14 +35,6 @@ def to_data_uri(fig: Figure) -> str:
 def ok(entries: Sequence[Entry]) -> list[Entry]:
     """Trials that produced records (a failed trial has an error and no figures)."""
     return [e for e in entries if not e.get("error") and e.get("received", 0) > 0]
-
-
-def env_label(e: Entry) -> str:
-    """Hosts, link and CPU quota of an entry, empty for a plain single-host trial."""
-    parts = [f"{e['hosts']} hosts"] if e.get("hosts", 1) > 1 else []
-    parts += [str(e["link"])] if e.get("link", "loopback") != "loopback" else []
-    parts += [f"cpu {e['cpu']:g}"] if e.get("cpu") is not None else []
-    return " ".join(parts)
 
 
 def series_key(e: Entry) -> tuple[str, str, int, str]:
@@ -234,10 +228,13 @@ def _against(
         env = env_label({**e, axis: 1})
         return (e["backend"], e["payload"], float(e["rate_hz"]), env)
 
+    lines = {k: _group(v, x_of) for k, v in _group(good, line).items()}
+    if all(len(points) < 2 for points in lines.values()):
+        return None  # every line is one point: the axis varies only with something else
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.subplots()
-    for i, key in enumerate(sorted(_group(good, line))):
-        points = _group([e for e in good if line(e) == key], x_of)
+    for i, key in enumerate(sorted(lines)):
+        points = lines[key]
         xs = sorted(points)
         pooled = [_pooled_rtt(points[x], records_of) for x in xs]
         mean = np.array([p.mean() / 1e3 if p.size else np.nan for p in pooled])
@@ -247,9 +244,14 @@ def _against(
         label = " ".join(p for p in (backend, payload, f"{rate:g} Hz", env) if p)
         ax.errorbar(xs, mean, yerr=[low, std], marker="o", capsize=3, label=label,
                     color=COLORS[i % len(COLORS)])  # fmt: skip
-    ax.set(xlabel=xlabel, ylabel="RTT mean ± std (ms)", yscale="log", title=title)
+    ax.set(xlabel=xlabel, ylabel="RTT mean ± std (ms)", title=title)
     if axis == "pairs":
+        ax.set_yscale("log")
         ax.set_xscale("log", base=2)
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xticks(sorted({x for points in lines.values() for x in points}))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     return fig

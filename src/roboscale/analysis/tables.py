@@ -12,6 +12,14 @@ Entry = dict[str, Any]
 Table = tuple[list[str], list[list[str]]]
 
 
+def env_label(e: Entry) -> str:
+    """Hosts, link and CPU quota of an entry, empty for a plain single-host trial."""
+    parts = [f"{e['hosts']} hosts"] if e.get("hosts", 1) > 1 else []
+    parts += [str(e["link"])] if e.get("link", "loopback") != "loopback" else []
+    parts += [f"cpu {e['cpu']:g}"] if e.get("cpu") is not None else []
+    return " ".join(parts)
+
+
 def us(value: float | None) -> str:
     if value is None:
         return "-"
@@ -32,20 +40,23 @@ def _verdict(e: Entry) -> str:
 
 def percentile_table(entries: Sequence[Entry]) -> Table:
     head = [
-        "trial", "backend", "rate Hz", "payload", "pairs", "run", "back/sent", "achieved Hz",
-        "p50 µs", "p90", "p99", "p99.9", "max", "mean ± std", "CI80 of mean", "send lag p99",
+        "trial", "backend", "where", "rate Hz", "payload", "pairs", "run", "back/sent",
+        "achieved Hz", "p50 µs", "p90", "p99", "p99.9", "max", "mean ± std", "CI80 of mean",
+        "send lag p99",
         "sustained",
     ]  # fmt: skip
     rows = []
     for e in entries:
         if e.get("error"):
-            rows.append([e["trial"], e["backend"], f"{e['rate_hz']:g}", e["payload"],
-                         str(e["pairs"]), str(e["run"]), *["-"] * 10, "failed"])  # fmt: skip
+            rows.append([e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}",
+                         e["payload"], str(e["pairs"]), str(e["run"]), *["-"] * 10,
+                         "failed"])  # fmt: skip
             continue
         r, lag = e["rtt_us"], e["send_lag_us"]
         achieved = e["achieved_rate_hz"]
         rows.append([
-            e["trial"], e["backend"], f"{e['rate_hz']:g}", e["payload"], str(e["pairs"]),
+            e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}", e["payload"],
+            str(e["pairs"]),
             str(e["run"]), f"{e['received']}/{e['sent']}",
             "-" if achieved is None else f"{achieved:.4g}",
             us(r["p50"]), us(r["p90"]), us(r["p99"]), us(r["p999"]), us(r["max"]),
@@ -61,15 +72,16 @@ def comparison_table(entries: Sequence[Entry]) -> Table | None:
     backends = sorted({e["backend"] for e in entries})
     if len(backends) < 2:
         return None
-    configs: dict[tuple[str, int, float, int], dict[str, list[Entry]]] = {}
+    configs: dict[tuple[str, str, int, float, int], dict[str, list[Entry]]] = {}
     for e in entries:
-        key = (e["payload"], int(e["payload_bytes"]), float(e["rate_hz"]), int(e["pairs"]))
+        where = env_label(e) or "local"
+        key = (where, e["payload"], int(e["payload_bytes"]), float(e["rate_hz"]), int(e["pairs"]))
         configs.setdefault(key, {}).setdefault(e["backend"], []).append(e)
-    head = ["payload", "rate Hz", "pairs", *[f"{b} p50 µs" for b in backends]]
+    head = ["where", "payload", "rate Hz", "pairs", *[f"{b} p50 µs" for b in backends]]
     rows = []
-    for (payload, _, rate, pairs), per in sorted(configs.items(), key=lambda kv: kv[0][1:]):
+    for (where, payload, _, rate, pairs), per in sorted(configs.items()):
         cells = [_cell(per.get(b, [])) for b in backends]
-        rows.append([payload, f"{rate:g}", str(pairs), *cells])
+        rows.append([where, payload, f"{rate:g}", str(pairs), *cells])
     return head, rows
 
 

@@ -28,7 +28,7 @@ def pipes() -> Iterator[list[tuple[int, int]]]:
         os.close(w)
 
 
-def emulator(pipes: list[tuple[int, int]], **profile: float) -> Emulator:
+def emulator(pipes: list[tuple[int, int]], **profile: float | bool) -> Emulator:
     base = {"bandwidth_mbit": 8.0, "delay_ms": 2.0, "jitter_ms": 0.0, "loss": 0.0,
             "queue_packets": 10, "reorder": False} | profile  # fmt: skip
     config = {
@@ -84,3 +84,18 @@ def test_loss_drops_about_its_share(pipes: list[tuple[int, int]]) -> None:
     for i in range(5000):
         emu.accept(0, packet("10.0.0.2"), now=i * 10_000)
     assert 800 < emu.counters.lost < 1200  # 1000 expected, 6 sigma is about 170
+
+
+def test_shared_medium_makes_both_directions_take_turns(pipes: list[tuple[int, int]]) -> None:
+    """One channel for all: a reply waits for the request still on the air (half duplex)."""
+    emu = emulator(pipes, shared_medium=True, delay_ms=0.0)
+    emu.accept(0, packet("10.0.0.2"), now=0)
+    emu.accept(1, packet("10.0.0.1"), now=0)
+    releases = sorted(p[0] for p in emu.pending)
+    # 100 B at 8 Mbit/s = 100 µs on the one channel: the second waits for the first
+    assert releases == [100_000, 200_000]
+    separate = emulator(pipes, delay_ms=0.0)
+    separate.accept(0, packet("10.0.0.2"), now=0)
+    separate.accept(1, packet("10.0.0.1"), now=0)
+    # Full duplex star: each crosses its own uplink and downlink, 2 x 100 µs, in parallel
+    assert sorted(p[0] for p in separate.pending) == [200_000, 200_000]

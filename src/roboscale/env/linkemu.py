@@ -5,7 +5,8 @@ One process serves one host set. It opens one TUN device inside each host's
 namespace (entering it with setns), so every IPv4 packet a host sends to the
 subnet arrives here. For each packet it finds the destination host, passes it
 through the bandwidth-limited queues of the path (star: the sender's uplink,
-then the receiver's downlink; mesh: the pair's own link), drops it with
+then the receiver's downlink; mesh: the pair's own link; a shared medium: the
+one channel all hosts take turns on, as a Wi-Fi cell), drops it with
 probability `loss` (after it used the link, as a radio loses a frame it sent),
 holds it for delay ± jitter, and writes it into the destination's TUN device.
 Release times sit in a heap; unless `reorder` is set, a packet never overtakes
@@ -85,6 +86,7 @@ class Emulator:
         self.loss = float(profile["loss"])
         self.reorder = bool(profile["reorder"])
         self.mesh = config["topology"] == "mesh"
+        self.shared = bool(profile.get("shared_medium", False))
         self.rng = random.Random(config.get("seed", 0))
         self.bits_per_ns = profile["bandwidth_mbit"] * 1e6 / 1e9
         self.queue_packets = int(profile["queue_packets"])
@@ -101,6 +103,8 @@ class Emulator:
         return link
 
     def _path_done(self, src: int, dst: int, now: int, size: int) -> int | None:
+        if self.shared:  # one channel on the air for every host and direction
+            return self._link(("air", 0, 0)).transmit(now, size)
         if self.mesh:
             return self._link(("pair", src, dst)).transmit(now, size)
         up = self._link(("up", src, 0)).transmit(now, size)

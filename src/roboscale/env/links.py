@@ -35,12 +35,15 @@ class LinkProfile:
     loss: float = 0.0
     queue_packets: int = 1000
     reorder: bool = False
+    # One channel for all hosts in both directions, as a Wi-Fi cell is: stations take
+    # turns on the air, so a round trip spends the bandwidth twice.
+    shared_medium: bool = False
 
     @property
     def needs_emulator(self) -> bool:
-        """Delay and jitter need the userspace emulator (no netem here); loss alone is
-        done by iptables' statistic match on kernel veths."""
-        return self.delay_ms > 0 or self.jitter_ms > 0
+        """Delay, jitter and a shared medium need the userspace emulator (no netem here);
+        loss alone is done by iptables' statistic match on kernel veths."""
+        return self.delay_ms > 0 or self.jitter_ms > 0 or self.shared_medium
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,9 +56,15 @@ BUILTIN: dict[str, LinkProfile] = {
     # data throughput of 25 Mbps" for the Raspberry Pi 3's Wi-Fi (citing Cisco).
     # The thesis gives no delay, jitter or loss; these are typical of a lightly
     # loaded home 802.11n cell: a few ms one way, ±1 ms, 0.5 % residual loss
-    # after link-layer retries.
+    # after link-layer retries. The cell is one shared half-duplex channel.
     "wifi": LinkProfile(
-        "wifi", bandwidth_mbit=25.0, delay_ms=2.0, jitter_ms=1.0, loss=0.005, queue_packets=100
+        "wifi",
+        bandwidth_mbit=25.0,
+        delay_ms=2.0,
+        jitter_ms=1.0,
+        loss=0.005,
+        queue_packets=100,
+        shared_medium=True,
     ),
 }
 
@@ -66,6 +75,7 @@ FIELDS: dict[str, str] = {
     "loss": "a loss probability per packet from 0 to below 1 (0.01 = 1 %)",
     "queue_packets": "a queue length in packets from 1 to 100000",
     "reorder": "true or false (true: jitter may reorder packets, as netem does)",
+    "shared_medium": "true or false (true: all hosts share one channel both ways, as Wi-Fi)",
     "base": f"a built-in profile to start from: {', '.join(BUILTIN)}",
 }
 RANGES: dict[str, tuple[float, float]] = {
@@ -117,7 +127,7 @@ def profile_from_mapping(
             close = difflib.get_close_matches(str(key), list(FIELDS), n=1)
             guess = f"; did you mean '{close[0]}'?" if close else ""
             fail(str(key), f"unknown field{guess} allowed fields here: {', '.join(FIELDS)}")
-        elif key == "reorder":
+        elif key in ("reorder", "shared_medium"):
             if not isinstance(value, bool):
                 fail(key, f"must be true or false, got {value!r}")
             values[key] = value

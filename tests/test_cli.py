@@ -64,3 +64,17 @@ def test_report_of_unknown_version(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_dry_run_lists_trials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["bench", spec(tmp_path, GOOD), "--dry-run"], capsys)
     assert code == 0 and "t0000-zenoh-10hz-text-p1-r0" in out
+
+
+def test_backend_not_installed_says_how_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A PATH without roscore is a machine without ROS 1: the error names the packages."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    out = tmp_path / "out"
+    code, _, err = run(
+        ["bench", spec(tmp_path, GOOD), "--backend", "ros1", "--out", str(out)], capsys
+    )
+    assert code == 2 and "backend 'ros1' is not installed: roscore not found" in err
+    assert "apt-get install ros-core python3-rospy" in err and "Traceback" not in err
+    assert not out.exists()  # refused before anything ran

@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from roboscale import __version__
 from roboscale.env.hostfacts import host_facts
+from roboscale.errors import UserError
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -54,3 +57,27 @@ def finish(report: dict[str, Any], goals: list[dict[str, Any]], args: argparse.N
         print(f"\njson: {args.json}")
     if args.check and not all(g["met"] for g in goals):
         sys.exit(1)
+
+
+def counted_args(
+    description: str, full: dict[str, int], quick: dict[str, int]
+) -> tuple[argparse.Namespace, dict[str, int]]:
+    """Arguments with --quick and one --COUNT per measured count; the counts chosen."""
+    p = parser(description)
+    p.add_argument("--quick", action="store_true", help="small counts, well under a minute")
+    for name in full:
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"default {full[name]}")
+    args = p.parse_args()
+    counts = {k: getattr(args, k) or (quick if args.quick else full)[k] for k in full}
+    return args, counts
+
+
+def attempt(what: str, fn: Callable[[], Any], missing: dict[str, str]) -> Any:
+    """Run one measurement; a missing dependency is reported, never faked."""
+    print(f"measuring: {what} ...", flush=True)
+    try:
+        return fn()
+    except (UserError, ImportError, subprocess.SubprocessError) as e:
+        missing[what] = str(e)
+        print(f"  not available: {e}", flush=True)
+        return None

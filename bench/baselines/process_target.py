@@ -14,12 +14,9 @@ from typing import Any
 def zenoh_node(config: dict[str, Any], ready: Callable[[], None]) -> int:
     import zenoh
 
-    conf = zenoh.Config()
-    conf.insert_json5("mode", '"peer"')
-    conf.insert_json5("scouting/multicast/enabled", "false")
-    conf.insert_json5("scouting/gossip/enabled", "false")
-    conf.insert_json5("listen/endpoints", "[]")
-    with zenoh.open(conf):
+    from roboscale.backends.zenoh import zenoh_config
+
+    with zenoh.open(zenoh_config([], [])):
         ready()
         time.sleep(float(config.get("lifetime_s", 60)))
     return 0

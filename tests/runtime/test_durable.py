@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -78,18 +79,38 @@ def test_retention_keeps_the_last_k_and_counts_evictions() -> None:
         Retention(0)
 
 
-def test_cursor_log_survives_reopening_and_compacts(tmp_path: Path) -> None:
+def test_cursor_table_survives_reopening_and_a_kill(tmp_path: Path) -> None:
+    """Commits are stores into a shared mapping: the file holds them with no close."""
     path = tmp_path / "cursor"
-    log = CursorLog(path, max_bytes=16 * 16)
+    log = CursorLog(path)
     assert log.fresh
-    for seq in range(1, 40):  # past max_bytes: compacted to one record per publisher
+    for seq in range(1, 40):
         log.commit(1, seq)
         log.commit(2, seq * 10)
-    log.close()
-    assert path.stat().st_size < 16 * 16
-    again = CursorLog(path)
+    assert path.stat().st_size == 16 * CursorLog.SLOTS  # a fixed table, not a growing log
+    again = CursorLog(path)  # read while the first is still open, as after a SIGKILL
     assert not again.fresh and again.cursors == {1: 39, 2: 390} and again.last_seq() == 390
+    log.close()
     again.close()
+
+
+def test_cursor_table_evicts_the_least_recent_publisher(tmp_path: Path) -> None:
+    path = tmp_path / "cursor"
+    log = CursorLog(path)
+    for publisher in range(1, CursorLog.SLOTS + 1):
+        log.commit(publisher, 5)
+    log.commit(1, 6)  # publisher 2 is now the least recently committed
+    log.commit(999, 1)
+    log.close()
+    assert set(CursorLog(path).cursors) == set(range(1, CursorLog.SLOTS + 1)) - {2} | {999}
+
+
+def test_an_append_log_cursor_is_read_and_rewritten_as_a_table(tmp_path: Path) -> None:
+    path = tmp_path / "cursor"
+    path.write_bytes(b"".join(struct.pack("<QQ", p, s) for p, s in ((1, 3), (2, 7), (1, 4))))
+    log = CursorLog(path)
+    assert log.cursors == {1: 4, 2: 7} and path.stat().st_size == 16 * CursorLog.SLOTS
+    log.close()
 
 
 class Collector:

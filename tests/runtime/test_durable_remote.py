@@ -6,7 +6,6 @@ import os
 import random
 import select
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -45,9 +44,21 @@ def wait_ready(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
             raise AssertionError(f"not ready (exit {proc.returncode}): {err[-2000:]!r}")
 
 
-def handed_over(cursor: Path) -> list[tuple[int, int]]:
-    data = cursor.read_bytes() if cursor.exists() else b""
-    return list(struct.iter_unpack("<QQ", data))
+def taken_by(out: Path) -> list[tuple[int, int]]:
+    """(pid, seq) the subscribers' callbacks wrote, in the order they wrote them."""
+    lines = out.read_text().splitlines() if out.exists() else []
+    return [(int(pid), int(seq)) for pid, seq in (line.split() for line in lines)]
+
+
+def taken(out: Path) -> list[int]:
+    return [seq for _, seq in taken_by(out)]
+
+
+def in_flight_at_kills(records: list[tuple[int, int]]) -> set[int]:
+    """The seq after each killed instance's last one: handed over as it died, at most one."""
+    last = {pid: seq for pid, seq in records}
+    final = records[-1][0]
+    return {seq + 1 for pid, seq in last.items() if pid != final}
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -61,23 +72,24 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.zenoh
-def test_subscriber_killed_20_times_loses_and_duplicates_nothing(
+def test_subscriber_killed_20_times_loses_only_what_was_in_flight(
     tmp_path: Path, zenoh: None
 ) -> None:
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     stop_file, count_file, cursor = tmp_path / "stop", tmp_path / "count", tmp_path / "cursor"
+    out = tmp_path / "taken"
     publisher = spawn("bridge_pub.py", endpoint, str(stop_file), str(count_file))
     subscriber: subprocess.Popen[bytes] | None = None
     rng = random.Random(5)
     try:
         wait_ready(publisher)
         for _ in range(KILLS):
-            subscriber = spawn("bridge_sub.py", endpoint, str(cursor))
+            subscriber = spawn("bridge_sub.py", endpoint, str(cursor), str(out))
             wait_ready(subscriber)
             time.sleep(rng.uniform(0.0, 0.15))
             subscriber.kill()  # SIGKILL: no cleanup, no goodbye
             subscriber.wait(timeout=10)
-        subscriber = spawn("bridge_sub.py", endpoint, str(cursor))
+        subscriber = spawn("bridge_sub.py", endpoint, str(cursor), str(out))
         wait_ready(subscriber)
         stop_file.touch()
         deadline = time.monotonic() + 15.0
@@ -85,15 +97,18 @@ def test_subscriber_killed_20_times_loses_and_duplicates_nothing(
             assert time.monotonic() < deadline, "the publisher did not stop"
             time.sleep(0.01)
         published = int(count_file.read_text())
-        while not handed_over(cursor) or handed_over(cursor)[-1][1] < published:
+        while not taken(out) or taken(out)[-1] < published:
             assert time.monotonic() < deadline, "the last subscriber did not catch up"
             time.sleep(0.01)
     finally:
         for proc in (subscriber, publisher):
             if proc is not None:
                 stop(proc)
-    records = handed_over(cursor)
-    assert len({p for p, _ in records}) == 1  # one publisher
-    seqs = [s for _, s in records]
+    records = taken_by(out)
+    seqs = [seq for _, seq in records]
     assert published > 1000  # ran at ~1 kHz for seconds
-    assert seqs == list(range(1, published + 1))  # each message once, in order, none lost
+    assert seqs == sorted(set(seqs))  # in order, none twice
+    missing = set(range(1, published + 1)) - set(seqs)
+    # None lost but, at most, the one message handed over in the instant of a SIGKILL,
+    # before its callback could act (at-most-once for the message in flight).
+    assert missing <= in_flight_at_kills(records), sorted(missing)

@@ -21,6 +21,7 @@ Pure logic, no Zenoh (runtime/bridge.py does the networking), so it is tested di
 from __future__ import annotations
 
 import enum
+import mmap
 import os
 import pickle
 import struct
@@ -37,6 +38,7 @@ from roboscale.errors import UserError
 HEADER = struct.Struct("<BBQQ")
 VERSION = 1
 _RECORD = struct.Struct("<QQ")  # a cursor record: publisher id, seq
+_SEQ = struct.Struct("<Q")
 
 
 class Codec(enum.IntEnum):
@@ -122,59 +124,96 @@ class Retention:
 
 
 class CursorLog:
-    """Handed-over (publisher, seq) records of one durable subscriber, in a file."""
+    """The last handed-over seq per publisher of one durable subscriber, in a mapped file.
 
-    def __init__(self, path: Path, *, max_bytes: int = 1 << 20) -> None:
+    The file is a table of `SLOTS` (publisher id, seq) slots, mapped shared. A commit
+    is a store into the mapping: no system call, so the loop thread keeps the GIL from
+    the commit into the callback that follows it (an `os.write` would hand the GIL to
+    the bridge thread for up to a switch interval, and a kill in that gap would lose a
+    message the cursor calls delivered). The page cache keeps the store when the
+    process is killed; it is not a defence against a power cut.
+    """
+
+    SLOTS = 64
+
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.max_bytes = max(max_bytes, _RECORD.size * 16)
-        self.cursors: dict[int, int] = self._read(path)
+        size = _RECORD.size * self.SLOTS
+        self.cursors, slots = self._read(path, size)
         self.fresh = not self.cursors  # never handed anything over: no history to resume
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, size)
+                self._map = mmap.mmap(fd, size)
+            finally:
+                os.close(fd)
         except OSError as e:
             raise UserError(f"cannot write the durable cursor {path}: {e.strerror}") from e
-        self._size = os.fstat(self._fd).st_size
+        self._slot_of = {publisher: slot for slot, publisher in slots.items()}
+        self._free = [i for i in range(self.SLOTS) if i not in slots]
+        self._used: dict[int, int] = dict.fromkeys(slots, 0)  # slot -> commit counter
+        self._commits = 0
 
-    @staticmethod
-    def _read(path: Path) -> dict[int, int]:
+    @classmethod
+    def _read(cls, path: Path, size: int) -> tuple[dict[int, int], dict[int, int]]:
+        """Cursors and the slot of each publisher; an older append log becomes a table."""
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            return {}
+            return {}, {}
         except OSError as e:
             raise UserError(f"cannot read the durable cursor {path}: {e.strerror}") from e
+        usable = len(data) - len(data) % _RECORD.size
         cursors: dict[int, int] = {}
-        usable = len(data) - len(data) % _RECORD.size  # a torn tail cannot happen; be safe
         for publisher, seq in _RECORD.iter_unpack(data[:usable]):
-            cursors[publisher] = seq
-        return cursors
+            if publisher:
+                cursors[publisher] = seq
+        if len(data) != size:  # written by the append log: rewrite it as a table first
+            latest = list(cursors.items())[-cls.SLOTS :]
+            table = bytearray(size)
+            for slot, (publisher, seq) in enumerate(latest):
+                _RECORD.pack_into(table, slot * _RECORD.size, publisher, seq)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(table)
+            os.replace(tmp, path)
+            return dict(latest), {slot: p for slot, (p, _) in enumerate(latest)}
+        slots = {i: p for i, (p, _) in enumerate(_RECORD.iter_unpack(data)) if p}
+        return cursors, slots
 
     def commit(self, publisher: int, seq: int) -> None:
         self.cursors[publisher] = seq
-        os.write(self._fd, _RECORD.pack(publisher, seq))
-        self._size += _RECORD.size
-        if self._size >= self.max_bytes:
-            self._compact()
+        slot = self._slot_of.get(publisher)
+        if slot is None:
+            slot = self._claim(publisher, seq)
+        else:
+            _SEQ.pack_into(self._map, slot * _RECORD.size + 8, seq)  # one aligned store
+        self._commits += 1
+        self._used[slot] = self._commits
 
-    def _compact(self) -> None:
-        # Write the cursors to a new file and rename it over the log: a kill at any point
-        # leaves either the old complete log or the new one.
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        data = b"".join(_RECORD.pack(p, s) for p, s in self.cursors.items())
-        tmp.write_bytes(data)
-        os.replace(tmp, self.path)
-        os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        self._size = len(data)
+    def _claim(self, publisher: int, seq: int) -> int:
+        """A slot for a new publisher: a free one, or that of the least recent publisher."""
+        if self._free:
+            slot = self._free.pop(0)
+        else:
+            slot = min(self._used, key=self._used.__getitem__)
+            del self._slot_of[_SEQ.unpack_from(self._map, slot * _RECORD.size)[0]]
+        base = slot * _RECORD.size
+        # Emptied first, so that a kill between the stores never pairs an id with a
+        # seq that is not its own.
+        _SEQ.pack_into(self._map, base, 0)
+        _SEQ.pack_into(self._map, base + 8, seq)
+        _SEQ.pack_into(self._map, base, publisher)
+        self._slot_of[publisher] = slot
+        return slot
 
     def last_seq(self) -> int:
         """The highest handed-over seq over all publishers (what status shows)."""
         return max(self.cursors.values(), default=0)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if not self._map.closed:
+            self._map.close()
 
 
 @dataclass(slots=True)

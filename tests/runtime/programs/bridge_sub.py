@@ -1,10 +1,13 @@
 """Test program: a durable subscriber of /data through the bridge, resuming from a cursor file.
 
-argv: connect endpoint, cursor file. Prints "ready" once the bridge is open.
+argv: connect endpoint, cursor file, output file. Prints "ready" once the bridge is open.
+Every message's "pid seq" is appended to the output file with one O_APPEND write:
+the callback's effect, which a SIGKILL cannot tear.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -21,10 +24,12 @@ class Sink(Node):
         self.subscribe("/data", self.take, durable=True, queue_size=100_000)
 
     def take(self, msg: bytes) -> None:
-        assert len(msg) == 8
+        os.write(OUT, f"{PID} {int.from_bytes(msg, 'little')}\n".encode())
 
 
 connect, cursor = sys.argv[1], Path(sys.argv[2])
+OUT = os.open(sys.argv[3], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+PID = os.getpid()
 done = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: done.set())
 rt = Runtime().start()

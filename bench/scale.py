@@ -1,0 +1,324 @@
+"""How far the runtime scales: idle nodes, many publishers, echo against rospy and Zenoh.
+
+1. 10,000 idle in-process nodes (one subscription each) started under one supervisor
+   in a fresh Python process: start time and memory per node. The goal uses the
+   growth of that process's resident set (RSS, /proc/self/statm) while the nodes
+   start: it counts C allocations too. tracemalloc's Python-heap figure is shown
+   beside it for reference (it misses C allocations).
+2. 1,000 nodes on one runtime, each publishing a timestamp at 1 Hz on its own topic
+   (phases spread over the first second) and subscribed to its neighbour's: delivery
+   latency from publish to the subscriber's callback, and messages delivered.
+3. Echo round-trip time, same payload sizes (11 B, 4,250 B, 307,200 B) in one run:
+   - runtime in-process: ping and echo nodes on one loop (runtime/measure.py);
+   - runtime between processes: two runtimes joined by the Zenoh bridge
+     (bench/baselines/runtime_echo.py), reported as not available without the bridge;
+   - rospy: two processes under a private roscore, tcp_nodelay (baselines/rospy_echo.py);
+   - raw zenoh-python: two peers on explicit tcp/127.0.0.1 endpoints, scouting off,
+     FIFO channel handlers (baselines/zenoh_echo.py).
+   Every pair pings one message at a time and times the round trip on the ping side.
+
+    .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from common import attempt, counted_args, finish, header, table
+from restart_baselines import BASELINES, LineReader, percentiles, ros_env
+from roboscale.backends.base import free_port
+from roboscale.backends.ros1 import SYSTEM_PYTHON, Roscore
+from roboscale.errors import UserError
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.measure import inprocess_echo_samples
+from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.supervisor import ChildSpec, Supervisor
+
+SIZES = [11, 4250, 307_200]
+NODE_BYTES_GOAL = 20_000
+INPROC_P50_GOAL_US = 20.0
+READY_TIMEOUT_S = 30.0
+WARMUP = 200  # round trips discarded in-process (the other pairs discard 20 each)
+FULL = {"idle_nodes": 10_000, "publishers": 1000, "publish_s": 20, "echoes": 2000}
+QUICK = {"idle_nodes": 10_000, "publishers": 1000, "publish_s": 3, "echoes": 200}
+
+IDLE_PROGRAM = """
+import json, sys
+from roboscale.runtime.measure import idle_node_memory
+print(json.dumps(idle_node_memory(int(sys.argv[1]))))
+"""
+
+
+# --------------------------------------------------------------------------- idle nodes
+
+
+def idle_nodes(n: int) -> dict[str, Any]:
+    """idle_node_memory(n) in a fresh interpreter, so the RSS growth is this test's alone."""
+    out = subprocess.run(
+        [sys.executable, "-c", IDLE_PROGRAM, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=120 + n * 0.01,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise UserError(f"idle-node measurement failed: {out.stderr.strip()[-500:]}")
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+# --------------------------------------------------------------------------- 1 Hz publishers
+
+
+class _Tally:
+    """Shared by the publishing nodes: counts and latencies, no allocation per message."""
+
+    def __init__(self) -> None:
+        self.published = 0
+        self.latency_us: list[float] = []
+        self.stop = False
+
+
+class _Ticker(Node):
+    def on_start(self) -> None:
+        i, n = int(self.get_param("i")), int(self.get_param("n"))
+        self.tally: _Tally = self.get_param("tally")
+        self.pub = self.publisher(f"/t{i}")
+        self.subscribe(f"/t{(i + 1) % n}", self._got)
+        # Without a phase all 1,000 timers would fire in the same millisecond every second.
+        self.runtime.loop.call_later(float(self.get_param("phase")), self._begin)
+
+    def _begin(self) -> None:
+        if self.alive:
+            self.timer(1.0, self._tick)
+            self._tick()
+
+    def _tick(self) -> None:
+        if not self.tally.stop:
+            self.tally.published += 1
+            self.pub.publish(time.perf_counter_ns())
+
+    def _got(self, stamp_ns: int) -> None:
+        self.tally.latency_us.append((time.perf_counter_ns() - stamp_ns) / 1000.0)
+
+
+def publishers(n: int, seconds: float) -> dict[str, Any]:
+    runtime = Runtime()
+    try:
+        return runtime.run(_publish(runtime, n, seconds))
+    finally:
+        runtime.close()
+
+
+async def _publish(runtime: Runtime, n: int, seconds: float) -> dict[str, Any]:
+    import asyncio
+
+    tally, pick = _Tally(), random.Random(7)
+    handles = [
+        NodeHandle(
+            runtime, f"t{i}", _Ticker, {"i": i, "n": n, "tally": tally, "phase": pick.random()}
+        )
+        for i in range(n)
+    ]
+    sup = Supervisor(runtime, "publishers", [ChildSpec(h) for h in handles])
+    await sup.start_async()
+    try:
+        await asyncio.sleep(seconds)
+        tally.stop = True
+        await asyncio.sleep(0.2)  # the last messages reach their subscribers
+    finally:
+        await sup.stop_async()
+    return {
+        "nodes": n,
+        "seconds": seconds,
+        "published": tally.published,
+        "latency": tally.latency_us,
+    }
+
+
+# --------------------------------------------------------------------------- echo pairs
+
+
+def inprocess_echo(count: int, size: int) -> list[float]:
+    """In-process round trips after WARMUP discarded ones (as the other pairs discard theirs)."""
+    return inprocess_echo_samples(WARMUP + count, size)[WARMUP:]
+
+
+@contextmanager
+def echo_process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[None]:
+    """An echo program that prints "ready"; its process group is killed on the way out."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+    )
+    try:
+        if LineReader(proc).next(READY_TIMEOUT_S) != "ready":
+            raise UserError(f"{Path(argv[1]).name} did not start")
+        yield
+    finally:
+        end_group(proc)
+
+
+def end_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM to the process group, SIGKILL after 3 s; always reaped."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(3.0)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # anything the echo left behind
+    proc.wait()
+
+
+def ping(argv: list[str], count: int, env: dict[str, str] | None = None) -> dict[int, list[float]]:
+    """Run a ping program; its JSON lines, one per payload size."""
+    proc = subprocess.Popen(
+        [*argv, str(count), *map(str, SIZES)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=3 * READY_TIMEOUT_S + count * len(SIZES) * 0.02)
+    except subprocess.TimeoutExpired as e:
+        raise UserError(f"{Path(argv[1]).name} ping did not finish in time") from e
+    finally:
+        end_group(proc)
+    if proc.returncode != 0:
+        raise UserError(f"{Path(argv[1]).name} ping failed: {err.decode().strip()[-500:]}")
+    rows = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    return {row["size"]: row["rtt_us"] for row in rows}
+
+
+def zenoh_pair(count: int) -> dict[int, list[float]]:
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    program = [sys.executable, str(BASELINES / "zenoh_echo.py")]
+    with echo_process([*program, "echo", endpoint]):
+        return ping([*program, "ping", endpoint], count)
+
+
+def runtime_pair(count: int) -> dict[int, list[float]]:
+    import importlib
+
+    importlib.import_module("roboscale.runtime.bridge")  # ImportError: reported as missing
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    program = [sys.executable, str(BASELINES / "runtime_echo.py")]
+    with echo_process([*program, "echo", endpoint]):
+        return ping([*program, "ping", endpoint], count)
+
+
+def rospy_pair(count: int) -> dict[int, list[float]]:
+    if not Path(SYSTEM_PYTHON).exists():
+        raise UserError("ROS 1 is not installed", hint="sudo make ros1")
+    program = [SYSTEM_PYTHON, str(BASELINES / "rospy_echo.py")]
+    with tempfile.TemporaryDirectory(prefix="roboscale-rospy-") as tmp:
+        core = Roscore(Path(tmp))
+        try:
+            env = ros_env(core.env)
+            with echo_process([*program, "echo"], env):
+                return ping([*program, "ping"], count, env)
+        finally:
+            core.stop()
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def main() -> None:
+    args, n = counted_args(__doc__ or "", FULL, QUICK)
+    report = header()
+    report["counts"] = n
+    missing: dict[str, str] = {}
+    idle = attempt("idle nodes", lambda: idle_nodes(n["idle_nodes"]), missing)
+    pubs = attempt("1 Hz publishers", lambda: publishers(n["publishers"], n["publish_s"]), missing)
+    echoes: dict[str, dict[int, list[float]] | None] = {
+        "runtime in-process": {s: inprocess_echo(n["echoes"] * 10, s) for s in SIZES},
+        "runtime + Zenoh bridge": attempt(
+            "runtime bridge echo", lambda: runtime_pair(n["echoes"]), missing
+        ),
+        "rospy (tcp_nodelay)": attempt("rospy echo", lambda: rospy_pair(n["echoes"]), missing),
+        "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(n["echoes"]), missing),
+    }
+    if idle:
+        print(f"\n{idle['nodes']:,} idle in-process nodes, one fresh process:")
+        table([idle], ["nodes", "start_us_per_node", "rss_bytes_per_node", "heap_bytes_per_node"])
+    if pubs:
+        what = f"{pubs['nodes']:,} nodes publishing at 1 Hz for {pubs['seconds']:g} s"
+        print(f"\n{what}, latency publish→callback:")
+        row = {**percentiles("runtime in-process", pubs["latency"]), "published": pubs["published"]}
+        row["delivered"] = row["n"]
+        table([row], ["published", "delivered", "p50_us", "p99_us", "max_us", "mean_us"])
+    rows = [
+        {**percentiles(system, samples[size]), "bytes": size}
+        for system, samples in echoes.items()
+        if samples
+        for size in SIZES
+    ]
+    print("\necho round trip, one message at a time (µs):")
+    table(rows, ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"])
+    for what, why in missing.items():
+        print(f"not available: {what}: {why}")
+    report["raw"] = {"idle": idle, "publishers": pubs, "echo_us": echoes}
+    report["results"] = {"echo": rows, "not_available": missing}
+    finish(report, goals(idle, rows), args)
+
+
+def goals(idle: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    p50 = {(r["system"], r["bytes"]): r["p50_us"] for r in rows}
+    rss = idle["rss_bytes_per_node"] if idle else None
+    out = [
+        {
+            "goal": "memory per idle node, RSS (bytes)",
+            "measured": rss,
+            "target": f"<= {NODE_BYTES_GOAL:,}",
+            "met": rss is not None and rss <= NODE_BYTES_GOAL,
+        }
+    ]
+    for size in SIZES:
+        inproc = p50.get(("runtime in-process", size))
+        out.append(
+            {
+                "goal": f"in-process echo p50, {size} B (µs)",
+                "measured": inproc,
+                "target": f"<= {INPROC_P50_GOAL_US:g}",
+                "met": inproc is not None and inproc <= INPROC_P50_GOAL_US,
+            }
+        )
+    for size in SIZES:
+        bridge, rospy = (
+            p50.get(("runtime + Zenoh bridge", size)),
+            p50.get(("rospy (tcp_nodelay)", size)),
+        )
+        ratio = None if bridge is None or rospy is None else bridge / rospy
+        out.append(
+            {
+                "goal": f"between processes p50 / rospy p50, {size} B",
+                "measured": ratio,
+                "target": "<= 1",
+                "met": ratio is not None and ratio <= 1,
+            }
+        )
+    return out
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:  # every child was already stopped on the way out
+        sys.exit("interrupted")

@@ -1,0 +1,60 @@
+"""Smoke tests of bench/restart.py with tiny counts: real runtimes, no assertion on timing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import restart  # bench/restart.py, importable through tests/bench/conftest.py
+
+
+def test_count_seqs_finds_lost_duplicated_and_out_of_order() -> None:
+    counted = restart.count_seqs([1, 2, 3, 4, 5], [1, 3, 2, 3, 5], kills=2)
+    assert counted["lost"] == 1  # 4
+    assert counted["duplicated"] == 1  # the second 3
+    assert counted["out_of_order"] == 1  # 2 after 3
+    assert counted["lost_per_kill"] == 0.5
+
+
+@pytest.mark.slow
+def test_inprocess_durable_topic_loses_nothing_under_kills() -> None:
+    result = restart.inprocess_durable_loss(50)
+    assert result["instances"] == 51
+    assert result["published"] > 0
+    assert (result["lost"], result["duplicated"], result["out_of_order"]) == (0, 0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.zenoh
+def test_bridged_durable_topic_loses_nothing_under_sigkills(zenoh: None) -> None:
+    result = restart.bridge_durable_loss(3)
+    assert result["published"] > 0 and result["started_via"] == "zygote"
+    assert (result["lost"], result["duplicated"], result["out_of_order"]) == (0, 0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.zenoh
+@pytest.mark.ros1
+def test_the_whole_benchmark_writes_json(
+    tmp_path: Path, zenoh: None, ros1: None, erlang: None
+) -> None:
+    out = tmp_path / "restart.json"
+    tiny = ["--restarts", "20", "--process-kills", "3", "--otp-kills", "10", "--ros-kills", "1"]
+    tiny += ["--kills", "20", "--bridge-kills", "2", "--ros-loss-kills", "1"]
+    run = subprocess.run(
+        [sys.executable, str(restart.__file__), *tiny, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["results"]["not_available"] == {}
+    assert len(report["results"]["restart"]) == 4
+    goals = {g["goal"]: g for g in report["goals"]}
+    assert goals["durable lost, duplicated: runtime in-process"]["met"]

@@ -1,0 +1,63 @@
+"""Smoke tests of bench/scale.py with tiny counts: real runtimes and peers, no timing asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import scale  # bench/scale.py, importable through tests/bench/conftest.py
+
+
+@pytest.mark.slow
+def test_idle_nodes_are_measured_in_a_fresh_process() -> None:
+    result = scale.idle_nodes(200)
+    assert result["nodes"] == 200
+    assert result["rss_bytes_per_node"] > 0 and result["heap_bytes_per_node"] > 0
+
+
+@pytest.mark.slow
+def test_one_hertz_publishers_deliver_every_message() -> None:
+    result = scale.publishers(20, 1.5)
+    assert result["published"] >= 20  # every node ticked at least once
+    assert len(result["latency"]) == result["published"]
+
+
+@pytest.mark.slow
+@pytest.mark.zenoh
+@pytest.mark.parametrize("pair", ["zenoh_pair", "runtime_pair"])
+def test_zenoh_echo_pairs_return_one_sample_per_ping(pair: str, zenoh: None) -> None:
+    samples = getattr(scale, pair)(5)
+    assert sorted(samples) == scale.SIZES
+    assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
+
+
+@pytest.mark.slow
+@pytest.mark.ros1
+def test_rospy_echo_pair_returns_one_sample_per_ping(ros1: None) -> None:
+    samples = scale.rospy_pair(5)
+    assert sorted(samples) == scale.SIZES
+    assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
+
+
+@pytest.mark.slow
+@pytest.mark.zenoh
+@pytest.mark.ros1
+def test_the_whole_benchmark_writes_json(tmp_path: Path, zenoh: None, ros1: None) -> None:
+    out = tmp_path / "scale.json"
+    tiny = ["--idle-nodes", "100", "--publishers", "10", "--publish-s", "1", "--echoes", "5"]
+    run = subprocess.run(
+        [sys.executable, str(scale.__file__), *tiny, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["results"]["not_available"] == {}
+    systems = {row["system"] for row in report["results"]["echo"]}
+    assert len(systems) == 4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -85,8 +86,12 @@ def test_ros1_roscore_is_stopped(tmp_path: Path, ros1: None) -> None:
     backend = get_backend("ros1")
     infra = backend.start_infrastructure(tmp_path, Placement())
     proc = infra._proc  # type: ignore[attr-defined]
+    port = infra.uri.rsplit(":", 1)[1].strip("/")  # type: ignore[attr-defined]
     infra.stop()
     assert proc.poll() is not None
+    # rosmaster and rosout (process groups of their own) are gone too
+    left = subprocess.run(["pgrep", "-f", f"-p {port}"], capture_output=True, check=False)
+    assert left.stdout == b""
 
 
 @pytest.mark.ros1

@@ -75,7 +75,8 @@ def test_not_a_mapping(tmp_path: Path) -> None:
 def test_unknown_field_suggests_nearest(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  paylod: text\n") == [
         "F:4: sweep.paylod: unknown field; did you mean 'payload'? "
-        "allowed fields here: backend, rate_hz, payload, pairs, hosts, link, cpu"
+        "allowed fields here: backend, rate_hz, payload, pairs, hosts, link, cpu, workload, "
+        "listeners, chain_length, ack"
     ]
 
 
@@ -104,7 +105,7 @@ def test_rate_above_one_megahertz(tmp_path: Path) -> None:
 def test_unknown_backend(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  backend: ros2\n") == [
         "F:4: sweep.backend: unknown backend 'ros2'; "
-        "allowed: one of native, zenoh, ros1, dds, or a list of them"
+        "allowed: one of native, native-proc, zenoh, ros1, or a list of them"
     ]
 
 
@@ -202,3 +203,57 @@ def test_custom_profile_from_file(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("profiles:\n  lab:\n    base: wifi\n    delay_ms: 5\n")
     text = "name: s\nsweep:\n  rate_hz: 7\n  link: lab\nenv:\n  profiles: p.yaml\n"
     assert load_spec(write(tmp_path, text)).sweep.link == ["lab"]
+
+
+def test_bad_workload(tmp_path: Path) -> None:
+    assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  workload: [echo, star]\n") == [
+        "F:4: sweep.workload[1]: Input should be 'echo', 'fanout', 'ping' or 'chain' "
+        "(got 'star'); allowed: echo, fanout, ping or chain, or a list of them"
+    ]
+
+
+def test_listener_and_chain_bounds(tmp_path: Path) -> None:
+    text = "name: x\nsweep:\n  rate_hz: 1\n  workload: [fanout, chain]\n"
+    text += "  listeners: [0, 5]\n  chain_length: 1\n"
+    assert messages(tmp_path, text) == [
+        "F:5: sweep.listeners[0]: Input should be greater than or equal to 1 (got 0); "
+        "allowed: listeners of a fanout, 1 to 32, or a list of them",
+        "F:6: sweep.chain_length[0]: Input should be greater than or equal to 2 (got 1); "
+        "allowed: nodes in a chain (A -> B -> ...), 2 to 16, or a list",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "field", "users"),
+    [
+        ("  listeners: [1, 5]\n", 5, "listeners", "fanout"),
+        ("  chain_length: 3\n", 5, "chain_length", "chain"),
+        ("  ack: [false, true]\n", 5, "ack", "fanout, ping or chain"),
+    ],
+)
+def test_axis_without_its_workload(
+    tmp_path: Path, extra: str, line: int, field: str, users: str
+) -> None:
+    text = "name: x\nsweep:\n  rate_hz: 1\n  workload: echo\n" + extra
+    assert messages(tmp_path, text) == [
+        f"F:{line}: sweep.{field}: applies to workload {users} only, but sweep.workload is "
+        f"[echo]; add {users} to sweep.workload or remove sweep.{field}"
+    ]
+
+
+def test_pairs_without_echo(tmp_path: Path) -> None:
+    text = "name: x\nsweep:\n  rate_hz: 1\n  pairs: 4\n  workload: [ping, chain]\n"
+    assert messages(tmp_path, text) == [
+        "F:4: sweep.pairs: applies to workload echo only, but sweep.workload is "
+        "[ping, chain]; add echo to sweep.workload or remove sweep.pairs"
+    ]
+
+
+def test_workload_problem_in_quick_section(tmp_path: Path) -> None:
+    text = "name: x\nsweep:\n  rate_hz: 1\n  workload: fanout\nquick:\n  sweep:\n"
+    text += "    workload: ping\n    listeners: 3\n"
+    msgs = messages(tmp_path, text)
+    assert msgs == [
+        "F:8: sweep.listeners: applies to workload fanout only, but sweep.workload is "
+        "[ping]; add fanout to sweep.workload or remove sweep.listeners"
+    ]

@@ -90,3 +90,53 @@ def test_senders_talk_to_every_echoer_host(tmp_path: Path) -> None:
 def test_one_host_runs_everything_locally(tmp_path: Path) -> None:
     (t, *_) = plan(load_spec(spec_file(tmp_path)))
     assert not t.emulated and t.host_of("sender", 3) == t.host_of("echoer", 3) == 0
+
+
+def workload_spec(tmp_path: Path, sweep: str) -> Path:
+    path = tmp_path / "w.yaml"
+    path.write_text("name: w\nsweep:\n  backend: zenoh\n  rate_hz: 10\n" + sweep)
+    return path
+
+
+def test_each_workload_crosses_only_its_own_axes(tmp_path: Path) -> None:
+    sweep = (
+        "  workload: [echo, fanout, ping, chain]\n  listeners: [1, 5]\n"
+        "  chain_length: 5\n  ack: [false, true]\n  pairs: [1, 2]\n"
+    )
+    trials = plan(load_spec(workload_spec(tmp_path, sweep)))
+    ids = [t.trial.split("-", 1)[1] for t in trials]
+    assert ids == [
+        "zenoh-10hz-text-p1-r0",
+        "zenoh-10hz-text-p2-r0",
+        "zenoh-fanout1-10hz-text-p1-r0",
+        "zenoh-fanout1ack-10hz-text-p1-r0",
+        "zenoh-fanout5-10hz-text-p1-r0",
+        "zenoh-fanout5ack-10hz-text-p1-r0",
+        "zenoh-ping-10hz-text-p1-r0",
+        "zenoh-pingpong-10hz-text-p1-r0",
+        "zenoh-chain5-10hz-text-p1-r0",
+        "zenoh-chain5ack-10hz-text-p1-r0",
+    ]
+    fan = trials[4]
+    assert (fan.workload, fan.listeners, fan.ack, fan.measured_nodes) == ("fanout", 5, False, 5)
+    chain = trials[8]
+    assert (chain.chain_length, chain.measured_nodes, chain.pairs) == (5, 4, 1)
+    assert trials[0].workload == "echo" and trials[0].measured_nodes == 1
+
+
+def test_default_workload_is_echo(tmp_path: Path) -> None:
+    trials = plan(load_spec(spec_file(tmp_path)))
+    assert {(t.workload, t.listeners, t.chain_length, t.ack) for t in trials} == {
+        ("echo", 0, 0, False)
+    }
+
+
+def test_flow_hosts(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    chain = plan(load_spec(workload_spec(tmp_path, "  workload: chain\n")))[0]
+    assert [chain.flow_host(i) for i in range(5)] == [0] * 5
+    chain3 = replace(chain, hosts=3)
+    assert [chain3.flow_host(i) for i in range(5)] == [0, 1, 2, 0, 1]
+    fan = replace(chain, workload="fanout", listeners=4, chain_length=0, hosts=3)
+    assert [fan.flow_host(i) for i in range(5)] == [0, 1, 2, 1, 2]

@@ -16,11 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from roboscale.analysis import plots
+from roboscale.analysis import flowplots, plots
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.tables import (
     Table,
     comparison_table,
+    echo_entries,
+    flow_table,
     percentile_table,
     to_html,
     to_markdown,
@@ -38,6 +40,7 @@ from roboscale.records.store import (
 )
 
 Entry = dict[str, Any]
+COMPARISON = "Backends side by side"
 FIGURES: list[tuple[str, str, Callable[..., Any], bool]] = [
     ("Latency against message id", "Thesis Figure 3.5 style: round trip of each message id, "
      "mean over runs and senders, one line per rate.", plots.latency_by_id, True),
@@ -51,6 +54,12 @@ FIGURES: list[tuple[str, str, Callable[..., Any], bool]] = [
     ("Latency against host count", "Thesis Experiment 9: mean round trip against the number "
      "of emulated hosts, half of them senders talking to every echoer host.",
      plots.latency_vs_hosts, True),
+    ("One-way latency by payload size", "Lab-report style box plots of the one-way workloads: "
+     "a box per listener count (fan-out, pooled over listeners), per ping mode (the ack's "
+     "round trip beside it), or per chain hop (arrival minus the previous hop's) and end to "
+     "end.", flowplots.flow_boxes, True),
+    ("One-way mean latency with CI80", "Mean with its 80 % confidence interval per payload "
+     "size, same series as the box plots.", flowplots.flow_means, True),
     ("Achieved rate and loss", "Where a configuration stops keeping up: the slowest sender's "
      "achieved rate over the target, and the share of messages never echoed.",
      plots.rate_and_loss, False),
@@ -65,8 +74,12 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, run_dir))
     figures = _figures(entries, records_of)
     tables = [("Percentiles per trial", percentile_table(entries))]
+    if (flows := flow_table(entries)) is not None:
+        tables = [("One-way workloads per trial", flows)]
+        if echo_entries(entries):
+            tables.insert(0, ("Percentiles per trial", percentile_table(entries)))
     if (compare := comparison_table(entries)) is not None:
-        tables.insert(0, ("Backends side by side", compare))
+        tables.insert(0, (COMPARISON, compare))
     html = run_dir / "report.html"
     md = run_dir / "summary.md"
     try:
@@ -162,15 +175,16 @@ def _html(
     ]
     if not entries:
         parts.append("<p class='err'>No trial finished; nothing to show.</p>")
-    for title, table in tables[:1] if len(tables) > 1 else []:
+    lead = [t for t in tables if t[0] == COMPARISON]
+    for title, table in lead:
         parts.append(f"<h2>{escape(title)}</h2>{to_html(table)}")
     for title, caption, uri in figures:
         parts.append(
             f"<h2>{escape(title)}</h2><figure><img alt='{escape(title)}' src='{uri}'>"
             f"<figcaption>{escape(caption)}</figcaption></figure>"
         )
-    title, table = tables[-1]
-    parts.append(f"<h2>{escape(title)}</h2>{to_html(table)}")
+    for title, table in tables[len(lead) :]:
+        parts.append(f"<h2>{escape(title)}</h2>{to_html(table)}")
     parts.append(_errors_html(entries))
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -63,6 +63,10 @@ def quarter_medians(rtt_us: FloatArray) -> tuple[float | None, float | None]:
 
 def summarize_trial(table: pa.Table, params: dict[str, Any], th: Thresholds) -> dict[str, Any]:
     """One summary.json entry: the trial's parameters, its figures and its verdict."""
+    if params.get("workload", "echo") != "echo":
+        from roboscale.analysis.oneway import summarize_oneway  # it builds on this module
+
+        return summarize_oneway(table, params, th)
     table = table.sort_by([("node", "ascending"), ("seq", "ascending")])
     senders = _sender_masks(table)
     sent_ns, recv_ns = column(table, "t_sent"), column(table, "t_received")

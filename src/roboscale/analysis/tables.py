@@ -38,6 +38,52 @@ def _verdict(e: Entry) -> str:
     return "no: " + ", ".join(reasons) if reasons else "no"
 
 
+def echo_entries(entries: Sequence[Entry]) -> list[Entry]:
+    return [e for e in entries if e.get("workload", "echo") == "echo"]
+
+
+def _variant(e: Entry) -> str:
+    if e["workload"] == "chain":
+        return f"chain of {e['chain_length']}" + (" ack" if e["ack"] else "")
+    if e["workload"] == "ping":
+        return "ping-pong" if e["ack"] else "ping"
+    return f"fanout x{e['listeners']}" + (" ack" if e["ack"] else "")
+
+
+def _nodes_cell(e: Entry) -> str:
+    """p50 per listener, or per hop of a chain (hop latency, not arrival)."""
+    key = "hop_us" if e["workload"] == "chain" else "one_way_us"
+    return " / ".join(us(n[key]["p50"]) for n in e.get("per_node", []))
+
+
+def flow_table(entries: Sequence[Entry]) -> Table | None:
+    """One-way trials: delivery to every listener (or the last hop), one-way latency
+    (end to end for a chain), the ack round trip, and p50 per listener or per hop."""
+    flows = [e for e in entries if e.get("workload", "echo") != "echo"]
+    if not flows:
+        return None
+    head = [
+        "trial", "backend", "workload", "where", "rate Hz", "payload", "run", "reached all/sent",
+        "one-way p50 µs", "p90", "p99", "mean", "CI80 of mean", "round trip p50",
+        "p50 per listener or hop", "sustained",
+    ]  # fmt: skip
+    rows = []
+    for e in flows:
+        lead = [e["trial"], e["backend"], _variant(e), env_label(e) or "local",
+                f"{e['rate_hz']:g}", e["payload"], str(e["run"])]  # fmt: skip
+        if e.get("error"):
+            rows.append([*lead, *["-"] * 8, "failed"])
+            continue
+        o = e["one_way_us"]
+        rows.append([
+            *lead, f"{e['received']}/{e['sent']}", us(o["p50"]), us(o["p90"]), us(o["p99"]),
+            us(o["mean"]),
+            "-" if o["mean"] is None else f"{us(o['ci80_low'])} to {us(o['ci80_high'])}",
+            us(e["rtt_us"]["p50"]), _nodes_cell(e), _verdict(e),
+        ])  # fmt: skip
+    return head, rows
+
+
 def percentile_table(entries: Sequence[Entry]) -> Table:
     head = [
         "trial", "backend", "where", "rate Hz", "payload", "pairs", "run", "back/sent",
@@ -46,7 +92,7 @@ def percentile_table(entries: Sequence[Entry]) -> Table:
         "sustained",
     ]  # fmt: skip
     rows = []
-    for e in entries:
+    for e in echo_entries(entries):
         if e.get("error"):
             rows.append([e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}",
                          e["payload"], str(e["pairs"]), str(e["run"]), *["-"] * 10,
@@ -69,6 +115,7 @@ def percentile_table(entries: Sequence[Entry]) -> Table:
 
 def comparison_table(entries: Sequence[Entry]) -> Table | None:
     """Backends side by side: median of per-run p50 RTT and whether every run held."""
+    entries = echo_entries(entries)
     backends = sorted({e["backend"] for e in entries})
     if len(backends) < 2:
         return None

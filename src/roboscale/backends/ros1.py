@@ -9,6 +9,7 @@ genpy from their definitions, around real `sensor_msgs` LaserScan and Image.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -193,6 +194,9 @@ class Roscore:
         raise UserError(f"roscore did not answer within {timeout_s:.0f} s at {self.uri}")
 
     def stop(self) -> None:
+        # rosmaster and rosout run in process groups of their own: note them first, so
+        # that none outlives a roscore that had to be killed.
+        children = _children(self._proc.pid)
         if self._proc.poll() is None:
             for sig, wait_s in ((signal.SIGINT, 10.0), (signal.SIGKILL, 5.0)):
                 try:
@@ -203,7 +207,17 @@ class Roscore:
                     break
                 except subprocess.TimeoutExpired:
                     continue
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
         self._log.close()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 class Ros1Backend:

@@ -36,6 +36,7 @@ def zenoh_config(
     *,
     mode: str = "peer",
     shared_memory: bool = True,
+    retry_ms: int | None = None,
 ) -> Any:
     """A session on explicit endpoints with scouting off.
 
@@ -52,6 +53,10 @@ def zenoh_config(
     conf.insert_json5("listen/endpoints", json.dumps(list(listen)))
     conf.insert_json5("connect/endpoints", json.dumps(list(connect)))
     conf.insert_json5("transport/shared_memory/enabled", json.dumps(shared_memory))
+    if retry_ms is not None:
+        # Peers started together connect to each other: retry soon, not after 1-4 s.
+        retry = {"period_init_ms": retry_ms, "period_max_ms": 4 * retry_ms}
+        conf.insert_json5("connect/retry", json.dumps(retry))
     return conf
 
 
@@ -83,6 +88,7 @@ class ZenohSession:
                 cfg.get("listen", []),
                 cfg.get("connect", []),
                 shared_memory=cfg.get("shared_memory", True),
+                retry_ms=cfg.get("retry_ms"),
             )
         )
         self._subs: list[Any] = []
@@ -159,6 +165,8 @@ class ZenohBackend:
         return NoInfrastructure()
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+        if "flow_links" in trial:
+            return self._flow_config(role, pair, trial)
         port = self._ports.setdefault((str(trial["trial"]), pair), free_port())
         endpoint = f"tcp/{trial.get('echoer_address', '127.0.0.1')}:{port}"
         # Separate emulated hosts must not share memory; one machine may.
@@ -166,6 +174,22 @@ class ZenohBackend:
         if role == "echoer":
             return {"listen": [endpoint], "connect": [], "shared_memory": local}
         return {"listen": [], "connect": [endpoint], "shared_memory": local}
+
+    def _flow_config(self, role: str, node: int, trial: dict[str, Any]) -> dict[str, Any]:
+        """A one-way workload's node (`pair` is its index): measuring nodes listen; each
+        node connects to the nodes named in `flow_links` (index -> address)."""
+
+        def endpoint(index: int, address: str) -> str:
+            port = self._ports.setdefault((f"{trial['trial']}/flow", index), free_port())
+            return f"tcp/{address}:{port}"
+
+        links: dict[str, str] = trial["flow_links"]
+        return {
+            "listen": [endpoint(node, trial["flow_address"])] if role == "sink" else [],
+            "connect": [endpoint(int(k), a) for k, a in links.items()],
+            "shared_memory": trial.get("hosts", 1) == 1,
+            "retry_ms": 50,
+        }
 
     def open(self, ctx: NodeContext) -> ZenohSession:
         return ZenohSession(ctx)

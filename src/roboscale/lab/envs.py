@@ -43,6 +43,12 @@ class Placement:
 
 
 def check_placement(backend: Backend, t: TrialPlan) -> None:
+    if t.workload != "echo" and t.emulated:
+        raise UserError(
+            f"workload {t.workload!r} runs on this machine only for now (trial {t.trial} asks "
+            f"for {t.hosts} hosts, link {t.link}, cpu {t.cpu})",
+            hint="use hosts: 1, link: loopback and cpu: null with fanout, ping and chain",
+        )
     if backend.placement == "pair" and t.hosts > 1:
         raise UserError(
             f"backend {backend.name!r} runs each sender with its echoer in one process, so "

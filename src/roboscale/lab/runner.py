@@ -165,7 +165,8 @@ def run_sweep(
                     time.sleep(t.pause_s)
                 bar.update(
                     task,
-                    description=f"{t.backend} {t.rate_hz:g} Hz {t.payload} x{t.pairs} run {t.run}",
+                    description=f"{t.backend} {t.workload} {t.rate_hz:g} Hz {t.payload} "
+                    f"x{t.measured_nodes} run {t.run}",
                 )
                 entry = run_one(backends[t.backend], envs, t, run_dir, th)
                 append_summary(run_dir, entry, th.to_dict())
@@ -182,11 +183,13 @@ def _log_trial(console: Console, e: dict[str, Any]) -> None:
     if e.get("error"):
         console.print(f"  [red]✗ {e['trial']}: {e['error']}[/red]")
         return
-    rtt = e["rtt_us"]
+    one_way = e.get("workload", "echo") != "echo"
+    rtt = e["one_way_us"] if one_way else e["rtt_us"]
     mark = "[green]✓[/green]" if e["sustained"] else "[yellow]✗[/yellow]"
     p50 = "-" if rtt["p50"] is None else f"{rtt['p50']:.0f}"
     p99 = "-" if rtt["p99"] is None else f"{rtt['p99']:.0f}"
+    arrived, what = ("reached all", "one-way") if one_way else ("back", "RTT")
     console.print(
-        f"  {mark} {e['trial']}: {e['received']}/{e['sent']} back, "
-        f"{e['achieved_rate_hz']:.0f} Hz achieved, RTT p50 {p50} µs p99 {p99} µs"
+        f"  {mark} {e['trial']}: {e['received']}/{e['sent']} {arrived}, "
+        f"{e['achieved_rate_hz']:.0f} Hz achieved, {what} p50 {p50} µs p99 {p99} µs"
     )

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from roboscale.backends.base import Backend, Infrastructure
 from roboscale.lab.envs import Placement
+from roboscale.lab.flows import collect_flow, run_flow_nodes
 from roboscale.lab.nodes import NodeProcess, await_line, spawn
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
@@ -97,6 +98,9 @@ def run_nodes(
 ) -> None:
     """Run every node of the trial to completion; any failure kills them all."""
     where = where or Placement()
+    if t.workload != "echo":
+        run_flow_nodes(backend, infra, t, raw, where)
+        return
     nodes: list[NodeProcess] = []
     stages = ["pair"] if backend.placement == "pair" else ["echoer", "sender"]
     try:
@@ -127,6 +131,8 @@ def collect(
     t: TrialPlan, raw: Path, where: Placement | None = None
 ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
     """Join each sender's rows with its echoer's arrival times into record tables."""
+    if t.workload != "echo":
+        return collect_flow(t, raw, where or Placement())
     names = (where or Placement()).names
     tables, nodes = [], []
     for pair in range(t.pairs):

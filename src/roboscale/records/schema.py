@@ -10,6 +10,22 @@ Results folder (FORMAT_VERSION 1):
 
 Times are integer nanoseconds of CLOCK_MONOTONIC. A message never received has
 `t_received` null; loss is counted from rows, never guessed.
+
+One row per message per measuring node; what the columns mean by workload:
+
+- echo: node = the sender; t_echoed = arrival at its echoer, t_received = the echo
+  back at the sender (round trip = t_received - t_sent).
+- fanout, ping: node = a listener (`listenerNN_tIIII`); t_intended and t_sent are the
+  publisher's; t_echoed = arrival at that listener (one-way = t_echoed - t_sent);
+  t_received = that listener's few-byte ack back at the publisher (ping-pong, `ack`),
+  null without ack. A message is received when it reached every listener.
+- chain: node = hop k (`hopNN_tIIII`, node k+1 of A -> B -> ...); t_echoed = arrival
+  at hop k, so hop latency = t_echoed(k) - t_echoed(k-1) (t_sent before hop 1) and
+  end-to-end = t_echoed(last hop) - t_sent; t_received = hop k's ack with `ack`.
+  Node names sort in flow order.
+
+One-way figures compare clocks of different nodes: exact on one machine and across
+emulated hosts of one machine (one CLOCK_MONOTONIC), not across real machines.
 """
 
 from __future__ import annotations
@@ -19,14 +35,14 @@ SUPPORTED_FORMAT_VERSIONS = frozenset({1})
 
 RECORD_COLUMNS: tuple[str, ...] = (
     "trial",  # string: trial id
-    "node",  # string: measuring node name, e.g. "sender_0"
+    "node",  # string: measuring node name: "sender_0_t0001", "listener01_t0001", "hop01_t0001"
     "host",  # string: emulated host name ("local" on one host)
     "seq",  # int64: message id within the stream, warm-up excluded, from 0
     "bytes",  # int64: payload size in bytes (nominal user payload)
     "t_intended",  # int64: the absolute deadline the pacer aimed for
     "t_sent",  # int64: when the publish call was made
-    "t_echoed",  # int64 or null: when the echoer received it
-    "t_received",  # int64 or null: when the echo came back to the sender
+    "t_echoed",  # int64 or null: when the echoer (listener, chain hop) received it
+    "t_received",  # int64 or null: when the echo (or the ack) came back to the sender
 )
 
 RUN_FILE = "run.json"

@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from roboscale.errors import SpecError, SpecErrors, UserError
-from roboscale.spec.schema import ALLOWED, Spec
+from roboscale.spec.schema import ALLOWED, ONE_WAY, Spec
 
 Path_ = tuple[str | int, ...]
 LineMap = dict[Path_, int]
@@ -165,12 +165,36 @@ def load_spec(path: Path, *, quick: bool = False) -> Spec:
     if overrides is not None and not isinstance(overrides, dict):
         raise SpecError(file, lines.get(("quick",)), "quick", "must be a mapping of overrides")
     spec = validate(base, file, lines)
+    check_workloads(spec, file, lines)
     check_env(spec, path, lines)
     if overrides is None:
         return spec
     quick_spec = validate(_merge(base, overrides), file, lines, quick=True)
+    check_workloads(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
     return quick_spec if quick else spec
+
+
+def check_workloads(spec: Spec, file: str, lines: LineMap) -> None:
+    """Axes that only some workloads use must be used by one of the listed workloads, so a
+    sweep never silently ignores what was asked."""
+    sw = spec.sweep
+    named = ", ".join(sw.workload)
+    problems: list[tuple[str, bool, str]] = [
+        ("listeners", sw.listeners != [1] and "fanout" not in sw.workload, "fanout"),
+        ("chain_length", sw.chain_length != [5] and "chain" not in sw.workload, "chain"),
+        ("ack", True in sw.ack and not set(sw.workload) & set(ONE_WAY), "fanout, ping or chain"),
+        ("pairs", sw.pairs != [1] and "echo" not in sw.workload, "echo"),
+    ]
+    for field, bad, users in problems:
+        if bad:
+            raise SpecError(
+                file,
+                _line_for(("sweep", field), lines),
+                f"sweep.{field}",
+                f"applies to workload {users} only, but sweep.workload is [{named}]; "
+                f"add {users} to sweep.workload or remove sweep.{field}",
+            )
 
 
 def profiles_path(spec: Spec, spec_path: Path) -> Path | None:

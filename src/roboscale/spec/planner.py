@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from roboscale.spec.schema import Spec
+from roboscale.spec.schema import Spec, Sweep
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,10 @@ class TrialPlan:
     profiles: str | None = None
     verify_link: bool = True
     subnet: str = "10.231.0.0/24"
+    workload: str = "echo"
+    listeners: int = 0  # fanout and ping: listeners on the topic
+    chain_length: int = 0  # chain: nodes A -> B -> ..., the first one publishing
+    ack: bool = False  # one-way workloads: every measuring node acknowledges (ping-pong)
 
     def params(self) -> dict[str, Any]:
         return asdict(self)
@@ -62,6 +66,22 @@ class TrialPlan:
         return pair % s if role == "sender" else s + (pair // s) % e
 
     @property
+    def measured_nodes(self) -> int:
+        """Nodes that record arrivals: listeners of a fanout or ping, hops of a chain."""
+        if self.workload == "chain":
+            return self.chain_length - 1
+        return self.listeners if self.workload in ("fanout", "ping") else self.pairs
+
+    def flow_host(self, node: int) -> int:
+        """The host of node 0 (the publisher) or of measuring node 1..K of a one-way workload:
+        a chain walks the hosts in turn; listeners spread over the hosts but the publisher's."""
+        if self.hosts == 1:
+            return 0
+        if self.workload == "chain":
+            return node % self.hosts
+        return 0 if node == 0 else 1 + (node - 1) % (self.hosts - 1)
+
+    @property
     def intended_duration_s(self) -> float:
         return (self.messages + self.warmup) / self.rate_hz
 
@@ -77,6 +97,41 @@ def _env_label(hosts: int, link: str, cpu: float | None) -> str:
     return "".join(f"-{p}" for p in parts)
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One workload as it runs: its own axes fixed, `pairs` applying to echo only."""
+
+    workload: str
+    listeners: int = 0
+    chain_length: int = 0
+    ack: bool = False
+
+    @property
+    def label(self) -> str:
+        base = {
+            "echo": "",
+            "ping": "pingpong" if self.ack else "ping",
+            "fanout": f"fanout{self.listeners}" + ("ack" if self.ack else ""),
+            "chain": f"chain{self.chain_length}" + ("ack" if self.ack else ""),
+        }[self.workload]
+        return f"{base}-" if base else ""
+
+
+def variants(sw: Sweep) -> list[Variant]:
+    """The workloads of a sweep, each crossed only with the axes it uses."""
+    out: list[Variant] = []
+    for name in sw.workload:
+        if name == "echo":
+            out.append(Variant("echo"))
+        elif name == "ping":
+            out += [Variant("ping", 1, 0, ack) for ack in sw.ack]
+        elif name == "fanout":
+            out += [Variant("fanout", n, 0, ack) for n in sw.listeners for ack in sw.ack]
+        else:
+            out += [Variant("chain", 0, n, ack) for n in sw.chain_length for ack in sw.ack]
+    return out
+
+
 def _senders(hosts: int, fraction: float) -> int:
     return 0 if hosts == 1 else min(hosts - 1, max(1, int(hosts * fraction)))
 
@@ -84,62 +139,82 @@ def _senders(hosts: int, fraction: float) -> int:
 def plan(
     spec: Spec, backends: list[str] | None = None, profiles: str | None = None
 ) -> list[TrialPlan]:
-    """Trials in sweep order (hosts, link, cpu, backend, payload, pairs, rate, run), or
-    shuffled by seed. Emulated-host axes come first so that trials sharing hosts run
+    """Trials in sweep order (hosts, link, cpu, backend, workload, payload, pairs, rate, run),
+    or shuffled by seed. Emulated-host axes come first so that trials sharing hosts run
     together and the hosts come up once.
 
     Runs of one configuration are interleaved with other configurations only when
     `order: shuffled`; the default keeps the thesis's order for comparability.
     """
     chosen = backends if backends else spec.sweep.backend
-    t, sw, env = spec.trial, spec.sweep, spec.env
+    t, sw = spec.trial, spec.sweep
     combos = itertools.product(
-        sw.hosts, sw.link, sw.cpu, chosen, sw.payload, sw.pairs, sw.rate_hz, range(t.runs)
+        sw.hosts, sw.link, sw.cpu, chosen, variants(sw), sw.payload, sw.pairs, sw.rate_hz
     )
     trials = []
-    for hosts, link, cpu, backend, (payload, size), pairs_given, rate, run in combos:
-        senders = _senders(hosts, env.sender_hosts)
-        pairs = pairs_given
-        if env.pairs_per == "host_pair" and hosts > 1:
-            pairs = pairs_given * senders * (hosts - senders)
-        where = _env_label(hosts, link, cpu)
-        trial_id = f"{backend}-{_rate_label(rate)}hz-{payload}-p{pairs}{where}-r{run}"
-        trials.append(
-            TrialPlan(
-                index=0,
-                trial=trial_id,
-                backend=backend,
-                rate_hz=rate,
-                payload=payload,
-                payload_bytes=size,
-                pairs=pairs,
-                run=run,
-                messages=t.message_count(rate),
-                warmup=0 if t.mode == "thesis_compat" else t.warmup,
-                drain_s=t.drain_s,
-                pause_s=t.pause_s,
-                publisher_queue=t.publisher_queue,
-                subscriber_queue=t.subscriber_queue,
-                mode=t.mode,
-                match_timeout_s=t.match_timeout_s,
-                seed=spec.seed,
-                hosts=hosts,
-                link=link,
-                cpu=cpu,
-                topology=env.topology,
-                sender_hosts=senders,
-                profiles=profiles,
-                verify_link=env.verify_link,
-                subnet=env.subnet,
+    for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate in combos:
+        if var.workload != "echo" and pairs_given != sw.pairs[0]:
+            continue  # one publisher per one-way trial: the pairs axis is echo's
+        for run in range(t.runs):
+            trials.append(
+                _trial(spec, backend, var, (payload, size), (hosts, link, cpu), pairs_given, rate)
             )
-        )
+            trials[-1] = replace(
+                trials[-1], run=run, trial=trials[-1].trial + f"-r{run}", profiles=profiles
+            )
     if t.order == "shuffled":
         random.Random(spec.seed).shuffle(trials)
     return [_with_index(tr, i) for i, tr in enumerate(trials)]
 
 
+def _trial(
+    spec: Spec,
+    backend: str,
+    var: Variant,
+    payload: tuple[str, int],
+    where: tuple[int, str, float | None],
+    pairs_given: int,
+    rate: float,
+) -> TrialPlan:
+    """One trial of run 0, its id without the run suffix."""
+    t, env = spec.trial, spec.env
+    hosts, link, cpu = where
+    senders = _senders(hosts, env.sender_hosts)
+    pairs = pairs_given if var.workload == "echo" else 1
+    if env.pairs_per == "host_pair" and hosts > 1 and var.workload == "echo":
+        pairs = pairs_given * senders * (hosts - senders)
+    label = f"{backend}-{var.label}{_rate_label(rate)}hz-{payload[0]}-p{pairs}"
+    return TrialPlan(
+        index=0,
+        trial=label + _env_label(hosts, link, cpu),
+        backend=backend,
+        rate_hz=rate,
+        payload=payload[0],
+        payload_bytes=payload[1],
+        pairs=pairs,
+        run=0,
+        messages=t.message_count(rate),
+        warmup=0 if t.mode == "thesis_compat" else t.warmup,
+        drain_s=t.drain_s,
+        pause_s=t.pause_s,
+        publisher_queue=t.publisher_queue,
+        subscriber_queue=t.subscriber_queue,
+        mode=t.mode,
+        match_timeout_s=t.match_timeout_s,
+        seed=spec.seed,
+        hosts=hosts,
+        link=link,
+        cpu=cpu,
+        topology=env.topology,
+        sender_hosts=senders,
+        verify_link=env.verify_link,
+        subnet=env.subnet,
+        workload=var.workload,
+        listeners=var.listeners,
+        chain_length=var.chain_length,
+        ack=var.ack,
+    )
+
+
 def _with_index(trial: TrialPlan, index: int) -> TrialPlan:
-    fields = asdict(trial)
-    fields["index"] = index
-    fields["trial"] = f"t{index:04d}-{trial.trial}"
-    return TrialPlan(**fields)
+    return replace(trial, index=index, trial=f"t{index:04d}-{trial.trial}")

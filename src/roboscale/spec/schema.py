@@ -10,6 +10,12 @@ from roboscale.spec.payloads import parse_payload
 
 BACKEND_NAMES = ("native", "native-proc", "zenoh", "ros1")
 MAX_RATE_HZ = 1_000_000.0
+# echo: sender/echoer round trips (the thesis). The others are the lab report's (seed 003):
+# fanout (one publisher, N listeners), ping (one listener) and chain (A -> B -> ... relays).
+WORKLOADS = ("echo", "fanout", "ping", "chain")
+ONE_WAY = ("fanout", "ping", "chain")
+MAX_LISTENERS = 32
+MAX_CHAIN = 16
 
 
 def _as_list(value: Any) -> Any:
@@ -27,6 +33,8 @@ Rate = Annotated[float, Field(gt=0, le=MAX_RATE_HZ)]
 Pairs = Annotated[int, Field(ge=1, le=1024)]
 Hosts = Annotated[int, Field(ge=1, le=64)]
 Quota = Annotated[float, Field(gt=0, le=64)]
+Listeners = Annotated[int, Field(ge=1, le=MAX_LISTENERS)]
+ChainLength = Annotated[int, Field(ge=2, le=MAX_CHAIN)]
 LINK_NAME = r"^[A-Za-z][A-Za-z0-9_.-]*$"
 LOOPBACK = "loopback"
 
@@ -51,6 +59,14 @@ class Sweep(Strict):
         Field(min_length=1),
     ] = [LOOPBACK]
     cpu: Annotated[list[Quota | None], BeforeValidator(_as_list), Field(min_length=1)] = [None]
+    workload: Annotated[
+        list[Literal["echo", "fanout", "ping", "chain"]],
+        BeforeValidator(_as_list),
+        Field(min_length=1),
+    ] = ["echo"]
+    listeners: Annotated[list[Listeners], BeforeValidator(_as_list), Field(min_length=1)] = [1]
+    chain_length: Annotated[list[ChainLength], BeforeValidator(_as_list), Field(min_length=1)] = [5]
+    ack: Annotated[list[bool], BeforeValidator(_as_list), Field(min_length=1)] = [False]
 
     @field_validator("backend")
     @classmethod
@@ -117,7 +133,8 @@ class Spec(Strict):
 ALLOWED: dict[str, str] = {
     "name": "a short name of letters, digits, '.', '_' or '-'",
     "description": "free text",
-    "sweep": "a mapping with backend, rate_hz, payload, pairs, hosts, link, cpu",
+    "sweep": "a mapping with backend, rate_hz, payload, pairs, hosts, link, cpu, workload, "
+    "listeners, chain_length, ack",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.payload": "text, laserscan, image, or a size from 1 B to 4 MB (256, '4KB'), or a list",
@@ -125,6 +142,10 @@ ALLOWED: dict[str, str] = {
     "sweep.hosts": "a number of emulated hosts from 1 to 64 (1: this machine), or a list",
     "sweep.link": "loopback (no emulation), ethernet, wifi or a profile of env.profiles, or a list",
     "sweep.cpu": "a CPU quota per host in cores above 0 (1.0, 0.75, 0.5), null for none, or a list",
+    "sweep.workload": "echo, fanout, ping or chain, or a list of them",
+    "sweep.listeners": f"listeners of a fanout, 1 to {MAX_LISTENERS}, or a list of them",
+    "sweep.chain_length": f"nodes in a chain (A -> B -> ...), 2 to {MAX_CHAIN}, or a list",
+    "sweep.ack": "false (one-way) or true (each listener acknowledges: ping-pong), or a list",
     "env": "a mapping of emulated-host settings",
     "env.topology": "star (a switch) or mesh (a link per host pair)",
     "env.profiles": "a YAML file of custom link profiles, relative to the spec",

@@ -2,7 +2,9 @@
 
 It speaks a line protocol with the lab: it prints READY once its node is
 connected (for a sender: once an echo came back), waits for GO (sender) or
-STOP/EOF (echoer) on stdin, writes its raw records and prints DONE. Stdlib only.
+STOP/EOF (echoer) on stdin, writes its raw records and prints DONE. Nodes of a
+one-way workload (fanout, ping, chain) then wait for CLOSE before closing their
+session, so no node drops what its middleware still queues. Stdlib only.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from roboscale.backends.base import NodeContext, Session, get_backend
 from roboscale.records.raw import write_raw
 from roboscale.workloads.echo import EchoConfig, Echoer, Sender
+from roboscale.workloads.oneway import FlowConfig, Sink, Source
 
 PR_SET_TIMERSLACK = 29
 
@@ -68,6 +71,8 @@ def _start_sender(session: Session, echo: EchoConfig) -> Sender | None:
 
 def run(cfg: dict[str, Any]) -> int:
     """Run this agent's nodes: a sender, an echoer, or both of one pair (placement "pair")."""
+    if cfg.get("workload", "echo") != "echo":
+        return run_flow(cfg)
     backend = get_backend(cfg["backend"])
     echo = EchoConfig.from_dict(cfg["echo"])
     roles = ["echoer", "sender"] if cfg["role"] == "pair" else [cfg["role"]]
@@ -102,6 +107,67 @@ def run(cfg: dict[str, Any]) -> int:
     say("DONE")
     # The records are on disk; a middleware that fails to close must not lose them.
     for session in sessions.values():
+        with contextlib.suppress(Exception):
+            session.close()
+    return 0
+
+
+def _flow_nodes(cfg: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Session], list[Any]]:
+    """Open each member's session and node: measuring nodes first, the publisher last."""
+    backend = get_backend(cfg["backend"])
+    members = cfg["members"] if cfg["role"] == "group" else [cfg]
+    sessions: list[Session] = []
+    nodes: list[Sink | Source] = []
+    for member in members:
+        ctx = NodeContext(member["name"], cfg.get("host", "local"), member["node_config"])
+        sessions.append(backend.open(ctx))
+        flow = FlowConfig.from_dict(member["flow"])
+        nodes.append(Source(sessions[-1], flow) if flow.node == 0 else Sink(sessions[-1], flow))
+    return members, sessions, nodes
+
+
+def run_flow(cfg: dict[str, Any]) -> int:
+    """A one-way workload's nodes: the publisher, a measuring node, or all of them in one
+    process (role "group", placement "pair"). The publisher is READY once every measuring
+    node acknowledged a probe; measuring nodes drain the stream's tail before writing."""
+    members, sessions, nodes = _flow_nodes(cfg)
+    source = next((n for n in nodes if isinstance(n, Source)), None)
+    if source is not None:
+        tighten_timer_slack()
+        if not source.wait_for_match():
+            say(f"NOMATCH not every node answered within {source.cfg.match_timeout_s:g} s")
+            return 3
+    ready = usage()
+    say("READY")
+    if source is not None:
+        if sys.stdin.readline().strip() != "GO":
+            return 4
+        source.run()
+    else:
+        sys.stdin.readline()  # STOP, or EOF when the lab goes away
+    for member, session, node in zip(members, sessions, nodes, strict=True):
+        if isinstance(node, Sink):
+            node.drain()
+        header = {
+            "role": member["role"],
+            "node": member["name"],
+            "host": cfg.get("host", "local"),
+            "backend": cfg["backend"],
+            "pair": 0,
+            "flow_node": node.cfg.node,
+            "pid": os.getpid(),
+            "counters": asdict(node.counters),
+            "usage": usage(),
+            "usage_ready": ready,
+            "malformed": int(getattr(session, "malformed", 0)),
+        }
+        write_raw(Path(member["output"]), header, node.columns())
+    say("DONE")
+    if cfg["role"] != "group":
+        # Closing drops what the middleware still queues (a publisher's tail, a hop's last
+        # forwards): stay until the lab says CLOSE, once every node drained.
+        sys.stdin.readline()
+    for session in sessions:
         with contextlib.suppress(Exception):
             session.close()
     return 0

@@ -1,0 +1,151 @@
+"""Statistics of one-way workloads (fanout, ping, chain) from their record rows.
+
+Each measuring node has one row per message (records/schema.py): `t_echoed` is
+the arrival at that node, `t_received` its ack back at the publisher (ping-pong).
+Node names sort in flow order (lab/flows.py), so in a chain row set k is hop k:
+hop latency = arrival at hop k - arrival at hop k-1 (the publisher's `t_sent`
+before hop 1), end-to-end = arrival at the last hop - `t_sent`. A message counts
+as received only when it reached every listener (fanout) or the last hop (chain;
+a hop forwards only what arrived, so that is every hop too).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from roboscale.analysis.stats import (
+    FloatArray,
+    achieved_rate_hz,
+    column,
+    distribution,
+    quarter_medians,
+)
+from roboscale.analysis.verdict import Thresholds, judge
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A one-way trial as matrices: row k is measuring node k, column i message i."""
+
+    nodes: list[str]
+    intended: FloatArray
+    sent: FloatArray
+    echoed: FloatArray  # (nodes, messages), NaN where it never arrived
+    acked: FloatArray  # (nodes, messages), NaN without ack or where it never came back
+
+    @property
+    def one_way_us(self) -> FloatArray:
+        latency: FloatArray = (self.echoed - self.sent) / 1e3
+        return latency
+
+    @property
+    def rtt_us(self) -> FloatArray:
+        latency: FloatArray = (self.acked - self.sent) / 1e3
+        return latency
+
+    def hop_us(self) -> FloatArray:
+        """Per-hop latency of a chain: each node's arrival minus the previous node's."""
+        before = np.vstack([self.sent[np.newaxis, :], self.echoed[:-1]])
+        latency: FloatArray = (self.echoed - before) / 1e3
+        return latency
+
+
+def flow_of(table: pa.Table) -> Flow:
+    """Reshape the rows; every measuring node holds the same message ids (lost: null)."""
+    table = table.sort_by([("node", "ascending"), ("seq", "ascending")])
+    nodes = sorted(set(table.column("node").to_pylist()))
+    count = table.num_rows // len(nodes) if nodes else 0
+    if count * len(nodes) != table.num_rows:
+        raise ValueError("one-way records must hold the same messages for every node")
+    shape = (len(nodes), count)
+    return Flow(
+        nodes=nodes,
+        intended=column(table, "t_intended")[:count],
+        sent=column(table, "t_sent")[:count],
+        echoed=column(table, "t_echoed").reshape(shape),
+        acked=column(table, "t_received").reshape(shape),
+    )
+
+
+def primary_us(flow: Flow, workload: str) -> FloatArray:
+    """The trial's headline latency: end-to-end for a chain, every listener for a fanout."""
+    if workload == "chain":
+        end_to_end: FloatArray = flow.one_way_us[-1]
+        return end_to_end
+    pooled: FloatArray = flow.one_way_us.ravel()
+    return pooled
+
+
+def per_node(flow: Flow, workload: str) -> list[dict[str, Any]]:
+    out = []
+    hops = flow.hop_us() if workload == "chain" else None
+    for k, name in enumerate(flow.nodes):
+        entry: dict[str, Any] = {
+            "node": name,
+            "received": int(np.count_nonzero(~np.isnan(flow.echoed[k]))),
+            "one_way_us": distribution(flow.one_way_us[k]),
+            "rtt_us": distribution(flow.rtt_us[k]),
+        }
+        if hops is not None:
+            entry["hop_us"] = distribution(hops[k])
+        out.append(entry)
+    return out
+
+
+def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) -> dict[str, Any]:
+    """A summary.json entry of a one-way trial, with the same keys as an echo trial's plus
+    `per_node` (each listener or hop); `one_way_us` is the headline latency."""
+    flow = flow_of(table)
+    workload = str(params["workload"])
+    sent = int(flow.sent.size)
+    received = int(np.count_nonzero(np.all(~np.isnan(flow.echoed), axis=0))) if sent else 0
+    loss = (sent - received) / sent if sent else 1.0
+    rate = achieved_rate_hz(flow.sent)
+    ratio = rate / float(params["rate_hz"]) if rate is not None else 1.0
+    quarters = [quarter_medians(lat) for lat in flow.one_way_us]
+    firsts = [f for f, _ in quarters if f is not None]
+    lasts = [la for _, la in quarters if la is not None]
+    first = float(np.median(firsts)) if firsts else None
+    last = float(np.median(lasts)) if lasts else None
+    verdict = judge(th, min(ratio, 1.0) if math.isfinite(ratio) else 1.0, loss, first, last)
+    return {
+        **params,
+        "sent": sent,
+        "received": received,
+        "lost": sent - received,
+        "loss": loss,
+        "achieved_rate_hz": rate,
+        "achieved_rate_min_hz": rate,
+        "rtt_us": distribution(flow.rtt_us.ravel()),
+        "one_way_us": distribution(primary_us(flow, workload)),
+        "send_lag_us": distribution((flow.sent - flow.intended) / 1e3),
+        "per_node": per_node(flow, workload),
+        "sustained": verdict.sustained,
+        "verdict": verdict.to_dict(),
+        "thresholds": th.to_dict(),
+    }
+
+
+def series(entry: dict[str, Any], table: pa.Table) -> dict[str, FloatArray]:
+    """Latencies (µs) to draw for one trial, by label: a fanout pooled over its listeners,
+    ping one-way (and its round trip with ack), a chain per hop and end to end."""
+    flow = flow_of(table)
+    workload = entry["workload"]
+    if workload == "chain":
+        hops = flow.hop_us()
+        out = {f"hop {k + 1}": hops[k] for k in range(len(flow.nodes))}
+        out["end-to-end"] = flow.one_way_us[-1]
+    else:
+        name = "ping" if workload == "ping" else f"{entry['listeners']} listeners"
+        name = "ping-pong" if workload == "ping" and entry["ack"] else name
+        out = {f"{name} one-way": flow.one_way_us.ravel()}
+    if entry["ack"]:
+        rtt_name = "ping-pong" if workload == "ping" else f"{entry['listeners']} listeners"
+        rtt_name = "every hop" if workload == "chain" else rtt_name
+        out[f"{rtt_name} round trip"] = flow.rtt_us.ravel()
+    return {label: values[~np.isnan(values)] for label, values in out.items()}

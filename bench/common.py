@@ -4,8 +4,11 @@ raw figures, then a table; write everything as JSON with --json PATH."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -73,11 +76,43 @@ def counted_args(
 
 
 def attempt(what: str, fn: Callable[[], Any], missing: dict[str, str]) -> Any:
-    """Run one measurement; a missing dependency is reported, never faked."""
+    """Run one measurement; a missing dependency or a failure is reported, never faked,
+    and the measurements already made are kept."""
     print(f"measuring: {what} ...", flush=True)
     try:
         return fn()
     except (UserError, ImportError, subprocess.SubprocessError) as e:
         missing[what] = str(e)
-        print(f"  not available: {e}", flush=True)
-        return None
+    except Exception as e:  # a failed measurement must not lose the others
+        missing[what] = f"failed: {type(e).__name__}: {e}"
+    print(f"  not available: {missing[what]}", flush=True)
+    return None
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float) -> bool:
+    """Poll `condition` until it holds (True) or `timeout_s` passed (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return bool(condition())
+
+
+def stop_group(
+    proc: subprocess.Popen[Any], first: signal.Signals = signal.SIGINT, grace_s: float = 15.0
+) -> None:
+    """`first` to the process group, SIGKILL after `grace_s`; what is left of the group is
+    killed too, and the process is always reaped."""
+    for sig, wait_s in ((first, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(wait_s)
+            break
+        except ProcessLookupError:
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import attempt, counted_args, finish, header, table
+from common import attempt, counted_args, finish, header, stop_group, table, wait_for
 from restart_baselines import (
     BASELINES,
     LineReader,
@@ -46,7 +46,6 @@ from restart_baselines import (
     process_node_restart_us,
     ros_loss,
     ros_respawn_us,
-    stop_group,
 )
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
@@ -222,7 +221,8 @@ def bridge_durable_loss(kills: int) -> dict[str, Any]:
         stop.touch()
         _wait_for(count.exists, 10.0, "publisher's count")
         published = int(count.read_text())
-        _wait_for(lambda: _max_seq(log) >= published, DRAIN_WAIT_S, "last message")
+        # Lost messages are counted, not waited for: the last one may be among them.
+        wait_for(lambda: _max_seq(log) >= published, DRAIN_WAIT_S)
         taken = [tuple(map(int, line.split())) for line in log.read_text().splitlines()]
         via = node.started_via
     received = [seq for _, seq in taken]
@@ -244,7 +244,7 @@ def _start_publisher(listen: str, stop: Path, count: Path) -> subprocess.Popen[b
         start_new_session=True,
     )
     try:
-        if LineReader(proc).next(30.0) != "ready":
+        if LineReader(proc, "the durable publisher").next(30.0) != "ready":
             raise UserError("the durable publisher did not start")
     except BaseException:
         stop_group(proc)
@@ -258,11 +258,8 @@ def _max_seq(log: Path) -> int:
 
 
 def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise UserError(f"durable benchmark: no {what} within {timeout_s:g} s")
-        time.sleep(0.005)
+    if not wait_for(condition, timeout_s):
+        raise UserError(f"durable benchmark: no {what} within {timeout_s:g} s")
 
 
 # --------------------------------------------------------------------------- the run

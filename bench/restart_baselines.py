@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from common import header, parser, table
+from common import header, parser, stop_group, table, wait_for
 from roboscale.backends.ros1 import SYSTEM_PYTHON, Roscore
 from roboscale.errors import UserError
 
@@ -176,42 +176,27 @@ def ros_launch(workdir: Path, nodes: str) -> Iterator[dict[str, str]]:
         core.stop()
 
 
-def stop_group(proc: subprocess.Popen[Any]) -> None:
-    """SIGINT to the process group (roslaunch shuts its nodes down), then SIGKILL."""
-    for sig, wait_s in ((signal.SIGINT, 15.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(wait_s)
-            break
-        except ProcessLookupError:
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # nodes that outlived roslaunch
-    proc.wait()
-
-
 class LineReader:
     """Lines of a child's stdout, each waited for with a deadline."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], name: str = "the ROS observer") -> None:
         assert proc.stdout is not None
         self.fd = proc.stdout.fileno()
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.fd, selectors.EVENT_READ)
+        self.name = name
         self.buffer = b""
 
     def next(self, timeout_s: float) -> str:
         deadline = time.monotonic() + timeout_s
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not self.sel.select(left):
-                raise UserError(f"no answer from the ROS observer within {timeout_s:g} s")
-            chunk = os.read(self.fd, 65536)
-            if not chunk:
-                raise UserError("the ROS observer exited")
-            self.buffer += chunk
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.fd, selectors.EVENT_READ)
+            while b"\n" not in self.buffer:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    raise UserError(f"no answer from {self.name} within {timeout_s:g} s")
+                chunk = os.read(self.fd, 65536)
+                if not chunk:
+                    raise UserError(f"{self.name} exited")
+                self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         return line.decode().strip()
 
@@ -274,7 +259,7 @@ def ros_loss(kills: int = 10, settle_s: float = 0.3) -> dict[str, Any]:
                 pid = _wait_receiving(sub_log, killed, RESPAWN_WAIT_S)
             time.sleep(settle_s)
             stop.touch()
-            _wait_for(lambda: pub_log.read_bytes().endswith(b"END\n"), 5.0)
+            wait_for(lambda: pub_log.read_bytes().endswith(b"END\n"), 5.0)
             time.sleep(settle_s)  # the last messages reach the subscriber
         return count_loss(pub_log.read_text(), sub_log.read_text(), kills)
 
@@ -298,18 +283,9 @@ def _wait_receiving(sub_log: Path, killed: set[int], timeout_s: float) -> int:
         found[:] = [p for p, what in _received(sub_log) if what != "START" and p not in killed]
         return bool(found)
 
-    if not _wait_for(receiving, timeout_s):
+    if not wait_for(receiving, timeout_s):
         raise UserError(f"no respawned ROS subscriber received within {timeout_s:g} s")
     return found[-1]
-
-
-def _wait_for(condition: Any, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return False
 
 
 def count_loss(pub_text: str, sub_text: str, kills: int) -> dict[str, Any]:

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -31,11 +30,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from common import attempt, counted_args, finish, header, table
+from common import attempt, counted_args, finish, header, stop_group, table
 from restart_baselines import BASELINES, LineReader, percentiles, ros_env
 from roboscale.backends.base import free_port
 from roboscale.backends.ros1 import SYSTEM_PYTHON, Roscore
@@ -162,26 +161,11 @@ def echo_process(argv: list[str], env: dict[str, str] | None = None) -> Iterator
         argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, start_new_session=True
     )
     try:
-        if LineReader(proc).next(READY_TIMEOUT_S) != "ready":
+        if LineReader(proc, "the echo program").next(READY_TIMEOUT_S) != "ready":
             raise UserError(f"{Path(argv[1]).name} did not start")
         yield
     finally:
-        end_group(proc)
-
-
-def end_group(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM to the process group, SIGKILL after 3 s; always reaped."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(3.0)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)  # anything the echo left behind
-    proc.wait()
+        stop_group_term(proc)
 
 
 def ping(argv: list[str], count: int, env: dict[str, str] | None = None) -> dict[int, list[float]]:
@@ -199,7 +183,7 @@ def ping(argv: list[str], count: int, env: dict[str, str] | None = None) -> dict
     except subprocess.TimeoutExpired as e:
         raise UserError(f"{Path(argv[1]).name} ping did not finish in time") from e
     finally:
-        end_group(proc)
+        stop_group_term(proc)
     if proc.returncode != 0:
         raise UserError(f"{Path(argv[1]).name} ping failed: {err.decode().strip()[-500:]}")
     rows = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
@@ -240,6 +224,11 @@ def rospy_pair(count: int) -> dict[int, list[float]]:
 # --------------------------------------------------------------------------- the run
 
 
+def stop_group_term(proc: subprocess.Popen[Any]) -> None:
+    """The echo programs end on SIGTERM."""
+    stop_group(proc, signal.SIGTERM, 3.0)
+
+
 def main() -> None:
     args, n = counted_args(__doc__ or "", FULL, QUICK)
     report = header()
@@ -269,6 +258,7 @@ def main() -> None:
         for system, samples in echoes.items()
         if samples
         for size in SIZES
+        if samples.get(size)  # a program that printed fewer sizes: those are missing
     ]
     print("\necho round trip, one message at a time (µs):")
     table(rows, ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"])

@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     from roboscale.analysis.report import render_report
-    from roboscale.lab.runner import run_sweep
+    from roboscale.lab.runner import estimate_s, run_sweep
     from roboscale.spec.loader import load_spec, profiles_path
     from roboscale.spec.planner import plan
 
@@ -83,12 +83,12 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     if backends:
         _check_names(backends)
     trials = plan(spec, backends, str(profiles) if profiles else None)
-    est = sum(t.intended_duration_s + t.pause_s + 1.5 for t in trials)
+    est = sum(estimate_s(t) for t in trials)
     console.print(f"[bold]{spec.name}[/bold]: {len(trials)} trials, about {est:.0f} s")
     if args.dry_run:
         for t in trials:
             msgs = f"{t.messages} msgs + {t.warmup} warm-up"
-            console.print(f"  {t.trial}  {msgs}, ~{t.intended_duration_s:.1f} s")
+            console.print(f"  {t.trial}  {msgs}, ~{estimate_s(t):.1f} s")
         return 0
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("results") / f"{spec.name}-{stamp}"

@@ -44,6 +44,7 @@ def sweep(tmp_path: Path, text: str, backends: list[str] | None = None) -> Path:
 
 @pytest.mark.netns
 @pytest.mark.ros1
+@pytest.mark.zenoh
 def test_echo_across_three_wifi_hosts(tmp_path: Path, root: None, ros1: None, zenoh: None) -> None:
     out = sweep(tmp_path, SPEC)
     summary = json.loads((out / "summary.json").read_text())["trials"]

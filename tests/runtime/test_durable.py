@@ -105,12 +105,11 @@ def test_cursor_table_evicts_the_least_recent_publisher(tmp_path: Path) -> None:
     assert set(CursorLog(path).cursors) == set(range(1, CursorLog.SLOTS + 1)) - {2} | {999}
 
 
-def test_an_append_log_cursor_is_read_and_rewritten_as_a_table(tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_cursor_table_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "cursor"
-    path.write_bytes(b"".join(struct.pack("<QQ", p, s) for p, s in ((1, 3), (2, 7), (1, 4))))
-    log = CursorLog(path)
-    assert log.cursors == {1: 4, 2: 7} and path.stat().st_size == 16 * CursorLog.SLOTS
-    log.close()
+    path.write_bytes(struct.pack("<QQ", 1, 3))
+    with pytest.raises(UserError, match="16 bytes is not a cursor table"):
+        CursorLog(path)
 
 
 class Collector:

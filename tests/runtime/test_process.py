@@ -99,6 +99,7 @@ def test_handles_satisfy_the_child_contract(env: dict[str, str]) -> None:
     assert isinstance(CommandChild("c", ["true"]), ChildHandle)
 
 
+@pytest.mark.zenoh
 def test_zygote_node_kill_is_reported_as_killed(zygote: Zygote, env: dict[str, str]) -> None:
     exits, on_exit = recorder()
     node = ProcessNode("cam", "proc_targets:idle", zygote=zygote, env=env)
@@ -117,6 +118,7 @@ def test_fresh_python_node_exit_code_is_a_crash(env: dict[str, str]) -> None:
     assert exits.get(timeout=5.0) == ("n", ExitReason.CRASH, "exit code 3")
 
 
+@pytest.mark.zenoh
 def test_exception_in_node_is_a_crash_with_its_output(zygote: Zygote, tmp_path: Path) -> None:
     exits, on_exit = recorder()
     log = tmp_path / "n.log"
@@ -126,6 +128,7 @@ def test_exception_in_node_is_a_crash_with_its_output(zygote: Zygote, tmp_path: 
     assert "RuntimeError: node bug" in log.read_text()
 
 
+@pytest.mark.zenoh
 def test_normal_exit_is_normal(zygote: Zygote) -> None:
     exits, on_exit = recorder()
     ProcessNode("n", "proc_targets:idle", {"sleep": 0.01}, zygote=zygote).start(on_exit)
@@ -142,6 +145,7 @@ def test_unknown_target_fails_start_with_the_reason(
     assert not node.alive()
 
 
+@pytest.mark.zenoh
 def test_not_ready_in_time_fails_start_and_kills_it(zygote: Zygote) -> None:
     node = ProcessNode("n", "proc_targets:never_ready", zygote=zygote, ready_timeout_s=0.3)
     with pytest.raises(ChildStartError, match=r"not ready within 0\.3 s"):
@@ -164,6 +168,7 @@ def test_stop_is_graceful_and_reports_nothing(
     assert exits.empty()
 
 
+@pytest.mark.zenoh
 def test_stop_kills_a_node_that_ignores_sigterm(zygote: Zygote) -> None:
     exits, on_exit = recorder()
     node = ProcessNode("n", "proc_targets:stubborn", zygote=zygote)
@@ -175,6 +180,7 @@ def test_stop_kills_a_node_that_ignores_sigterm(zygote: Zygote) -> None:
     assert exits.empty()
 
 
+@pytest.mark.zenoh
 def test_fifty_kills_restarted_from_on_exit_leave_no_zombie(zygote: Zygote) -> None:
     """A supervisor may restart inside on_exit: nothing deadlocks, nothing is left behind."""
     node = ProcessNode("w", "proc_targets:idle", zygote=zygote)
@@ -198,6 +204,7 @@ def test_fifty_kills_restarted_from_on_exit_leave_no_zombie(zygote: Zygote) -> N
     assert zombies_of(os.getpid()) == []
 
 
+@pytest.mark.zenoh
 def test_node_falls_back_to_python_when_the_zygote_is_dead(
     zygote: Zygote, env: dict[str, str]
 ) -> None:
@@ -260,6 +267,7 @@ def test_stop_ends_the_whole_process_group(tmp_path: Path) -> None:
     assert wait_gone(int(bg.read_text()))
 
 
+@pytest.mark.zenoh
 def test_children_run_in_their_own_process_group(zygote: Zygote) -> None:
     node = ProcessNode("n", "proc_targets:idle", zygote=zygote)
     node.start(lambda *_: None)

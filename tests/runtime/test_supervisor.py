@@ -491,3 +491,43 @@ def test_fast_path_gives_up_past_the_intensity(rt: Runtime) -> None:
     wait_until(lambda: sup.ended is not None and sup.ended.done())
     assert not sup.alive() and not handle.alive()
     assert len(starts) == 3  # the first start and two restarts
+
+
+class SlowStartChild:
+    """An OS-process-like child (blocking start, no start_async) that takes a while to start."""
+
+    def __init__(self, name: str, start_s: float) -> None:
+        self.name = name
+        self.start_s = start_s
+        self.starts = 0
+        self.running = False
+        self.on_exit: ExitCallback | None = None
+
+    def start(self, on_exit: ExitCallback) -> None:
+        threading.Event().wait(self.start_s if self.starts else 0.0)
+        self.starts += 1
+        self.running = True
+        self.on_exit = on_exit
+
+    def stop(self, timeout_s: float) -> None:
+        self.running = False
+
+    def alive(self) -> bool:
+        return self.running
+
+    def crash(self) -> None:
+        self.running = False
+        assert self.on_exit is not None
+        self.on_exit(self.name, ExitReason.CRASH, "boom")
+
+
+def test_stopping_during_a_process_childs_restart_leaves_no_instance(rt: Runtime) -> None:
+    """A start running in a thread cannot be cancelled: the child is stopped once it ends."""
+    child = SlowStartChild("driver", start_s=0.3)
+    sup = Supervisor(rt, "top", [ChildSpec(child)], intensity=Intensity(10, 1))
+    rt.wait(sup.start_async())
+    rt.call(child.crash)
+    wait_until(lambda: child.starts == 1 and not child.running)  # the restart is under way
+    rt.wait(sup.stop_async(5.0))
+    wait_until(lambda: child.starts == 2)  # the restart's thread finished starting it ...
+    wait_until(lambda: not child.running)  # ... and the child was stopped again

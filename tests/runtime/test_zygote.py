@@ -96,12 +96,14 @@ def spawn_ready(z: Zygote, target: str = "zyg_targets:idle", **config: object) -
     return child
 
 
+@pytest.mark.zenoh
 def test_hello_reports_preloads_and_one_thread(zygote: Zygote) -> None:
     assert zygote.alive()
     assert zygote.hello["preloaded"] == ["zenoh"]
     assert zygote.hello["threads"] == 1
 
 
+@pytest.mark.zenoh
 def test_child_reports_ready_then_its_exit_code(zygote: Zygote) -> None:
     child = spawn_ready(zygote, sleep=0.05, code=3)
     assert child.ready.is_set() and child.pid > 0
@@ -110,6 +112,7 @@ def test_child_reports_ready_then_its_exit_code(zygote: Zygote) -> None:
     assert child.status.describe() == "exit code 3"
 
 
+@pytest.mark.zenoh
 def test_signal_goes_to_the_child_and_is_reported(zygote: Zygote) -> None:
     child = spawn_ready(zygote)
     zygote.signal(child.pid, signal.SIGKILL)
@@ -118,6 +121,7 @@ def test_signal_goes_to_the_child_and_is_reported(zygote: Zygote) -> None:
     assert child.status.describe() == "killed by SIGKILL"
 
 
+@pytest.mark.zenoh
 def test_a_target_that_cannot_be_imported_is_an_error_not_a_hang(zygote: Zygote) -> None:
     child = zygote.spawn("t", "zyg_targets:missing")
     assert child.exited.wait(5.0)
@@ -126,12 +130,14 @@ def test_a_target_that_cannot_be_imported_is_an_error_not_a_hang(zygote: Zygote)
     assert child.status is not None and child.status.code == 1
 
 
+@pytest.mark.zenoh
 def test_malformed_target_names_the_expected_form(zygote: Zygote) -> None:
     child = zygote.spawn("t", "no_colon_here")
     assert child.exited.wait(5.0)
     assert "module:callable" in child.error
 
 
+@pytest.mark.zenoh
 def test_fifty_kills_and_forks_leave_no_zombie(zygote: Zygote) -> None:
     pids = set()
     for _ in range(50):
@@ -144,6 +150,7 @@ def test_fifty_kills_and_forks_leave_no_zombie(zygote: Zygote) -> None:
     assert wait_until(lambda: children_of(zygote.pid) == [], 2.0), children_of(zygote.pid)
 
 
+@pytest.mark.zenoh
 def test_children_die_with_the_zygote(zygote: Zygote) -> None:
     child = spawn_ready(zygote)
     os.killpg(zygote.pid, signal.SIGKILL)  # brutal: no chance to clean up
@@ -152,6 +159,7 @@ def test_children_die_with_the_zygote(zygote: Zygote) -> None:
     assert not zygote.alive()
 
 
+@pytest.mark.zenoh
 def test_close_kills_and_reaps_every_child(zygote: Zygote) -> None:
     kids = [spawn_ready(zygote) for _ in range(3)]
     zygote.close()
@@ -173,6 +181,7 @@ def test_preload_that_starts_a_thread_is_refused(tmp_path: Path) -> None:
         z.start()
 
 
+@pytest.mark.zenoh
 @pytest.mark.zenoh
 def test_forked_child_opens_its_own_zenoh_session(zygote: Zygote, zenoh: None) -> None:
     import zenoh as z

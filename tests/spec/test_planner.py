@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from roboscale.spec.loader import load_spec
@@ -140,3 +141,17 @@ def test_flow_hosts(tmp_path: Path) -> None:
     assert [chain3.flow_host(i) for i in range(5)] == [0, 1, 2, 0, 1]
     fan = replace(chain, workload="fanout", listeners=4, chain_length=0, hosts=3)
     assert [fan.flow_host(i) for i in range(5)] == [0, 1, 2, 1, 2]
+
+
+def test_shuffled_trials_stay_grouped_by_hosts(tmp_path: Path) -> None:
+    path = tmp_path / "h.yaml"
+    path.write_text(
+        "name: h\nsweep:\n  backend: zenoh\n  rate_hz: [10, 20, 30]\n  hosts: [2, 4]\n"
+        "  link: [ethernet, wifi]\ntrial:\n  runs: 2\n  order: shuffled\n"
+    )
+    trials = plan(load_spec(path))
+    keys = [t.env_key for t in trials]
+    changes = sum(1 for a, b in itertools.pairwise(keys) if a != b)
+    assert changes == 3  # four host sets, each brought up once
+    within = [t.rate_hz for t in trials if t.env_key == keys[0]]
+    assert within != sorted(within)  # shuffled inside the group (seed 0)

@@ -220,6 +220,7 @@ class HostSet:
 
     def _build(self) -> None:
         _ensure_netns(self.switch_netns)
+        self.hosts.clear()  # up() after down() builds them again
         for i in range(self.count):
             _ensure_netns(self.netns_of(i))
             cpu = self._make_cpu_group(i)

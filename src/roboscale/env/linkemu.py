@@ -160,10 +160,7 @@ class Emulator:
             wait = PARENT_CHECK_S
             if self.pending:
                 wait = min(wait, max(0.0, (self.pending[0][0] - now) / 1e9))
-            try:
-                ready, _, _ = select.select(self.fds, [], [], wait)
-            except InterruptedError:
-                continue
+            ready, _, _ = select.select(self.fds, [], [], wait)
             self.read_ready(ready, index)
             if time.monotonic() > next_parent_check:
                 next_parent_check = time.monotonic() + PARENT_CHECK_S

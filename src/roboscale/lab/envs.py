@@ -15,6 +15,7 @@ from typing import Any
 
 from roboscale.backends.base import Backend, Infrastructure
 from roboscale.errors import UserError
+from roboscale.lab.nodes import NodeProcess, spawn
 from roboscale.spec.planner import TrialPlan
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -40,6 +41,15 @@ class Placement:
             names=[h.name for h in hosts],
             facts=hostset.facts(),
         )
+
+
+def spawn_node(
+    backend: Backend, infra: Infrastructure, cfg: dict[str, Any], raw: Path, where: Placement
+) -> NodeProcess:
+    """Start one agent on the host its config names."""
+    host = cfg["host_index"]
+    env = {**infra.env, **where.envs[host]}
+    return spawn(backend.python, cfg, raw, env, where.prefixes[host])
 
 
 def check_placement(backend: Backend, t: TrialPlan) -> None:

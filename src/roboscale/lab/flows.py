@@ -17,14 +17,12 @@ import numpy as np
 import pyarrow as pa
 
 from roboscale.backends.base import Backend, Infrastructure
-from roboscale.lab.envs import Placement
-from roboscale.lab.nodes import NodeProcess, await_line, spawn
+from roboscale.lab.envs import Placement, spawn_node
+from roboscale.lab.nodes import READY_GRACE_S, NodeProcess, await_line
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.payloads import payload_kind
 from roboscale.spec.planner import TrialPlan
-
-READY_GRACE_S = 15.0  # interpreter start-up and imports, beyond the match timeout
 
 
 def node_name(t: TrialPlan, node: int) -> str:
@@ -119,7 +117,7 @@ def run_flow_nodes(
     nodes: list[NodeProcess] = []
     try:
         for configs in stages:
-            group = [_spawn(backend, infra, cfg, raw, where) for cfg in configs]
+            group = [spawn_node(backend, infra, cfg, raw, where) for cfg in configs]
             nodes += group
             await_line(group, "READY", t.match_timeout_s + READY_GRACE_S)
         publishers = [n for n in nodes if n.role in ("source", "group")]
@@ -138,14 +136,6 @@ def run_flow_nodes(
     finally:
         for n in nodes:
             n.kill()
-
-
-def _spawn(
-    backend: Backend, infra: Infrastructure, cfg: dict[str, Any], raw: Path, where: Placement
-) -> NodeProcess:
-    host = cfg["host_index"]
-    env = {**infra.env, **where.envs[host]}
-    return spawn(backend.python, cfg, raw, env, where.prefixes[host])
 
 
 def collect_flow(

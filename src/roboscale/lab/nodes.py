@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import selectors
@@ -20,6 +21,9 @@ import roboscale
 _PYTHON_ENV = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONSTARTUP")
 
 
+READY_GRACE_S = 15.0  # interpreter start-up and imports, beyond the match timeout
+
+
 class NodeFailure(Exception):
     """A node did not follow the protocol in time; the message says which and why."""
 
@@ -28,13 +32,18 @@ def package_path() -> Path:
     """A folder holding only a link to this roboscale package, for agents' PYTHONPATH.
 
     Agents of ros1 run in the system Python; pointing them at the venv's
-    site-packages would pull the lab's compiled dependencies into it.
+    site-packages would pull the lab's compiled dependencies into it. One folder per
+    user and package location, reused by every run, so none is left behind per run.
     """
-    root = Path(tempfile.gettempdir()) / f"roboscale-pkg-{os.getuid()}-{os.getpid()}"
+    package = Path(roboscale.__file__).resolve().parent
+    tag = hashlib.sha256(str(package).encode()).hexdigest()[:12]
+    root = Path(tempfile.gettempdir()) / f"roboscale-pkg-{os.getuid()}-{tag}"
     link = root / "roboscale"
     if not link.exists():
         root.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path(roboscale.__file__).resolve().parent, target_is_directory=True)
+        tmp = root / f".link-{os.getpid()}"
+        tmp.symlink_to(package, target_is_directory=True)
+        os.replace(tmp, link)  # atomic: two runs starting at once both succeed
     return root
 
 
@@ -101,7 +110,11 @@ def spawn(
 
 def await_line(nodes: list[NodeProcess], expected: str, timeout_s: float) -> None:
     """Wait until every node printed `expected`; fail naming the first node that did not."""
-    pending = {n.proc.stdout.fileno(): n for n in nodes if n.proc.stdout is not None}
+    pending = {
+        n.proc.stdout.fileno(): n
+        for n in nodes
+        if n.proc.stdout is not None and not _consume(n, expected)  # already read
+    }
     deadline = time.monotonic() + timeout_s
     with selectors.DefaultSelector() as sel:
         for fd in pending:
@@ -129,8 +142,13 @@ def _read_until(node: NodeProcess, expected: str) -> bool:
             f"{node.name} exited (code {code}) before {expected}. {last} {node.tail()}"
         )
     node.buffer += chunk
-    *complete, node.buffer = node.buffer.split(b"\n")
-    for raw in complete:
+    return _consume(node, expected)
+
+
+def _consume(node: NodeProcess, expected: str) -> bool:
+    """Take complete lines up to `expected`; lines after it stay for the next wait."""
+    while b"\n" in node.buffer:
+        raw, node.buffer = node.buffer.split(b"\n", 1)
         line = raw.decode(errors="replace").strip()
         node.lines.append(line)
         if line == expected:

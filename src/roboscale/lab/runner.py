@@ -42,6 +42,11 @@ class RunOutcome:
     interrupted: bool
 
 
+def estimate_s(t: TrialPlan) -> float:
+    """How long a trial takes, for the ETA and --dry-run."""
+    return t.intended_duration_s + t.drain_s * 0.2 + t.pause_s + TRIAL_OVERHEAD_S
+
+
 def prepare_run_dir(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -97,7 +102,9 @@ def run_one(
         meta["host"]["cpu_quota"] = t.cpu if t.cpu is not None else meta["host"]["cpu_quota"]
         run_nodes(backend, envs.infrastructure(t), t, raw, where)
         tables, nodes = collect(t, raw, where)
-    except NodeFailure as e:
+    except (NodeFailure, UserError, OSError, ValueError) as e:
+        # A node, the hosts, the infrastructure or a raw file failed this trial: it is
+        # recorded as failed and the sweep goes on; finished trials stay on disk.
         meta.update(end=wall_clock(), error=str(e))
         write_trial(run_dir, t.trial, [], meta)
         return {**t.params(), "error": str(e), "sustained": False}
@@ -143,9 +150,7 @@ def run_sweep(
     th = Thresholds(**spec.verdict.model_dump())
     failed = 0
     done = 0
-    estimate = [
-        t.intended_duration_s + t.drain_s * 0.2 + t.pause_s + TRIAL_OVERHEAD_S for t in trials
-    ]
+    estimate = [estimate_s(t) for t in trials]
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

@@ -11,15 +11,13 @@ import numpy as np
 import pyarrow as pa
 
 from roboscale.backends.base import Backend, Infrastructure
-from roboscale.lab.envs import Placement
+from roboscale.lab.envs import Placement, spawn_node
 from roboscale.lab.flows import collect_flow, run_flow_nodes
-from roboscale.lab.nodes import NodeProcess, await_line, spawn
+from roboscale.lab.nodes import READY_GRACE_S, NodeProcess, await_line
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.payloads import payload_kind
 from roboscale.spec.planner import TrialPlan
-
-READY_GRACE_S = 15.0  # interpreter start-up and imports, beyond the match timeout
 
 
 def _echo_config(t: TrialPlan, pair: int) -> dict[str, Any]:
@@ -81,14 +79,6 @@ def _pair_config(
     }
 
 
-def _spawn(
-    backend: Backend, infra: Infrastructure, cfg: dict[str, Any], raw: Path, where: Placement
-) -> NodeProcess:
-    host = cfg["host_index"]
-    env = {**infra.env, **where.envs[host]}
-    return spawn(backend.python, cfg, raw, env, where.prefixes[host])
-
-
 def run_nodes(
     backend: Backend,
     infra: Infrastructure,
@@ -106,7 +96,9 @@ def run_nodes(
     try:
         for role in stages:
             group = [
-                _spawn(backend, infra, _agent_config(backend, t, role, p, raw, where), raw, where)
+                spawn_node(
+                    backend, infra, _agent_config(backend, t, role, p, raw, where), raw, where
+                )
                 for p in range(t.pairs)
             ]
             nodes += group

@@ -53,6 +53,7 @@ FIELDS = (
     "shared_memory",
 )  # fmt: skip
 BATCH = 256  # samples handed to the loop per wake-up at most
+BACKLOG = 64  # batches waiting for the loop at most
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 
 
@@ -190,6 +191,8 @@ class _DurableImport:
 
     def backlog(self, replies: list[tuple[bytes, bytes]]) -> None:
         """On the loop: the replies of one query, then resume in-order delivery."""
+        if self.bridge.session is None:
+            return  # closed while the query ran: its cursor is closed too
         for payload, attachment in replies:
             self.bridge.take(self.topic, payload, attachment, self)
         self.querying = False
@@ -220,6 +223,7 @@ class Bridge:
         self._retained: dict[str, Retention] = {}
         self._exports: list[_Export] = []
         self._thread: threading.Thread | None = None
+        self._room = threading.BoundedSemaphore(BACKLOG)  # batches posted to the loop
         missing = [t for t in config.durable if t in config.imports and t not in self.cursor_paths]
         if missing:
             raise UserError(f"bridge: durable import {missing[0]} needs a cursor file")
@@ -317,28 +321,26 @@ class Bridge:
     def _drain(self, sub: Any) -> None:
         """The one thread of this session: batches of samples to the loop."""
         loop, prefix = self.runtime.loop, len(self.config.prefix)
+        sample: Any = None
         while True:
-            try:
-                sample: Any = sub.recv()
-            except Exception:
-                return  # the channel closed with the subscriber
+            if sample is None:
+                try:
+                    sample = sub.recv()
+                except Exception:
+                    return  # the channel closed with the subscriber
             batch: list[tuple[str, bytes, bytes]] = []
             while sample is not None and len(batch) < BATCH:
-                att = sample.attachment
-                batch.append(
-                    (
-                        str(sample.key_expr)[prefix:],
-                        sample.payload.to_bytes(),
-                        att.to_bytes() if att is not None else b"",
-                    )
-                )
-                sample = sub.try_recv()
+                batch.append(self._row(sample, prefix))
+                sample = sub.try_recv()  # a full batch leaves this one for the next
+            # At most BACKLOG batches wait for the loop: past that this thread waits, the
+            # channel fills, and Zenoh applies back-pressure to the publishers.
+            while not self._room.acquire(timeout=0.5):
+                if self.session is None:
+                    return
             try:
                 loop.call_soon_threadsafe(self._on_samples, batch)
             except RuntimeError:
                 return  # the loop is closed: the process is ending
-            if sample is not None:  # the batch was full: this one starts the next
-                loop.call_soon_threadsafe(self._on_samples, [self._row(sample, prefix)])
 
     @staticmethod
     def _row(sample: Any, prefix: int) -> tuple[str, bytes, bytes]:
@@ -350,6 +352,7 @@ class Bridge:
         )
 
     def _on_samples(self, batch: list[tuple[str, bytes, bytes]]) -> None:
+        self._room.release()
         bus, imported = self.runtime.bus, self.imported
         for name, payload, attachment in batch:
             if name not in imported:
@@ -411,11 +414,15 @@ class Bridge:
                     if ok is not None:
                         att = ok.attachment
                         replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b""))
-        except zenoh.ZError as e:
+        except Exception as e:  # whatever failed, delivery must resume
             # Go on with what came: holes left are counted and reported as gaps, not hidden.
-            self.runtime.loop.call_soon_threadsafe(self.emit, "gap", f"backlog query failed: {e}")
-        with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
-            self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
+            with contextlib.suppress(RuntimeError):
+                self.runtime.loop.call_soon_threadsafe(
+                    self.emit, "gap", f"backlog query failed: {type(e).__name__}: {e}"
+                )
+        finally:
+            with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
+                self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
 
     def emit(self, kind: str, detail: str) -> None:
         self.runtime.emit(SupervisionEvent(kind, "bridge", "", "", detail))

@@ -394,8 +394,16 @@ class ChaosMonkey:
         self.report.kills += 1
         self.report.by_method[method.value] = self.report.by_method.get(method.value, 0) + 1
         # CallbackHung here: the watchdog's interrupt landed just after the hang returned.
+        struck = True
         with contextlib.suppress(CallbackHung):
-            self._strike(target, method)
+            struck = self._strike(target, method)
+        if struck:
+            return
+        # Nothing was struck (the target ended on its own just before): not a kill.
+        del self._pending[target.path]
+        self.report.kills -= 1
+        self.report.by_method[method.value] -= 1
+        self.report.skipped += 1
 
     def _pick(self) -> Target | None:
         for _ in range(PICK_TRIES):
@@ -404,25 +412,31 @@ class ChaosMonkey:
                 return target
         return None
 
-    def _strike(self, target: Target, method: Method) -> None:
+    def _strike(self, target: Target, method: Method) -> bool:
+        """Strike the target; False when it was already gone."""
         handle = target.handle
         if method in (Method.SIGTERM, Method.SIGKILL):
             pid = handle.pid
-            if pid is not None:
-                sig = signal.SIGTERM if method is Method.SIGTERM else signal.SIGKILL
+            if pid is None:
+                return False
+            sig = signal.SIGTERM if method is Method.SIGTERM else signal.SIGKILL
+            try:
                 os.kill(pid, sig)
-            return
+            except ProcessLookupError:
+                return False
+            return True
         node: Node | None = handle.node
         if node is None:
-            return
+            return False
         if method is Method.EXCEPTION:
             node.run_inline(_raise_chaos, (), None, "chaos callback")
-            return
+            return True
         deadline = handle.callback_deadline_s
         ok, _ = node.run_inline(_hang, (4 * deadline + 1.0,), deadline, "chaos callback")
         if ok:  # returned by itself: the watchdog missed it and the node still runs
             self.report.uncaught_hangs += 1
             self._pending.pop(target.path, None)
+        return True
 
     def _on_event(self, event: SupervisionEvent) -> None:
         path = f"{event.supervisor}/{event.child}"

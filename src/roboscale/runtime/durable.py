@@ -7,12 +7,10 @@ Pure logic, no Zenoh (runtime/bridge.py does the networking), so it is tested di
   number on that topic (1, 2, 3... per publisher).
 - `Retention`: the publisher side keeps the last K messages of a durable topic
   (bounded; evictions counted) and answers "everything after seq S".
-- `CursorLog`: the subscriber side's record of what it handed over, one 16-byte
-  record (publisher id, seq) per message, written with one `os.write` before the
-  callback runs (handed over = delivered, as in-process). A SIGKILL cannot tear a
-  record; the file lives with the supervisor (it outlives the process) and the
-  next instance reads the last seq per publisher from it. It is compacted to one
-  record per publisher when it grows past `max_bytes` (write a new file, rename).
+- `CursorLog`: the subscriber side's last handed-over seq per publisher, a table of
+  slots in a shared file mapping, stored before the callback runs (handed over =
+  delivered, as in-process). The file lives with the supervisor (it outlives the
+  process) and the next instance resumes from it.
 - `Resequencer`: merges live samples with the retained backlog, per publisher, by
   sequence number: duplicates dropped and counted, delivery in order, a gap waits
   for a backlog query and, if the retention no longer has it, is counted as lost.
@@ -157,28 +155,20 @@ class CursorLog:
 
     @classmethod
     def _read(cls, path: Path, size: int) -> tuple[dict[int, int], dict[int, int]]:
-        """Cursors and the slot of each publisher; an older append log becomes a table."""
+        """Cursors and the slot of each publisher."""
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             return {}, {}
         except OSError as e:
             raise UserError(f"cannot read the durable cursor {path}: {e.strerror}") from e
-        usable = len(data) - len(data) % _RECORD.size
-        cursors: dict[int, int] = {}
-        for publisher, seq in _RECORD.iter_unpack(data[:usable]):
-            if publisher:
-                cursors[publisher] = seq
-        if len(data) != size:  # written by the append log: rewrite it as a table first
-            latest = list(cursors.items())[-cls.SLOTS :]
-            table = bytearray(size)
-            for slot, (publisher, seq) in enumerate(latest):
-                _RECORD.pack_into(table, slot * _RECORD.size, publisher, seq)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(table)
-            os.replace(tmp, path)
-            return dict(latest), {slot: p for slot, (p, _) in enumerate(latest)}
+        if len(data) != size:
+            raise UserError(
+                f"{path}: {len(data)} bytes is not a cursor table of {size} bytes",
+                hint="delete it to start that subscriber from the oldest retained message",
+            )
         slots = {i: p for i, (p, _) in enumerate(_RECORD.iter_unpack(data)) if p}
+        cursors = {p: seq for p, seq in _RECORD.iter_unpack(data) if p}
         return cursors, slots
 
     def commit(self, publisher: int, seq: int) -> None:
@@ -266,6 +256,8 @@ class Resequencer:
             return False
         stream.pending[seq] = msg
         if self.syncing:
+            if len(stream.pending) > self.max_pending:  # the backlog never came: bound it
+                self._skip_hole(publisher, stream)
             return False
         self._flush(publisher, stream)
         if not stream.pending:
@@ -291,9 +283,10 @@ class Resequencer:
 
     def _skip_hole(self, publisher: int, stream: _Stream) -> None:
         first = min(stream.pending)
-        missing = first - stream.next
-        self.lost += missing
-        self.gap(publisher, stream.next, missing)
+        if stream.next:  # 0: a first start, which begins at what is there, loses nothing
+            missing = first - stream.next
+            self.lost += missing
+            self.gap(publisher, stream.next, missing)
         stream.next = first
         self._flush(publisher, stream)
 

@@ -31,8 +31,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from roboscale.errors import SpecError, SpecErrors
-from roboscale.runtime.child import ChildHandle
+from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.runtime.child import ChildHandle, ChildStartError
 from roboscale.runtime.events import JsonLinesRecorder, log_event
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
@@ -256,7 +256,10 @@ def run_launch(
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             rt.loop.add_signal_handler(sig, stop.set)
-        await root.start_async()
+        try:
+            await root.start_async()
+        except ChildStartError as e:  # every started child was stopped again, in order
+            raise UserError(f"{path}: the tree did not start: {e}") from None
         assert root.ended is not None
         stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         ended: asyncio.Future[Any] = root.ended

@@ -452,7 +452,7 @@ class NodeHandle:
     ) -> None:
         try:
             await asyncio.wait_for(result, self.start_timeout_s)
-        except (Exception, TimeoutError) as e:
+        except Exception as e:  # TimeoutError included
             self._abandon(node)
             raise ChildStartError(self.name, _describe(e)) from e
         except BaseException:  # cancelled (its supervisor stopped): leave nothing behind

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -250,7 +251,7 @@ class Supervisor:
             elif hasattr(handle, "start_async"):
                 pending = handle.start_async(on_exit)
             else:  # an OS-process child blocks while it starts: keep the loop free
-                pending = asyncio.to_thread(handle.start, on_exit)
+                pending = _start_in_thread(child.spec, on_exit)
         except Exception as e:
             raise self._start_failed(child, e) from e
         if pending is None:
@@ -481,3 +482,22 @@ class Supervisor:
             if isinstance(handle, Supervisor):
                 rows.extend(handle.status())
         return rows
+
+
+async def _start_in_thread(spec: ChildSpec, on_exit: Any) -> None:
+    """Start an OS-process child in a thread. A thread cannot be cancelled: if the
+    supervisor stops meanwhile, the child is stopped as soon as its start completes,
+    so that no instance outlives its supervisor."""
+    started = asyncio.ensure_future(asyncio.to_thread(spec.handle.start, on_exit))
+    try:
+        await asyncio.shield(started)
+    except asyncio.CancelledError:
+
+        def stop_when_started(f: asyncio.Future[None]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                threading.Thread(
+                    target=spec.handle.stop, args=(spec.shutdown_s,), daemon=True
+                ).start()
+
+        started.add_done_callback(stop_when_started)
+        raise

@@ -163,7 +163,10 @@ def plan(
                 trials[-1], run=run, trial=trials[-1].trial + f"-r{run}", profiles=profiles
             )
     if t.order == "shuffled":
+        # Shuffled within each set of emulated hosts, so that each set still comes up once.
         random.Random(spec.seed).shuffle(trials)
+        first = {key: i for i, key in reversed(list(enumerate(tr.env_key for tr in trials)))}
+        trials.sort(key=lambda tr: first[tr.env_key])
     return [_with_index(tr, i) for i, tr in enumerate(trials)]
 
 

@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from roboscale.backends.zenoh import zenoh_config  # preloaded by the zygote with this module
+
 
 def zenoh_node(config: dict[str, Any], ready: Callable[[], None]) -> int:
     import zenoh
-
-    from roboscale.backends.zenoh import zenoh_config
 
     with zenoh.open(zenoh_config([], [])):
         ready()

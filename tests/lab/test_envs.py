@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,19 @@ def test_native_cannot_span_hosts(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="cannot spread a pair over 3 hosts"):
         sweep(tmp_path, text)
     assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+@pytest.mark.zenoh
+def test_background_cpu_load_runs_during_the_trial_and_ends_with_it(
+    tmp_path: Path, zenoh: None
+) -> None:
+    """The lab report's extra workload, on this machine: busy loops beside the nodes."""
+    text = (
+        "name: loaded\nsweep:\n  backend: zenoh\n  rate_hz: 100\n"
+        "trial:\n  messages: 100\n  warmup: 10\n  drain_s: 1\nenv:\n  load_cpu: 0.5\n"
+    )
+    out = sweep(tmp_path, text)
+    (entry,) = json.loads((out / "summary.json").read_text())["trials"]
+    assert entry["received"] == 100 and entry["load_cpu"] == 0.5
+    left = subprocess.run(["pgrep", "-f", "roboscale.env.load cpu"], capture_output=True)
+    assert left.stdout == b""  # stopped with the trial, not left to run out its bound

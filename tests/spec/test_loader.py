@@ -257,3 +257,9 @@ def test_workload_problem_in_quick_section(tmp_path: Path) -> None:
         "F:8: sweep.listeners: applies to workload fanout only, but sweep.workload is "
         "[ping]; add fanout to sweep.workload or remove sweep.listeners"
     ]
+
+
+def test_network_load_needs_two_hosts(tmp_path: Path) -> None:
+    text = "name: s\nsweep:\n  rate_hz: 7\nenv:\n  load_net_mbit: 5\n"
+    with pytest.raises(SpecError, match=r"spec.yaml:5: env.load_net_mbit: a network load runs"):
+        load_spec(write(tmp_path, text))

@@ -9,6 +9,7 @@ belongs to the hosts it runs on and stops with them.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,25 @@ class Environments:
             work.mkdir(parents=True, exist_ok=True)
             self._infra[t.backend] = self.backends[t.backend].start_infrastructure(work, where)
         return self._infra[t.backend]
+
+    @contextlib.contextmanager
+    def background_load(self, t: TrialPlan) -> Iterator[None]:
+        """The lab report's extra workload during one trial: busy loops on every host (or
+        this machine) and a UDP stream from the first host to the last. Each load also
+        ends by itself after a bound, should the trial outlive it."""
+        if not (t.load_cpu or t.load_net_mbit):
+            yield
+            return
+        from roboscale.env.load import cpu_load, net_load
+
+        bound_s = t.intended_duration_s * 3 + t.drain_s + 60
+        hosts: list[Any] = list(self._hostset.hosts) if self._hostset is not None else []
+        with contextlib.ExitStack() as loads:
+            for host in (hosts or [None]) if t.load_cpu else []:
+                loads.enter_context(cpu_load(host, t.load_cpu, bound_s))
+            if t.load_net_mbit:  # the spec loader ensured two hosts or more
+                loads.enter_context(net_load(hosts[0], hosts[-1], t.load_net_mbit, bound_s))
+            yield
 
     def _teardown(self) -> None:
         infra, self._infra = self._infra, {}

@@ -100,7 +100,9 @@ def run_one(
         meta["env"] = where.facts
         meta["host"]["link_profile"] = t.link
         meta["host"]["cpu_quota"] = t.cpu if t.cpu is not None else meta["host"]["cpu_quota"]
-        run_nodes(backend, envs.infrastructure(t), t, raw, where)
+        infra = envs.infrastructure(t)
+        with envs.background_load(t):
+            run_nodes(backend, infra, t, raw, where)
         tables, nodes = collect(t, raw, where)
     except (NodeFailure, UserError, OSError, ValueError) as e:
         # A node, the hosts, the infrastructure or a raw file failed this trial: it is

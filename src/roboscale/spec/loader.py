@@ -206,6 +206,14 @@ def profiles_path(spec: Spec, spec_path: Path) -> Path | None:
 
 def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
     """Link names, the profiles file and the subnet's room, checked before anything runs."""
+    if spec.env.load_net_mbit and min(spec.sweep.hosts) < 2:
+        raise SpecError(
+            str(path),
+            _line_for(("env", "load_net_mbit"), lines),
+            "env.load_net_mbit",
+            "a network load runs between two emulated hosts; allowed with sweep.hosts of 2 "
+            "or more, or 0",
+        )
     if spec.sweep.link == ["loopback"] and spec.sweep.hosts == [1] and spec.sweep.cpu == [None]:
         return
     # Imported here: env.links builds on this module's YAML loading.

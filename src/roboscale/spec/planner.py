@@ -39,6 +39,8 @@ class TrialPlan:
     profiles: str | None = None
     verify_link: bool = True
     subnet: str = "10.231.0.0/24"
+    load_cpu: float = 0.0  # background busy-loop duty cycle on every host
+    load_net_mbit: float = 0.0  # background UDP from the first to the last host
     workload: str = "echo"
     listeners: int = 0  # fanout and ping: listeners on the topic
     chain_length: int = 0  # chain: nodes A -> B -> ..., the first one publishing
@@ -212,6 +214,8 @@ def _trial(
         sender_hosts=senders,
         verify_link=env.verify_link,
         subnet=env.subnet,
+        load_cpu=env.load_cpu,
+        load_net_mbit=env.load_net_mbit,
         workload=var.workload,
         listeners=var.listeners,
         chain_length=var.chain_length,

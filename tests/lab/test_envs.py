@@ -86,3 +86,46 @@ def test_background_cpu_load_runs_during_the_trial_and_ends_with_it(
     assert entry["received"] == 100 and entry["load_cpu"] == 0.5
     left = subprocess.run(["pgrep", "-f", "roboscale.env.load cpu"], capture_output=True)
     assert left.stdout == b""  # stopped with the trial, not left to run out its bound
+
+
+ROUTED = """\
+name: routed
+sweep:
+  backend: [zenoh, native-proc]
+  rate_hz: 100
+  payload: laserscan
+  pairs: 2
+  hosts: HOSTS
+  link: LINK
+env:
+  zenoh_routers: true
+  verify_link: false
+trial:
+  messages: 100
+  warmup: 10
+  drain_s: 1
+"""
+
+
+@pytest.mark.zenoh
+def test_zenoh_nodes_as_clients_of_a_router(tmp_path: Path, zenoh: None) -> None:
+    out = sweep(tmp_path, ROUTED.replace("HOSTS", "1").replace("LINK", "loopback"))
+    entries = json.loads((out / "summary.json").read_text())["trials"]
+    assert [e["received"] for e in entries] == [200, 200]
+    assert [n.name for n in (out / "infra").iterdir()] and all(
+        (d / "router-0.log").exists() for d in (out / "infra").iterdir()
+    )
+    left = subprocess.run(["pgrep", "-f", "roboscale.backends.zenoh_router"], capture_output=True)
+    assert left.stdout == b""  # the routers stopped with their environment
+
+
+@pytest.mark.netns
+@pytest.mark.zenoh
+def test_a_router_per_emulated_host(tmp_path: Path, root: None, zenoh: None) -> None:
+    out = sweep(tmp_path, ROUTED.replace("HOSTS", "3").replace("LINK", "ethernet"))
+    entries = json.loads((out / "summary.json").read_text())["trials"]
+    assert [e["received"] for e in entries] == [200, 200]
+    routers = sorted(p.name for d in (out / "infra").iterdir() for p in d.glob("router-*.log"))
+    assert routers == ["router-0.log", "router-0.log", "router-1.log", "router-1.log",
+                       "router-2.log", "router-2.log"]  # fmt: skip
+    assert [n for n in netns_names() if n.startswith(PREFIX)] == []

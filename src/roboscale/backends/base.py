@@ -64,6 +64,7 @@ class Where(Protocol):
     prefixes: list[list[str]]
     envs: list[dict[str, str]]
     addresses: list[str]
+    zenoh_routers: bool  # Zenoh-based backends run a router per host, nodes are its clients
 
 
 class Infrastructure(Protocol):

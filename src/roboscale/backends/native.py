@@ -108,7 +108,9 @@ class NativeProcSession(NativeSession):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self._endpoints: dict[str, Any] = {
-            k: ctx.config[k] for k in ("listen", "connect", "shared_memory") if k in ctx.config
+            k: ctx.config[k]
+            for k in ("mode", "listen", "connect", "shared_memory")
+            if k in ctx.config
         }
         self._exports: list[str] = []
         self._bridge: Any = None
@@ -178,6 +180,11 @@ class NativeProcBackend(NativeBackend):
         from roboscale.backends.zenoh import BACKEND as ZENOH
 
         return super().version().replace("in-process", f"processes over {ZENOH.version()}")
+
+    def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
+        from roboscale.backends.zenoh import BACKEND as ZENOH
+
+        return ZENOH.start_infrastructure(workdir, where)  # routers, when asked for
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
         from roboscale.backends.zenoh import BACKEND as ZENOH

@@ -87,6 +87,7 @@ class ZenohSession:
             zenoh_config(
                 cfg.get("listen", []),
                 cfg.get("connect", []),
+                mode=cfg.get("mode", "peer"),
                 shared_memory=cfg.get("shared_memory", True),
                 retry_ms=cfg.get("retry_ms"),
             )
@@ -139,6 +140,7 @@ class ZenohBackend:
 
     def __init__(self) -> None:
         self._ports: dict[tuple[str, int], int] = {}
+        self._router_port = 0  # the routers' port while env.zenoh_routers runs them
 
     @property
     def python(self) -> str:
@@ -162,9 +164,20 @@ class ZenohBackend:
             return "eclipse-zenoh (unknown version)"
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
-        return NoInfrastructure()
+        if not where.zenoh_routers:
+            return NoInfrastructure()
+        from roboscale.backends.zenoh_router import ZenohRouters
+
+        # A port of its own: backends sharing the hosts each run their routers.
+        self._router_port = free_port()
+        return ZenohRouters(workdir, where, self._router_port)
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+        if trial.get("zenoh_routers"):  # a client of the router on its own host
+            own = trial.get(f"{role}_address", trial.get("flow_address", "127.0.0.1"))
+            router = f"tcp/{own}:{self._router_port}"
+            local = trial.get("hosts", 1) == 1
+            return {"mode": "client", "listen": [], "connect": [router], "shared_memory": local}
         if "flow_links" in trial:
             return self._flow_config(role, pair, trial)
         port = self._ports.setdefault((str(trial["trial"]), pair), free_port())

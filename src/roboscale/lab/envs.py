@@ -31,6 +31,7 @@ class Placement:
     addresses: list[str] = field(default_factory=lambda: [LOCAL_ADDRESS])
     names: list[str] = field(default_factory=lambda: ["local"])
     facts: dict[str, Any] = field(default_factory=lambda: {"link_profile": "loopback"})
+    zenoh_routers: bool = False
 
     @classmethod
     def of(cls, hostset: Any) -> Placement:
@@ -86,6 +87,7 @@ class Environments:
             if t.emulated:
                 self._hostset = _bring_up(t)
                 self._placement = Placement.of(self._hostset)
+            self._placement.zenoh_routers = t.zenoh_routers
             self._key = t.env_key
         return self._placement
 

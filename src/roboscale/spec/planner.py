@@ -39,6 +39,7 @@ class TrialPlan:
     profiles: str | None = None
     verify_link: bool = True
     subnet: str = "10.231.0.0/24"
+    zenoh_routers: bool = False  # zenoh-based nodes are clients of a router per host
     load_cpu: float = 0.0  # background busy-loop duty cycle on every host
     load_net_mbit: float = 0.0  # background UDP from the first to the last host
     workload: str = "echo"
@@ -57,7 +58,10 @@ class TrialPlan:
     @property
     def env_key(self) -> tuple[Any, ...]:
         """Trials with the same key can share one set of emulated hosts."""
-        return (self.hosts, self.link, self.cpu, self.topology, self.profiles, self.subnet)
+        return (
+            self.hosts, self.link, self.cpu, self.topology, self.profiles, self.subnet,
+            self.zenoh_routers,
+        )  # fmt: skip
 
     def host_of(self, role: str, pair: int) -> int:
         """The host index of a pair's sender or echoer: each sender host talks to every
@@ -214,6 +218,7 @@ def _trial(
         sender_hosts=senders,
         verify_link=env.verify_link,
         subnet=env.subnet,
+        zenoh_routers=env.zenoh_routers,
         load_cpu=env.load_cpu,
         load_net_mbit=env.load_net_mbit,
         workload=var.workload,

@@ -110,6 +110,7 @@ class EnvSettings(Strict):
     pairs_per: Literal["trial", "host_pair"] = "trial"
     verify_link: bool = True
     subnet: str = "10.231.0.0/24"
+    zenoh_routers: bool = False
     load_cpu: float = Field(0.0, ge=0, le=1)
     load_net_mbit: float = Field(0.0, ge=0, le=10_000)
 
@@ -155,6 +156,8 @@ ALLOWED: dict[str, str] = {
     "env.pairs_per": "trial (pairs in total) or host_pair (pairs per sender host x echoer host)",
     "env.verify_link": "true or false: measure the link profile when hosts come up",
     "env.subnet": "an IPv4 subnet for the hosts' addresses, e.g. 10.231.0.0/24",
+    "env.zenoh_routers": "true or false: zenoh and native-proc nodes are clients of a router "
+    "on their host (routers connect to host 0's)",
     "env.load_cpu": "a busy-loop duty cycle from 0 to 1 on every host (or this machine)",
     "env.load_net_mbit": "Mbit/s of UDP from the first to the last host, 0 to 10000 (2+ hosts)",
     "trial": "a mapping of trial settings",

@@ -1,0 +1,122 @@
+"""Zenoh routers, one per host, for the zenoh and native-proc backends (`env.zenoh_routers`).
+
+Instead of peers connecting to each other directly, every node is a Zenoh client
+of the router on its own host, and the routers of the other hosts connect to the
+router of host 0, as a fleet of robots with one router per computer is deployed.
+A router is a Zenoh session in router mode (eclipse-zenoh opens one; no zenohd is
+needed), run as `python -m roboscale.backends.zenoh_router LISTEN [CONNECT...]`:
+it prints READY once listening and ends on SIGTERM or when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from roboscale.backends.base import Where, current_python
+from roboscale.errors import UserError
+
+READY_TIMEOUT_S = 20.0
+
+
+def router_endpoint(address: str, port: int) -> str:
+    return f"tcp/{address}:{port}"
+
+
+class ZenohRouters:
+    """One router per host of `where`; stop() ends them all."""
+
+    def __init__(self, workdir: Path, where: Where, port: int) -> None:
+        self.env: dict[str, str] = {}
+        self.port = port
+        self._procs: list[subprocess.Popen[bytes]] = []
+        first = router_endpoint(where.addresses[0], port)
+        try:
+            for i, (prefix, address) in enumerate(
+                zip(where.prefixes, where.addresses, strict=True)
+            ):
+                connect = [first] if i else []
+                log = workdir / f"router-{i}.log"
+                self._procs.append(
+                    self._start(prefix, router_endpoint(address, port), connect, log)
+                )
+        except BaseException:
+            self.stop()
+            raise
+
+    @staticmethod
+    def _start(
+        prefix: list[str], listen: str, connect: list[str], log: Path
+    ) -> subprocess.Popen[bytes]:
+        argv = [
+            *prefix,
+            current_python(),
+            "-m",
+            "roboscale.backends.zenoh_router",
+            listen,
+            *connect,
+        ]
+        with log.open("wb") as err:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                start_new_session=True,
+            )  # fmt: skip
+        ready = threading.Event()
+
+        def wait_ready() -> None:
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() == b"READY":
+                ready.set()
+
+        threading.Thread(target=wait_ready, daemon=True).start()
+        if not ready.wait(READY_TIMEOUT_S):
+            _end(proc)
+            raise UserError(f"the Zenoh router on {listen} did not start; see {log}")
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self._procs):
+            _end(proc)
+        self._procs.clear()
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def main(argv: list[str]) -> int:
+    import zenoh
+
+    from roboscale.backends.zenoh import zenoh_config
+
+    listen, *connect = argv
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+
+    def until_stdin_closes() -> None:
+        sys.stdin.read()
+        done.set()
+
+    threading.Thread(target=until_stdin_closes, daemon=True).start()
+    session: Any = zenoh.open(zenoh_config([listen], connect, mode="router", shared_memory=False))
+    print("READY", flush=True)
+    done.wait()
+    session.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -238,11 +238,13 @@ def _against(
         return None  # every line is one point: the axis varies only with something else
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.subplots()
+    lowest: list[float] = []
     for i, key in enumerate(sorted(lines)):
         points = lines[key]
         xs = sorted(points)
         pooled = [_pooled_rtt(points[x], records_of) for x in xs]
         mean = np.array([p.mean() / 1e3 if p.size else np.nan for p in pooled])
+        lowest.append(float(np.nanmin(mean)))
         std = np.array([p.std(ddof=1) / 1e3 if p.size > 1 else 0.0 for p in pooled])
         low = np.minimum(std, mean * 0.999)  # error bars stay above zero on a log axis
         backend, payload, rate, env = key
@@ -253,6 +255,9 @@ def _against(
     if axis == "pairs":
         ax.set_yscale("log")
         ax.set_xscale("log", base=2)
+        # A std wider than the mean would reach towards zero on a log axis: the bars
+        # run off the bottom instead of squashing the means into the top.
+        ax.set_ylim(bottom=0.3 * min(lowest))
     else:
         ax.set_ylim(bottom=0)
     ax.set_xticks(sorted({x for points in lines.values() for x in points}))

@@ -63,7 +63,11 @@ class NullSession:
 
 
 def receive_side_ns(total: int) -> tuple[float, float]:
-    cfg = EchoConfig(0, "a", "b", MessageKind("text", 11), 1.0, total, 0, 0.0, 0, 0, False, 1.0)
+    cfg = EchoConfig(
+        pair=0, topic_out="a", topic_back="b", kind=MessageKind("text", 11), rate_hz=1.0,
+        messages=total, warmup=0, drain_s=0.0, publisher_queue=0, subscriber_queue=0,
+        wait_for_match=False, match_timeout_s=1.0,
+    )  # fmt: skip
     sender = Sender(NullSession(), cfg)  # type: ignore[arg-type]
     t0 = time.perf_counter_ns()
     for i in range(total):

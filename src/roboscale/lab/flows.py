@@ -21,7 +21,6 @@ from roboscale.lab.envs import Placement, spawn_node
 from roboscale.lab.nodes import READY_GRACE_S, NodeProcess, await_line
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
-from roboscale.spec.payloads import payload_kind
 from roboscale.spec.planner import TrialPlan
 
 
@@ -54,15 +53,7 @@ def flow_config(t: TrialPlan, node: int) -> dict[str, Any]:
         "topic_in": topic_in,
         "topic_out": topic_out,
         "topic_ack": f"/t{t.index:04d}/ack",
-        "kind": {"kind": payload_kind(t.payload), "size": t.payload_bytes},
-        "rate_hz": t.rate_hz,
-        "messages": t.messages,
-        "warmup": t.warmup,
-        "drain_s": t.drain_s,
-        "publisher_queue": t.publisher_queue,
-        "subscriber_queue": t.subscriber_queue,
-        "wait_for_match": t.mode != "thesis_compat",
-        "match_timeout_s": t.match_timeout_s,
+        **t.stream_settings(),
         "ack": t.ack,
     }
 

@@ -16,7 +16,6 @@ from roboscale.lab.flows import collect_flow, run_flow_nodes
 from roboscale.lab.nodes import READY_GRACE_S, NodeProcess, await_line
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
-from roboscale.spec.payloads import payload_kind
 from roboscale.spec.planner import TrialPlan
 
 
@@ -26,15 +25,7 @@ def _echo_config(t: TrialPlan, pair: int) -> dict[str, Any]:
         "pair": pair,
         "topic_out": f"/{prefix}/chatter_m_{pair}",
         "topic_back": f"/{prefix}/chatter_s_{pair}",
-        "kind": {"kind": payload_kind(t.payload), "size": t.payload_bytes},
-        "rate_hz": t.rate_hz,
-        "messages": t.messages,
-        "warmup": t.warmup,
-        "drain_s": t.drain_s,
-        "publisher_queue": t.publisher_queue,
-        "subscriber_queue": t.subscriber_queue,
-        "wait_for_match": t.mode != "thesis_compat",
-        "match_timeout_s": t.match_timeout_s,
+        **t.stream_settings(),
     }
 
 

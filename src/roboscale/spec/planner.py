@@ -7,6 +7,7 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from roboscale.spec.payloads import payload_kind
 from roboscale.spec.schema import Spec, Sweep
 
 
@@ -49,6 +50,20 @@ class TrialPlan:
 
     def params(self) -> dict[str, Any]:
         return asdict(self)
+
+    def stream_settings(self) -> dict[str, Any]:
+        """The paced stream's settings, as every workload's node config holds them."""
+        return {
+            "kind": {"kind": payload_kind(self.payload), "size": self.payload_bytes},
+            "rate_hz": self.rate_hz,
+            "messages": self.messages,
+            "warmup": self.warmup,
+            "drain_s": self.drain_s,
+            "publisher_queue": self.publisher_queue,
+            "subscriber_queue": self.subscriber_queue,
+            "wait_for_match": self.mode != "thesis_compat",
+            "match_timeout_s": self.match_timeout_s,
+        }
 
     @property
     def emulated(self) -> bool:

@@ -13,7 +13,7 @@ import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from roboscale.backends.base import MessageKind, Publisher, Session
 from roboscale.records.raw import new_column
@@ -22,11 +22,10 @@ monotonic_ns = time.monotonic_ns
 PROBE_INTERVAL_S = 0.05
 
 
-@dataclass
-class EchoConfig:
-    pair: int
-    topic_out: str
-    topic_back: str
+@dataclass(kw_only=True)
+class StreamConfig:
+    """How a paced stream is sent and received: what every workload shares."""
+
     kind: MessageKind
     rate_hz: float
     messages: int
@@ -42,10 +41,17 @@ class EchoConfig:
         return self.warmup + self.messages
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EchoConfig:
+    def from_dict(cls, d: dict[str, Any]) -> Self:
         fields = dict(d)
         fields["kind"] = MessageKind(**d["kind"])
         return cls(**fields)
+
+
+@dataclass(kw_only=True)
+class EchoConfig(StreamConfig):
+    pair: int
+    topic_out: str
+    topic_back: str
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 
 from roboscale.backends.base import MessageKind, Session
 from roboscale.records.raw import new_column
-from roboscale.workloads.echo import PROBE_INTERVAL_S, Counters, pace
+from roboscale.workloads.echo import PROBE_INTERVAL_S, Counters, StreamConfig, pace
 
 monotonic_ns = time.monotonic_ns
 ACK_SLOTS = 64  # > the most measuring nodes; ids stay in ROS 1's int32 up to 30 M messages
@@ -40,34 +40,15 @@ def split_ack(ack: int) -> tuple[int, int]:
     return (seq, node) if ack >= 0 else (-seq, node)
 
 
-@dataclass
-class FlowConfig:
+@dataclass(kw_only=True)
+class FlowConfig(StreamConfig):
     workload: str
     node: int  # 0: the publisher; 1..nodes: measuring nodes
     nodes: int
     topic_in: str  # what a measuring node reads
     topic_out: str  # the publisher's topic, a chain hop's next topic, "" for none
     topic_ack: str
-    kind: MessageKind
-    rate_hz: float
-    messages: int
-    warmup: int
-    drain_s: float
-    publisher_queue: int
-    subscriber_queue: int
-    wait_for_match: bool
-    match_timeout_s: float
     ack: bool
-
-    @property
-    def total(self) -> int:
-        return self.warmup + self.messages
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FlowConfig:
-        fields = dict(d)
-        fields["kind"] = MessageKind(**d["kind"])
-        return cls(**fields)
 
 
 def _wait(done: Any, seconds: float) -> None:

@@ -372,8 +372,8 @@ class ChaosMonkey:
             if due > now:
                 await asyncio.sleep(due - now)
                 now = loop.time()
-            if now >= end:
-                break
+            if now >= end + (end - t0):
+                break  # bounded in time too: far behind a slow machine, at twice the duration
             batch = 0
             while i < total and t0 + i / rate <= now and batch < MAX_BATCH:
                 self._kill_one()

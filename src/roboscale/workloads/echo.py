@@ -54,6 +54,20 @@ class EchoConfig(StreamConfig):
     topic_back: str
 
 
+def probe_until_matched(pub: Publisher, matched: threading.Event, cfg: StreamConfig) -> bool:
+    """Send probes (negative ids) until `matched` is set by their answers, or time out."""
+    if not cfg.wait_for_match:
+        return True
+    deadline = time.monotonic() + cfg.match_timeout_s
+    probe = -1
+    while time.monotonic() < deadline:
+        pub.send(probe, monotonic_ns())
+        if matched.wait(PROBE_INTERVAL_S):
+            return True
+        probe -= 1
+    return False
+
+
 @dataclass
 class Counters:
     received: int = 0
@@ -113,16 +127,7 @@ class Sender:
 
     def wait_for_match(self) -> bool:
         """Probe until one echo returns, so that connection setup is never counted as loss."""
-        if not self.cfg.wait_for_match:
-            return True
-        deadline = time.monotonic() + self.cfg.match_timeout_s
-        probe = -1
-        while time.monotonic() < deadline:
-            self._pub.send(probe, monotonic_ns())
-            if self._matched.wait(PROBE_INTERVAL_S):
-                return True
-            probe -= 1
-        return False
+        return probe_until_matched(self._pub, self._matched, self.cfg)
 
     def run(self) -> None:
         start = monotonic_ns() + 1_000_000

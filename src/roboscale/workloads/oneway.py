@@ -22,7 +22,7 @@ from typing import Any
 
 from roboscale.backends.base import MessageKind, Session
 from roboscale.records.raw import new_column
-from roboscale.workloads.echo import PROBE_INTERVAL_S, Counters, StreamConfig, pace
+from roboscale.workloads.echo import Counters, StreamConfig, pace, probe_until_matched
 
 monotonic_ns = time.monotonic_ns
 ACK_SLOTS = 64  # > the most measuring nodes; ids stay in ROS 1's int32 up to 30 M messages
@@ -92,16 +92,7 @@ class Source:
 
     def wait_for_match(self) -> bool:
         """Probe until every measuring node acknowledged one probe."""
-        if not self.cfg.wait_for_match:
-            return True
-        deadline = time.monotonic() + self.cfg.match_timeout_s
-        probe = -1
-        while time.monotonic() < deadline:
-            self._pub.send(probe, monotonic_ns())
-            if self._matched.wait(PROBE_INTERVAL_S):
-                return True
-            probe -= 1
-        return False
+        return probe_until_matched(self._pub, self._matched, self.cfg)
 
     def run(self) -> None:
         cfg = self.cfg

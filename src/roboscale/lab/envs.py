@@ -16,7 +16,7 @@ from typing import Any
 
 from roboscale.backends.base import Backend, Infrastructure
 from roboscale.errors import UserError
-from roboscale.lab.nodes import NodeProcess, spawn
+from roboscale.lab.nodes import NodeProcess, await_line, spawn
 from roboscale.spec.planner import TrialPlan
 
 LOCAL_ADDRESS = "127.0.0.1"
@@ -52,6 +52,53 @@ def spawn_node(
     host = cfg["host_index"]
     env = {**infra.env, **where.envs[host]}
     return spawn(backend.python, cfg, raw, env, where.prefixes[host])
+
+
+@dataclass(frozen=True)
+class AgentProtocol:
+    """How a workload's agents are driven: which roles pace (GO, then DONE) and which
+    are stopped after them (STOP, then DONE), with the bounds of each wait."""
+
+    pacers: tuple[str, ...]
+    stopped: tuple[str, ...]
+    done_timeout_s: float
+    stop_timeout_s: float
+    close: bool = False  # a final CLOSE, so that every node drains before any closes
+
+
+def run_stages(
+    backend: Backend,
+    infra: Infrastructure,
+    stages: list[list[dict[str, Any]]],
+    raw: Path,
+    where: Placement,
+    ready_timeout_s: float,
+    protocol: AgentProtocol,
+) -> None:
+    """Start each stage's agents and wait for READY, then GO, DONE, STOP: every wait is
+    bounded, and any failure kills every agent."""
+    nodes: list[NodeProcess] = []
+    try:
+        for configs in stages:
+            group = [spawn_node(backend, infra, cfg, raw, where) for cfg in configs]
+            nodes += group
+            await_line(group, "READY", ready_timeout_s)
+        pacers = [n for n in nodes if n.role in protocol.pacers]
+        stopped = [n for n in nodes if n.role in protocol.stopped]
+        for n in pacers:
+            n.send("GO")
+        await_line(pacers, "DONE", protocol.done_timeout_s)
+        for n in stopped:
+            n.send("STOP")
+        await_line(stopped, "DONE", protocol.stop_timeout_s)
+        for n in nodes if protocol.close else []:
+            n.send("CLOSE")
+        for n in nodes:
+            with contextlib.suppress(Exception):
+                n.proc.wait(10)
+    finally:
+        for n in nodes:
+            n.kill()
 
 
 def check_placement(backend: Backend, t: TrialPlan) -> None:

@@ -9,7 +9,6 @@ is the difference of consecutive nodes' arrivals.
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from roboscale.backends.base import Backend, Infrastructure
-from roboscale.lab.envs import Placement, spawn_node
-from roboscale.lab.nodes import READY_GRACE_S, NodeProcess, await_line
+from roboscale.lab.envs import AgentProtocol, Placement, run_stages
+from roboscale.lab.nodes import READY_GRACE_S
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.planner import TrialPlan
@@ -105,28 +104,14 @@ def run_flow_nodes(
     else:
         sinks = [node_config(backend, t, k, raw, where) for k in range(1, t.measured_nodes + 1)]
         stages = [sinks, [node_config(backend, t, 0, raw, where)]]
-    nodes: list[NodeProcess] = []
-    try:
-        for configs in stages:
-            group = [spawn_node(backend, infra, cfg, raw, where) for cfg in configs]
-            nodes += group
-            await_line(group, "READY", t.match_timeout_s + READY_GRACE_S)
-        publishers = [n for n in nodes if n.role in ("source", "group")]
-        sinks_ = [n for n in nodes if n.role == "sink"]
-        for n in publishers:
-            n.send("GO")
-        await_line(publishers, "DONE", t.intended_duration_s * 3 + t.drain_s * 2 + 30)
-        for n in sinks_:
-            n.send("STOP")
-        await_line(sinks_, "DONE", t.drain_s + 30)
-        for n in nodes:
-            n.send("CLOSE")  # nodes kept their sessions open until every node drained
-        for n in nodes:
-            with contextlib.suppress(Exception):
-                n.proc.wait(10)
-    finally:
-        for n in nodes:
-            n.kill()
+    protocol = AgentProtocol(
+        pacers=("source", "group"),
+        stopped=("sink",),
+        done_timeout_s=t.intended_duration_s * 3 + t.drain_s * 2 + 30,
+        stop_timeout_s=t.drain_s + 30,
+        close=True,  # nodes keep their sessions open until every node drained
+    )
+    run_stages(backend, infra, stages, raw, where, t.match_timeout_s + READY_GRACE_S, protocol)
 
 
 def collect_flow(

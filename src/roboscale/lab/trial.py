@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -11,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 
 from roboscale.backends.base import Backend, Infrastructure
-from roboscale.lab.envs import Placement, spawn_node
+from roboscale.lab.envs import AgentProtocol, Placement, run_stages
 from roboscale.lab.flows import collect_flow, run_flow_nodes
-from roboscale.lab.nodes import READY_GRACE_S, NodeProcess, await_line
+from roboscale.lab.nodes import READY_GRACE_S
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.planner import TrialPlan
@@ -82,32 +81,15 @@ def run_nodes(
     if t.workload != "echo":
         run_flow_nodes(backend, infra, t, raw, where)
         return
-    nodes: list[NodeProcess] = []
-    stages = ["pair"] if backend.placement == "pair" else ["echoer", "sender"]
-    try:
-        for role in stages:
-            group = [
-                spawn_node(
-                    backend, infra, _agent_config(backend, t, role, p, raw, where), raw, where
-                )
-                for p in range(t.pairs)
-            ]
-            nodes += group
-            await_line(group, "READY", t.match_timeout_s + READY_GRACE_S)
-        senders = [n for n in nodes if n.role in ("sender", "pair")]
-        echoers = [n for n in nodes if n.role == "echoer"]
-        for n in senders:
-            n.send("GO")
-        await_line(senders, "DONE", t.intended_duration_s * 3 + t.drain_s + 30)
-        for n in echoers:
-            n.send("STOP")
-        await_line(echoers, "DONE", 30)
-        for n in nodes:
-            with contextlib.suppress(Exception):
-                n.proc.wait(10)
-    finally:
-        for n in nodes:
-            n.kill()
+    roles = ["pair"] if backend.placement == "pair" else ["echoer", "sender"]
+    stages = [[_agent_config(backend, t, r, p, raw, where) for p in range(t.pairs)] for r in roles]
+    protocol = AgentProtocol(
+        pacers=("sender", "pair"),
+        stopped=("echoer",),
+        done_timeout_s=t.intended_duration_s * 3 + t.drain_s + 30,
+        stop_timeout_s=30,
+    )
+    run_stages(backend, infra, stages, raw, where, t.match_timeout_s + READY_GRACE_S, protocol)
 
 
 def collect(

@@ -22,7 +22,7 @@ from roboscale.analysis.plots import (
     _patch,
     _size_label,
 )
-from roboscale.analysis.stats import Z80, FloatArray
+from roboscale.analysis.stats import FloatArray, distribution
 from roboscale.analysis.tables import env_label
 
 Entry = dict[str, Any]
@@ -97,11 +97,11 @@ def flow_boxes(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None
 
 
 def mean_ci80(values: FloatArray) -> tuple[float, float]:
-    """Mean and the half-width of its 80 % confidence interval (normal approximation)."""
-    if values.size == 0:
+    """Mean and the half-width of its 80 % confidence interval (stats.distribution's)."""
+    d = distribution(values)
+    if d["mean"] is None or d["ci80_high"] is None:
         return math.nan, 0.0
-    std = float(values.std(ddof=1)) if values.size > 1 else 0.0
-    return float(values.mean()), Z80 * std / math.sqrt(values.size)
+    return d["mean"], d["ci80_high"] - d["mean"]
 
 
 def flow_means(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from roboscale.analysis.verdict import Thresholds, judge
+from roboscale.analysis.verdict import Thresholds, Verdict, judge
 
 TH = Thresholds(min_rate_ratio=0.95, max_loss=0.01, growth_factor=2.0, growth_floor_us=200.0)
 
@@ -37,3 +37,27 @@ def test_thresholds_are_parameters() -> None:
     loose = Thresholds(min_rate_ratio=0.5, max_loss=0.5, growth_factor=10, growth_floor_us=0)
     assert judge(loose, 0.6, 0.4, 100.0, 900.0).sustained
     assert "95%" in TH.describe() and "200 us" in TH.describe()
+
+
+def test_latency_ceiling_is_off_by_default() -> None:
+    assert judge(TH, 1.0, 0.0, 40_000.0, 44_000.0, 44_000.0).sustained
+    assert "ceiling" not in " ".join(judge(TH, 1.0, 0.0, 1.0, 1.0, 9e9).reasons())
+
+
+def test_latency_ceiling_fails_a_standing_queue() -> None:
+    capped = Thresholds(max_p99_us=10_000.0)
+    assert judge(capped, 1.0, 0.0, 9_000.0, 9_000.0, 10_000.0).sustained  # inclusive
+    v = judge(capped, 1.0, 0.0, 40_000.0, 44_000.0, 44_000.0)
+    assert v.growth_ok and not v.latency_ok and not v.sustained
+    assert v.reasons() == ["99th percentile latency 44000 us over the ceiling"]
+    assert "99th percentile RTT <= 10000 us" in capped.describe()
+
+
+def test_latency_ceiling_not_judged_without_replies() -> None:
+    assert judge(Thresholds(max_p99_us=1.0), 1.0, 0.0, None, None, None).latency_ok
+
+
+def test_verdicts_stored_before_the_ceiling_still_load() -> None:
+    old = judge(TH, 1.0, 0.0, 1.0, 1.0).to_dict()
+    del old["latency_ok"], old["p99_us"]
+    assert Verdict(**old).sustained

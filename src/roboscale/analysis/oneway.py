@@ -112,7 +112,9 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
     lasts = [la for _, la in quarters if la is not None]
     first = float(np.median(firsts)) if firsts else None
     last = float(np.median(lasts)) if lasts else None
-    verdict = judge(th, min(ratio, 1.0) if math.isfinite(ratio) else 1.0, loss, first, last)
+    headline = distribution(primary_us(flow, workload))
+    ratio = min(ratio, 1.0) if math.isfinite(ratio) else 1.0
+    verdict = judge(th, ratio, loss, first, last, headline["p99"])
     return {
         **params,
         "sent": sent,
@@ -122,7 +124,7 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
         "achieved_rate_hz": rate,
         "achieved_rate_min_hz": rate,
         "rtt_us": distribution(flow.rtt_us.ravel()),
-        "one_way_us": distribution(primary_us(flow, workload)),
+        "one_way_us": headline,
         "send_lag_us": distribution((flow.sent - flow.intended) / 1e3),
         "per_node": per_node(flow, workload),
         "sustained": verdict.sustained,

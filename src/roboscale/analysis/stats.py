@@ -81,7 +81,9 @@ def summarize_trial(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
     target = float(params["rate_hz"])
     ratio = min(measured) / target if measured else 1.0
     first, last = _growth(senders, rtt)
-    verdict = judge(th, min(ratio, 1.0) if math.isfinite(ratio) else 1.0, loss, first, last)
+    rtt_dist = distribution(rtt)
+    ratio = min(ratio, 1.0) if math.isfinite(ratio) else 1.0
+    verdict = judge(th, ratio, loss, first, last, rtt_dist["p99"])
     return {
         **params,
         "sent": sent,
@@ -90,7 +92,7 @@ def summarize_trial(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
         "loss": loss,
         "achieved_rate_hz": float(np.mean(measured)) if measured else None,
         "achieved_rate_min_hz": min(measured) if measured else None,
-        "rtt_us": distribution(rtt),
+        "rtt_us": rtt_dist,
         "one_way_us": distribution(one_way),
         "send_lag_us": distribution(lag),
         "sustained": verdict.sustained,

@@ -120,6 +120,7 @@ class VerdictSettings(Strict):
     max_loss: float = Field(0.01, ge=0, le=1)
     growth_factor: float = Field(2.0, ge=1)
     growth_floor_us: float = Field(200.0, ge=0)
+    max_p99_us: float | None = Field(None, gt=0)
 
 
 class Spec(Strict):
@@ -178,4 +179,5 @@ ALLOWED: dict[str, str] = {
     "verdict.max_loss": "a fraction from 0 to 1",
     "verdict.growth_factor": "a factor >= 1 (last/first quarter median RTT)",
     "verdict.growth_floor_us": "microseconds >= 0",
+    "verdict.max_p99_us": "microseconds above 0 (ceiling on the 99th percentile RTT), or absent",
 }

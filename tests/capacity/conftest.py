@@ -21,22 +21,25 @@ class Truth:
     per_node: float = 0.008  # cores per live node
     per_message: float = 40e-6  # CPU seconds per message crossing the host
     per_byte: float = 2e-9  # CPU seconds per byte
+    per_numeric_byte: float = 20e-9  # CPU seconds per byte of a numeric array (laserscan)
     cpu_budget: float = 1.6  # cores
     link_budget: float = math.inf  # bytes/s
 
-    def demand(self, nodes: float, rate: float, size: float) -> float:
-        return nodes * (self.per_node + self.per_message * rate + self.per_byte * rate * size)
+    def per_node_cost(self, rate: float, size: float, numeric: bool = False) -> float:
+        byte = self.per_numeric_byte if numeric else self.per_byte
+        return self.per_node + self.per_message * rate + byte * rate * size
 
-    def sustained(self, nodes: float, rate: float, size: float) -> bool:
+    def demand(self, nodes: float, rate: float, size: float, numeric: bool = False) -> float:
+        return nodes * self.per_node_cost(rate, size, numeric)
+
+    def sustained(self, nodes: float, rate: float, size: float, numeric: bool = False) -> bool:
         return (
-            self.demand(nodes, rate, size) <= self.cpu_budget
+            self.demand(nodes, rate, size, numeric) <= self.cpu_budget
             and nodes * rate * size <= self.link_budget
         )
 
-    def max_nodes(self, rate: float, size: float) -> float:
-        cpu = self.cpu_budget / (
-            self.per_node + self.per_message * rate + self.per_byte * rate * size
-        )
+    def max_nodes(self, rate: float, size: float, numeric: bool = False) -> float:
+        cpu = self.cpu_budget / self.per_node_cost(rate, size, numeric)
         return min(cpu, self.link_budget / (rate * size))
 
 
@@ -59,15 +62,19 @@ def synthetic(
     backend: str = "native",
     host: str = "hostname=a",
     source: str = "results/a",
+    numeric: Sequence[int] = (),
 ) -> list[Observation]:
+    """Trials of every size x rate x nodes x run; sizes listed in `numeric` are laserscans
+    (arrays of numbers, priced by `per_numeric_byte`)."""
     rng = np.random.default_rng(seed)
     out = []
     for size in sizes:
+        kind = size in numeric
         for rate in rates:
             for n in nodes:
                 for run in range(runs):
                     pairs = n // 2
-                    ok = truth.sustained(n, rate, size)
+                    ok = truth.sustained(n, rate, size, kind)
                     count = messages(rate) if callable(messages) else messages
                     stream = count / rate
                     alive = stream + 1.0
@@ -75,7 +82,7 @@ def synthetic(
                     # Nodes cost CPU while alive, messages only while streaming; an
                     # overloaded host uses no more than its budget.
                     idle = alive * n * truth.per_node
-                    busy = stream * (truth.demand(n, rate, size) - n * truth.per_node)
+                    busy = stream * (truth.demand(n, rate, size, kind) - n * truth.per_node)
                     ready = min(idle + busy, alive * truth.cpu_budget)
                     ready *= 1 + noise * rng.standard_normal()
                     cpu = truth.start_s * n * (1 + noise * rng.standard_normal()) + ready
@@ -85,7 +92,7 @@ def synthetic(
                             trial=f"{backend}-{size}-{rate:g}-{n}-{run}",
                             backend=backend,
                             host=host,
-                            payload=f"{size}B",
+                            payload="laserscan" if kind else f"{size}B",
                             payload_bytes=size,
                             rate_hz=rate,
                             pairs=pairs,

@@ -28,22 +28,31 @@ def model_path(
 
 def test_round_trip_keeps_parameters_draws_and_facts(model_path: Path) -> None:
     raw = json.loads(model_path.read_text())  # strict JSON: no Infinity tokens
-    assert raw["format_version"] == 1 and raw["backend"] == "native"
+    assert raw["format_version"] == 2 and raw["backend"] == "native"
     assert raw["models"]["two_resource"]["params"]["link_budget_bytes_s"] == "inf"
     m = modelfile.load(model_path)
     assert m.host["hostname"] == "a" and m.fitted_range.nodes == (2.0, 256.0)
     two = m.models["two_resource"]
     assert math.isinf(two.params["link_budget_bytes_s"])
-    assert two.draws.shape[1] == 5 and two.draws.shape[0] > 5
-    assert np.isfinite(two.draws[:, 3]).all()
+    assert two.draws.shape[1] == 6 and two.draws.shape[0] > 5
+    assert np.isfinite(two.draws[:, 4]).all()  # the CPU budget
 
 
 def test_unknown_version_is_refused(model_path: Path) -> None:
     raw = json.loads(model_path.read_text())
     raw["format_version"] = 99
     model_path.write_text(json.dumps(raw))
-    with pytest.raises(UserError, match=r"format_version: 99 is not supported .*\(supported: 1\)"):
+    with pytest.raises(UserError, match=r"format_version: 99 is not supported .*\(supported: 2\)"):
         modelfile.load(model_path)
+
+
+def test_a_version_1_model_asks_for_a_refit(model_path: Path) -> None:
+    raw = json.loads(model_path.read_text())
+    raw["format_version"] = 1  # before numeric arrays had their own byte cost
+    model_path.write_text(json.dumps(raw))
+    with pytest.raises(UserError, match=r"format_version: 1 is not supported") as e:
+        modelfile.load(model_path)
+    assert "roboscale capacity fit" in (e.value.hint or "")
 
 
 def test_other_json_is_refused(tmp_path: Path) -> None:

@@ -27,12 +27,39 @@ def test_two_resource_recovers_known_parameters(make_trials: Make, truth: type) 
     assert all(se is not None and se >= 0 for se in m.stderr.values() if se is not None)
 
 
+def test_numeric_arrays_get_their_own_byte_cost(make_trials: Make, truth: type) -> None:
+    t = truth()
+    m = fit_two_resource(make_trials(t, numeric=(4250,)), draws=20)
+    p = m.params
+    assert p["cpu_s_per_byte"] == pytest.approx(t.per_byte, rel=0.15)
+    assert p["cpu_s_per_numeric_byte"] == pytest.approx(t.per_numeric_byte, rel=0.15)
+    assert m.details["kinds_fitted"] == {"bytes": True, "numeric": True}
+    for rate in (10.0, 100.0):
+        scan = max_nodes(m, 4250, rate, numeric=True)[0]
+        assert scan == pytest.approx(t.max_nodes(rate, 4250, True), rel=0.15)
+        assert scan < max_nodes(m, 4250, rate)[0]
+
+
+def test_a_kind_never_fitted_is_priced_like_the_other(make_trials: Make, truth: type) -> None:
+    m = fit_two_resource(make_trials(truth()), draws=10)
+    assert m.params["cpu_s_per_numeric_byte"] == m.params["cpu_s_per_byte"]
+    assert m.details["kinds_fitted"] == {"bytes": True, "numeric": False}
+
+
 def test_link_budget_is_recovered_when_it_binds(make_trials: Make, truth: type) -> None:
     t = truth(link_budget=2e8)
     m = fit_two_resource(make_trials(t, noise=0.0), draws=20)
     low, high = m.details["link_bracket_bytes_s"]
     assert low <= t.link_budget < high
     assert m.details["misclassified"] == 0
+
+
+def test_no_link_budget_is_fitted_on_loopback(make_trials: Make, truth: type) -> None:
+    t = truth(link_budget=2e8)  # a byte limit the trials show, but no link was crossed
+    obs = make_trials(t, noise=0.0, host="hostname=a|link_profile=loopback")
+    m = fit_two_resource(obs, draws=10)
+    assert math.isinf(m.params["link_budget_bytes_s"])
+    assert all(math.isinf(v) for v in m.draws[:, 5])
 
 
 def test_two_resource_explains_what_cslv_cannot(make_trials: Make, truth: type) -> None:

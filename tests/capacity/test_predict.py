@@ -44,3 +44,16 @@ def test_max_rate_prediction(make_trials: Make, truth: type) -> None:
     assert abs(p.value - 1.6 / 64 - 0) > 0  # a number, not a placeholder
     assert t.sustained(64, p.value * 0.9, 4250)
     assert not t.sustained(64, p.value * 1.1, 4250)
+
+
+def test_a_payload_kind_never_fitted_is_answered_with_a_warning(
+    make_trials: Make, truth: type
+) -> None:
+    obs = make_trials(truth())  # blocks of bytes only
+    model, span = fit_all(obs, draws=10)["two_resource"], FittedRange.of(obs)
+    assert predict_max_nodes(model, span, 4250, 20).warnings == ()
+    scan = predict_max_nodes(model, span, 4250, 20, numeric=True)
+    assert any("no trial with arrays of numbers (laserscan)" in w for w in scan.warnings)
+    assert any(
+        "no trial with arrays" in w for w in predict_max_rate(model, span, 8, 4250, True).warnings
+    )

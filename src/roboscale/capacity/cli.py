@@ -163,14 +163,16 @@ def _save_figures(folder: Path, figures: dict[str, Any]) -> list[str]:
 # --- predict -----------------------------------------------------------------------------
 
 
-def _size(text: str) -> int:
-    from roboscale.spec.payloads import parse_payload
+def _size(text: str) -> tuple[int, bool]:
+    """Bytes of the --size payload, and whether it is an array of numbers (laserscan)."""
+    from roboscale.spec.payloads import is_numeric, parse_payload
 
     value: object = int(text) if text.strip().isdigit() else text
     try:
-        return parse_payload(value)[1]
+        name, size = parse_payload(value)
     except ValueError as e:
         raise UserError(f"--size: {e}") from None
+    return size, is_numeric(name)
 
 
 def cmd_predict(args: argparse.Namespace, console: Console) -> int:
@@ -180,14 +182,15 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
     if (args.rate is None) == (args.nodes is None):
         raise UserError("give either --rate (predicts max nodes) or --nodes (predicts max rate)")
     model = modelfile.load(args.model)
-    size = _size(args.size)
-    span = model.fitted_range
+    size, numeric = _size(args.size)
+    span, models = model.fitted_range, model.models.values()
+    what = f"{size} B {'numeric arrays' if numeric else 'messages'}"
     if args.rate is not None:
-        preds = [predict_max_nodes(m, span, size, args.rate) for m in model.models.values()]
-        ask = f"max nodes for {size} B messages at {args.rate:g} Hz"
+        preds = [predict_max_nodes(m, span, size, args.rate, numeric) for m in models]
+        ask = f"max nodes for {what} at {args.rate:g} Hz"
     else:
-        preds = [predict_max_rate(m, span, args.nodes, size) for m in model.models.values()]
-        ask = f"max rate per sender for {args.nodes:g} nodes with {size} B messages"
+        preds = [predict_max_rate(m, span, args.nodes, size, numeric) for m in models]
+        ask = f"max rate per sender for {args.nodes:g} nodes with {what}"
     if args.json:
         console.print_json(
             json.dumps(

@@ -16,6 +16,7 @@ from typing import Any
 from roboscale.errors import UserError
 from roboscale.records.schema import METADATA_FILE, SUMMARY_FILE, TRIALS_DIR
 from roboscale.records.store import read_json, read_run, read_summary
+from roboscale.spec.payloads import is_numeric
 
 # Host facts that decide capacity. Kernel or Python patch updates are left out on
 # purpose: refusing a fit over them would be noise, and they are kept in the model file.
@@ -58,6 +59,16 @@ class Observation:
     @property
     def nodes(self) -> int:
         return 2 * self.pairs
+
+    @property
+    def on_loopback(self) -> bool:
+        """Whether the trial's messages stayed on one machine (no emulated link crossed)."""
+        return "link_profile=loopback" in self.host.split("|")
+
+    @property
+    def numeric(self) -> bool:
+        """Whether the payload is an array of numbers (its bytes are priced apart)."""
+        return is_numeric(self.payload)
 
     @property
     def config(self) -> tuple[int, float]:

@@ -26,8 +26,9 @@ from roboscale.errors import UserError
 from roboscale.records.store import read_json, read_run, write_json
 
 MODEL_FORMAT = "roboscale-capacity-model"
-MODEL_FORMAT_VERSION = 1
-SUPPORTED_MODEL_VERSIONS = frozenset({1})
+# 2: the two-resource model prices bytes of numeric arrays apart (cpu_s_per_numeric_byte).
+MODEL_FORMAT_VERSION = 2
+SUPPORTED_MODEL_VERSIONS = frozenset({2})
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,14 @@ fewest trials, with the bracket between the loads on either side of it.
 
 Two-resource model: a trial needs CPU u = c_node N + c_msg N f + c_byte N f S (in
 cores; N f is the messages per second that cross the host, each out and back) and
-link bandwidth N f S (bytes/s). It is sustained while u <= B_cpu and N f S <= B_link;
-the tighter budget binds. The costs come from the CPU the lab accounts to the node
-processes (non-negative least squares on sustained trials, where demand equals use);
-the budgets come from the sustained/unsustained boundary. Per-node cost makes many
+link bandwidth N f S (bytes/s). The byte cost depends on what the bytes are: a
+block (text, image, raw bytes) or an array of numbers (a LaserScan), which ROS 1
+serializes element by element; each has its own c_byte. A trial is sustained
+while u <= B_cpu and N f S <= B_link: the tighter budget binds. The costs come from
+the CPU the lab accounts to the node processes (non-negative least squares on
+sustained trials, where demand equals use); the budgets come from the
+sustained/unsustained boundary. Trials that all stayed on loopback crossed no
+link, so their link budget is unbounded, not fitted. Per-node cost makes many
 nodes at 1 Hz fail, per-message cost makes tiny messages fail at high rates: CSLV,
 being linear in S, can express neither.
 
@@ -28,6 +32,7 @@ import numpy as np
 
 from roboscale.capacity.data import Observation
 from roboscale.capacity.fitting import (
+    UNBOUNDED,
     BoolArray,
     Boundary,
     FloatArray,
@@ -47,6 +52,7 @@ PARAM_NAMES: dict[str, tuple[str, ...]] = {
         "cpu_s_per_node_s",
         "cpu_s_per_message",
         "cpu_s_per_byte",
+        "cpu_s_per_numeric_byte",
         "cpu_budget_cores",
         "link_budget_bytes_s",
     ),
@@ -74,32 +80,37 @@ class FittedModel:
 # --- solving the budget inequalities -----------------------------------------------
 
 
-def _cslv_max_nodes(p: FloatArray, size: float, rate: float) -> FloatArray:
+def _cslv_max_nodes(p: FloatArray, size: float, rate: float, _numeric: bool) -> FloatArray:
     out: FloatArray = p[..., 0] / (rate * size)
     return out
 
 
-def _cslv_max_rate(p: FloatArray, nodes: float, size: float) -> FloatArray:
+def _cslv_max_rate(p: FloatArray, nodes: float, size: float, _numeric: bool) -> FloatArray:
     out: FloatArray = p[..., 0] / (nodes * size)
     return out
 
 
-def _two_max_nodes(p: FloatArray, size: float, rate: float) -> FloatArray:
-    per_node = p[..., 0] + p[..., 1] * rate + p[..., 2] * rate * size
+def _byte_cost(p: FloatArray, numeric: bool) -> FloatArray:
+    out: FloatArray = p[..., 3] if numeric else p[..., 2]
+    return out
+
+
+def _two_max_nodes(p: FloatArray, size: float, rate: float, numeric: bool) -> FloatArray:
+    per_node = p[..., 0] + p[..., 1] * rate + _byte_cost(p, numeric) * rate * size
     with np.errstate(divide="ignore", invalid="ignore"):
-        cpu = np.where(per_node > 0, p[..., 3] / per_node, np.inf)
-        link = p[..., 4] / (rate * size)
+        cpu = np.where(per_node > 0, p[..., 4] / per_node, np.inf)
+        link = p[..., 5] / (rate * size)
     out: FloatArray = np.minimum(cpu, link)
     return out
 
 
-def _two_max_rate(p: FloatArray, nodes: float, size: float) -> FloatArray:
-    per_message = p[..., 1] + p[..., 2] * size
-    spare = p[..., 3] / nodes - p[..., 0]  # cores per node left after its fixed cost
+def _two_max_rate(p: FloatArray, nodes: float, size: float, numeric: bool) -> FloatArray:
+    per_message = p[..., 1] + _byte_cost(p, numeric) * size
+    spare = p[..., 4] / nodes - p[..., 0]  # cores per node left after its fixed cost
     with np.errstate(divide="ignore", invalid="ignore"):
         cpu = np.where(per_message > 0, np.maximum(spare, 0) / per_message, np.inf)
         cpu = np.where(spare <= 0, 0.0, cpu)
-        link = p[..., 4] / (nodes * size)
+        link = p[..., 5] / (nodes * size)
     out: FloatArray = np.minimum(cpu, link)
     return out
 
@@ -110,25 +121,32 @@ SOLVERS: dict[str, tuple[Callable[..., FloatArray], Callable[..., FloatArray]]] 
 }
 
 
-def max_nodes(model: FittedModel, size: float, rate: float) -> tuple[float, FloatArray]:
-    """Largest N sustained at (size, rate): the point estimate and one value per draw."""
+def max_nodes(
+    model: FittedModel, size: float, rate: float, numeric: bool = False
+) -> tuple[float, FloatArray]:
+    """Largest N sustained at (size, rate): the point estimate and one value per draw.
+    `numeric`: the payload is an array of numbers (priced per byte apart)."""
     solve = SOLVERS[model.name][0]
-    return float(solve(model.vector(), size, rate)), solve(model.draws, size, rate)
+    point = float(solve(model.vector(), size, rate, numeric))
+    return point, solve(model.draws, size, rate, numeric)
 
 
-def max_rate(model: FittedModel, nodes: float, size: float) -> tuple[float, FloatArray]:
+def max_rate(
+    model: FittedModel, nodes: float, size: float, numeric: bool = False
+) -> tuple[float, FloatArray]:
     solve = SOLVERS[model.name][1]
-    return float(solve(model.vector(), nodes, size)), solve(model.draws, nodes, size)
+    point = float(solve(model.vector(), nodes, size, numeric))
+    return point, solve(model.draws, nodes, size, numeric)
 
 
-def binding_budget(model: FittedModel, size: float, rate: float) -> str:
+def binding_budget(model: FittedModel, size: float, rate: float, numeric: bool = False) -> str:
     """Which budget limits N at (size, rate): 'cpu' or 'link' ('volume' for CSLV)."""
     if model.name == CSLV:
         return "volume"
     p = model.vector()
-    per_node = p[0] + p[1] * rate + p[2] * rate * size
-    cpu = p[3] / per_node if per_node > 0 else math.inf
-    return "link" if p[4] / (rate * size) < cpu else "cpu"
+    per_node = p[0] + p[1] * rate + float(_byte_cost(p, numeric)) * rate * size
+    cpu = p[4] / per_node if per_node > 0 else math.inf
+    return "link" if p[5] / (rate * size) < cpu else "cpu"
 
 
 # --- fitting -----------------------------------------------------------------------
@@ -157,8 +175,9 @@ class CostDesign:
     """The CPU regression: y (CPU seconds) against per-node, per-message, per-byte columns.
 
     With CPU counted from READY on (`usage.cpu_s_after_ready`), start-up is already
-    excluded and the columns are N*T, messages, bytes. With only the whole-life total
-    a first column N carries each node's start-up CPU.
+    excluded and the columns are N*T, messages, bytes of blocks, bytes of numeric
+    arrays. With only the whole-life total a first column N carries each node's
+    start-up CPU.
     """
 
     x: FloatArray
@@ -175,8 +194,8 @@ class CostDesign:
         return int(self.y.size)
 
     def steady(self, coef: FloatArray) -> FloatArray:
-        """Per-node-second, per-message and per-byte costs (start-up dropped)."""
-        out: FloatArray = coef[-3:]
+        """Per-node-second, per-message, per-byte and per-numeric-byte costs (no start-up)."""
+        out: FloatArray = coef[-4:]
         return out
 
 
@@ -192,10 +211,11 @@ def cost_design(obs: Sequence[Observation]) -> CostDesign:
     for o in used:
         alive = o.stream_s + o.drain_s
         m = o.transmissions
-        steady = [o.nodes * alive, m, m * o.payload_bytes]
+        volume = m * o.payload_bytes
+        steady = [o.nodes * alive, m, 0.0 if o.numeric else volume, volume if o.numeric else 0.0]
         rows.append(steady if after_ready else [o.nodes, *steady])
         y.append(o.cpu_ready_s if after_ready else o.cpu_s)
-    width = 3 if after_ready else 4
+    width = 4 if after_ready else 5
     x = np.array(rows, dtype=np.float64).reshape(-1, width)
     y_arr = np.array(y, dtype=np.float64)
     # CPU accounting errs in proportion to the CPU used (load, frequency scaling), with a
@@ -233,11 +253,34 @@ def _two_resource_point(
     design = cost_design(obs)
     costs = nnls(*design.weighted())
     nodes, rate, size, ok = _arrays(obs)
-    c = design.steady(costs.coef)
-    cpu_demand = c[0] * nodes + c[1] * nodes * rate + c[2] * nodes * rate * size
-    cpu, link = best_two_limits(cpu_demand, nodes * rate * size, ok)
-    params = np.array([c[0], c[1], c[2], cpu.value, link.value], dtype=np.float64)
+    c = _unseen_kind_priced(design.steady(costs.coef).copy(), obs)
+    numeric = np.array([o.numeric for o in obs], dtype=bool)
+    byte_cost = np.where(numeric, c[3], c[2])
+    cpu_demand = c[0] * nodes + c[1] * nodes * rate + byte_cost * nodes * rate * size
+    if all(o.on_loopback for o in obs):
+        # No link was crossed: a threshold on bytes/s would only fit noise of the
+        # byte-heavy trials, and the byte cost is already in the CPU demand.
+        cpu, link = best_boundary(cpu_demand, ok), UNBOUNDED
+    else:
+        cpu, link = best_two_limits(cpu_demand, nodes * rate * size, ok)
+    params = np.array([c[0], c[1], c[2], c[3], cpu.value, link.value], dtype=np.float64)
     return params, costs, cpu, link
+
+
+def _unseen_kind_priced(c: FloatArray, obs: Sequence[Observation]) -> FloatArray:
+    """A kind of payload (block or numeric array) with no cost trial has no cost of its own:
+    it takes the other's, and `kinds_fitted` in the model says so (predict warns)."""
+    kinds = {o.numeric for o in _cost_trials(obs)}
+    if kinds == {False}:
+        c[3] = c[2]
+    elif kinds == {True}:
+        c[2] = c[3]
+    return c
+
+
+def kinds_fitted(obs: Sequence[Observation]) -> dict[str, bool]:
+    kinds = {o.numeric for o in _cost_trials(obs)}
+    return {"bytes": False in kinds, "numeric": True in kinds}
 
 
 def _bootstrap(
@@ -301,11 +344,11 @@ def fit_two_resource(
     names = PARAM_NAMES[TWO_RESOURCE]
     steady_se = design.steady(costs.stderr)
     stderr: dict[str, float | None] = {}
-    for i, name in enumerate(names[:3]):
+    for i, name in enumerate(names[:4]):
         se = float(steady_se[i])
         stderr[name] = se if math.isfinite(se) else _finite_std(boot[:, i])
-    stderr["cpu_budget_cores"] = _finite_std(boot[:, 3])
-    stderr["link_budget_bytes_s"] = _finite_std(boot[:, 4])
+    stderr["cpu_budget_cores"] = _finite_std(boot[:, 4])
+    stderr["link_budget_bytes_s"] = _finite_std(boot[:, 5])
     start = float(costs.coef[0]) if not design.after_ready else None
     start_se = float(costs.stderr[0]) if not design.after_ready else math.nan
     return FittedModel(
@@ -320,6 +363,7 @@ def fit_two_resource(
             "cost_r2": _r2(design, costs.coef),
             "cost_residual_std_s": costs.residual_std,
             "cost_trials": design.rows,
+            "kinds_fitted": kinds_fitted(obs),
             "cpu_bracket_cores": [cpu.low, cpu.high],
             "link_bracket_bytes_s": [link.low, link.high],
             "misclassified": cpu.errors,

@@ -96,7 +96,8 @@ def sustained_map(obs: Sequence[Observation], models: dict[str, FittedModel]) ->
             )
         for name, model in models.items():
             label, color, style = STYLE.get(name, (name, "gray", ":"))
-            rates = [max_rate(model, float(n), float(size))[0] for n in grid]
+            numeric = mine[0].numeric
+            rates = [max_rate(model, float(n), float(size), numeric)[0] for n in grid]
             ax.plot(grid, np.clip(rates, 1e-3, None), style, color=color, label=label)
         rates_seen = [o.rate_hz for o in obs]
         ax.set_ylim(min(rates_seen) / 3, max(rates_seen) * 3)
@@ -104,7 +105,7 @@ def sustained_map(obs: Sequence[Observation], models: dict[str, FittedModel]) ->
         ax.set_yscale("log")
         ax.set_xlabel("nodes")
         ax.set_ylabel("rate per sender (Hz)")
-        ax.set_title(f"{size} B")
+        ax.set_title(f"{mine[0].payload} ({size} B)")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize="small")
     fig.tight_layout()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -132,31 +132,51 @@ def _predict(
     return Prediction(model.name, quantity, point, low, high, binding, tuple(warnings))
 
 
+def _kind_warning(model: FittedModel, numeric: bool) -> list[str]:
+    """A payload kind the model has no cost trial of is priced like the other kind."""
+    fitted = model.details.get("kinds_fitted")
+    kind = "numeric" if numeric else "bytes"
+    if not isinstance(fitted, dict) or fitted.get(kind, True):
+        return []
+    what = "arrays of numbers (laserscan)" if numeric else "blocks of bytes"
+    return [f"no trial with {what} was fitted: their bytes are priced like the other kind's"]
+
+
 def predict_max_nodes(
-    model: FittedModel, span: FittedRange, size: float, rate: float
+    model: FittedModel, span: FittedRange, size: float, rate: float, numeric: bool = False
 ) -> Prediction:
-    """Most nodes sustained with messages of `size` bytes at `rate` Hz each."""
+    """Most nodes sustained with messages of `size` bytes at `rate` Hz each; `numeric` when
+    the payload is an array of numbers (a LaserScan)."""
     size, rate = _checked("size", size), _checked("rate", rate)
-    point, draws = max_nodes(model, size, rate)
+    point, draws = max_nodes(model, size, rate, numeric)
     checks = [
         ("size_bytes", size, span.size_bytes),
         ("rate_hz", rate, span.rate_hz),
         ("nodes", point, span.nodes),
     ]
-    return _predict(model, "max_nodes", point, draws, checks, binding_budget(model, size, rate))
+    binding = binding_budget(model, size, rate, numeric)
+    pred = _predict(model, "max_nodes", point, draws, checks, binding)
+    return _with(pred, _kind_warning(model, numeric))
 
 
 def predict_max_rate(
-    model: FittedModel, span: FittedRange, nodes: float, size: float
+    model: FittedModel, span: FittedRange, nodes: float, size: float, numeric: bool = False
 ) -> Prediction:
     """Highest rate per sender that `nodes` nodes sustain with `size`-byte messages."""
     nodes, size = _checked("nodes", nodes), _checked("size", size)
-    point, draws = max_rate(model, nodes, size)
+    point, draws = max_rate(model, nodes, size, numeric)
     checks = [
         ("nodes", nodes, span.nodes),
         ("size_bytes", size, span.size_bytes),
         ("rate_hz", point, span.rate_hz),
     ]
     rate_for_binding = point if point > 0 and math.isfinite(point) else span.rate_hz[0]
-    binding = binding_budget(model, size, rate_for_binding)
-    return _predict(model, "max_rate_hz", point, draws, checks, binding)
+    binding = binding_budget(model, size, rate_for_binding, numeric)
+    pred = _predict(model, "max_rate_hz", point, draws, checks, binding)
+    return _with(pred, _kind_warning(model, numeric))
+
+
+def _with(pred: Prediction, warnings: list[str]) -> Prediction:
+    if not warnings:
+        return pred
+    return replace(pred, warnings=(*pred.warnings, *warnings))

@@ -104,10 +104,10 @@ def _model_order(name: str) -> int:
     return MODEL_NAMES.index(name) if name in MODEL_NAMES else len(MODEL_NAMES)
 
 
-def score(model: FittedModel, config: Config, measured: MeasuredMax) -> Row:
+def score(model: FittedModel, config: Config, measured: MeasuredMax, numeric: bool = False) -> Row:
     """Compare one model's max N at a configuration with the measured max N."""
     size, rate = config
-    point, draws = max_nodes(model, float(size), rate)
+    point, draws = max_nodes(model, float(size), rate, numeric)
     finite = draws[~np.isnan(draws)]
     low, high = point, point
     if finite.size:
@@ -177,7 +177,7 @@ def cross_validate(
                     )
                 )
                 continue
-            out.rows.append(score(fitted, fold.config, measured))
+            out.rows.append(score(fitted, fold.config, measured, fold.test[0].numeric))
     return out
 
 
@@ -185,7 +185,8 @@ def evaluate(fitted: dict[str, FittedModel], obs: Sequence[Observation]) -> Vali
     """Score a fitted model, unchanged, on trials of configurations it may not have seen."""
     out = Validation()
     for config in sorted({o.config for o in obs}):
-        measured = measured_max_nodes([o for o in obs if o.config == config])
+        mine = [o for o in obs if o.config == config]
+        measured = measured_max_nodes(mine)
         for model in fitted.values():
-            out.rows.append(score(model, config, measured))
+            out.rows.append(score(model, config, measured, mine[0].numeric))
     return out

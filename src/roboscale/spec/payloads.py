@@ -14,6 +14,18 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|KIB|MB|MIB)?\s*$", re.IGNORECAS
 _UNITS = {"": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024 * 1024, "MIB": 1024 * 1024}
 
 
+# Kinds whose payload is an array of numbers (LaserScan's float32 ranges). ROS 1
+# serializes those element by element through Python floats, while text, images
+# and raw bytes are copied as one block: per byte, a scan costs about ten times
+# more CPU (docs/capacity.md), so capacity models price its bytes apart.
+NUMERIC_PAYLOADS = frozenset({"laserscan"})
+
+
+def is_numeric(name: str) -> bool:
+    """Whether a payload (by name) is an array of numbers rather than a block of bytes."""
+    return name in NUMERIC_PAYLOADS
+
+
 def payload_kind(name: str) -> str:
     """The message kind a backend builds: a named kind, or raw bytes for a plain size."""
     return name if name in NAMED_PAYLOADS else "bytes"

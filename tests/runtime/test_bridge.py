@@ -141,6 +141,8 @@ def test_retention_queryable_answers_after_a_sequence_number(
         ({"connect": ["127.0.0.1"]}, "connect: a list of endpoints"),
         ({"retain": 0}, "retain: must be an integer >= 1"),
         ({"durable": ["/x"]}, "durable: /x is neither exported nor imported"),
+        ({"express": "yes"}, "express: true or false, got 'yes'"),
+        ({"shared_memory": 1}, "shared_memory: true or false, got 1"),
     ],
 )
 def test_bad_bridge_configs_are_refused_with_the_field(raw: dict[str, Any], message: str) -> None:
@@ -152,6 +154,11 @@ def _escape(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+def test_exports_are_express_unless_turned_off() -> None:
+    assert bridge_config({}).express
+    assert not bridge_config({"express": False}).express
 
 
 def test_a_durable_import_needs_a_cursor_file(rt: Runtime) -> None:

@@ -50,7 +50,7 @@ from roboscale.runtime.names import check_name
 MODES = ("peer", "client")
 FIELDS = (
     "mode", "listen", "connect", "export", "import", "durable", "retain", "prefix",
-    "shared_memory",
+    "shared_memory", "express",
 )  # fmt: skip
 BATCH = 256  # samples handed to the loop per wake-up at most
 BACKLOG = 64  # batches waiting for the loop at most
@@ -68,6 +68,9 @@ class BridgeConfig:
     retain: int = 10_000
     prefix: str = "rs"
     shared_memory: bool = True  # off between emulated hosts: they share one kernel
+    # Express: each message leaves at once instead of waiting in Zenoh's batch timer, as
+    # rospy's tcp_nodelay; off trades latency for fewer packets at high rates.
+    express: bool = True
 
 
 def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig:
@@ -81,9 +84,10 @@ def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig
     retain = raw.get("retain", 10_000)
     if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
         raise UserError(f"{where}: retain: must be an integer >= 1, got {retain!r}")
-    shared_memory = raw.get("shared_memory", True)
-    if not isinstance(shared_memory, bool):
-        raise UserError(f"{where}: shared_memory: true or false, got {shared_memory!r}")
+    flags = {name: raw.get(name, True) for name in ("shared_memory", "express")}
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise UserError(f"{where}: {name}: true or false, got {value!r}")
     prefix = raw.get("prefix", "rs")
     if not isinstance(prefix, str) or not prefix or "*" in prefix or prefix.strip("/") != prefix:
         raise UserError(f"{where}: prefix: a Zenoh key without '*' or outer '/', got {prefix!r}")
@@ -96,7 +100,8 @@ def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig
         durable=_topics(raw, "durable", where),
         retain=retain,
         prefix=prefix,
-        shared_memory=shared_memory,
+        shared_memory=flags["shared_memory"],
+        express=flags["express"],
     )
     stray = set(config.durable) - set(config.exports) - set(config.imports)
     if stray:
@@ -138,7 +143,9 @@ class _Export:
         self.bridge, self.topic, self.retention = bridge, topic, retention
         self.seq = 0
         self.pub = bridge.session.declare_publisher(
-            bridge.key(topic.name), congestion_control=zenoh.CongestionControl.BLOCK
+            bridge.key(topic.name),
+            congestion_control=zenoh.CongestionControl.BLOCK,
+            express=bridge.config.express,
         )
 
     def __call__(self, msg: Any) -> None:

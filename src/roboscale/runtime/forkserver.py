@@ -1,0 +1,314 @@
+"""The zygote's own side: pre-load, then fork and reap children on request.
+
+Runs in the zygote process (`python -m roboscale.runtime.zygote serve`), and in a
+fresh interpreter for one target (`... run TARGET CONFIG --ready-fd N`). The
+protocol, fork safety and the client (`Zygote`) are described in `zygote.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import gc
+import importlib
+import json
+import os
+import selectors
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+PR_SET_PDEATHSIG = 1
+# Held to one thread so that preloading numpy starts no BLAS thread pool before fork.
+SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+ReadyFn = Callable[[], None]
+Target = Callable[[dict[str, Any], ReadyFn], int | None]
+
+
+class ZygoteError(Exception):
+    """The zygote could not start, died, or refused a request."""
+
+
+_libc: Any = None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask for SIGKILL when the parent dies; exit at once if it already has."""
+    global _libc
+    with contextlib.suppress(OSError, AttributeError):
+        _libc = _libc or ctypes.CDLL(None, use_errno=True)  # loaded once, in the zygote
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def load_target(spec: str) -> Target:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"target {spec!r} is not of the form 'module:callable'")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"target {spec!r} is not callable")
+    fn: Target = target
+    return fn
+
+
+def run_target(spec: str, config: dict[str, Any], ready_fd: int) -> int:
+    """Run a target in this process; READY or ERROR goes to `ready_fd`. Returns the exit code."""
+    try:
+        fn = load_target(spec)
+    except Exception as exc:  # the parent gets the reason instead of a bare exit code
+        _report(ready_fd, f"ERROR {type(exc).__name__}: {exc}")
+        return 1
+    lock = threading.Lock()
+    said = [False]
+
+    def ready() -> None:
+        with lock:
+            if not said[0]:
+                said[0] = True
+                _report(ready_fd, "READY")
+
+    result = fn(config, ready)
+    return result if isinstance(result, int) else 0
+
+
+def _report(fd: int, line: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, (line.replace("\n", " ") + "\n").encode())
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Server:
+    """The zygote's loop: one thread, one selector, no threads ever started."""
+
+    def __init__(self, proto_in: int, proto_out: int) -> None:
+        self.proto_in, self.proto_out = proto_in, proto_out
+        self.sel = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        self.ready_fds: dict[int, int] = {}  # pid -> read end of its ready pipe
+        self.live: set[int] = set()
+        self.buffer = b""
+
+    def emit(self, event: dict[str, Any]) -> None:
+        os.write(self.proto_out, (json.dumps(event) + "\n").encode())
+
+    def serve(self) -> int:
+        signal.signal(signal.SIGCHLD, lambda _s, _f: None)
+        signal.set_wakeup_fd(self.wake_w)
+        self.sel.register(self.proto_in, selectors.EVENT_READ, "control")
+        self.sel.register(self.wake_r, selectors.EVENT_READ, "sigchld")
+        try:
+            while True:
+                for key, _ in self.sel.select():
+                    if key.data == "control" and not self._control():
+                        return 0
+                    if key.data == "sigchld":
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(self.wake_r, 4096)
+                        self._reap()
+                    if isinstance(key.data, int):
+                        self._ready_pipe(key.data, key.fd)
+        finally:
+            self._kill_all()
+
+    def _control(self) -> bool:
+        chunk = os.read(self.proto_in, 65536)
+        if not chunk:
+            return False
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        requests = [json.loads(raw) for raw in lines if raw.strip()]
+        return all(self._request(req) for req in requests)
+
+    def _request(self, req: dict[str, Any]) -> bool:
+        op = req.get("op")
+        if op == "spawn":
+            self._spawn(req)
+        elif op == "signal":
+            pid = int(req["pid"])
+            if pid in self.live:  # not yet reaped, so the pid cannot have been reused
+                _signal_group(pid, int(req["sig"]))
+        elif op == "quit":
+            return False
+        return True
+
+    def _spawn(self, req: dict[str, Any]) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        r, w = os.pipe()
+        zygote_pid = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(r)
+            os.close(w)
+            self.emit({"event": "spawn_failed", "id": req["id"], "detail": str(exc)})
+            return
+        if pid == 0:
+            os.close(r)
+            self._child(req, w, zygote_pid)
+        os.close(w)
+        self.live.add(pid)
+        self.ready_fds[pid] = r
+        self.sel.register(r, selectors.EVENT_READ, pid)
+        self.emit({"event": "spawned", "id": req["id"], "pid": pid})
+
+    def _child(self, req: dict[str, Any], ready_fd: int, zygote_pid: int) -> NoReturn:
+        code = 1
+        try:
+            os.setsid()
+            die_with_parent(zygote_pid)
+            self._forget_server()
+            if req.get("log"):
+                log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.close(log)
+            code = run_target(req["target"], req.get("config") or {}, ready_fd)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+    def _forget_server(self) -> None:
+        """In a fresh child: drop the zygote's signal handling and every fd of its loop."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.sel.close()
+        for fd in (
+            self.proto_in,
+            self.proto_out,
+            self.wake_r,
+            self.wake_w,
+            *self.ready_fds.values(),
+        ):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _ready_pipe(self, pid: int, fd: int) -> None:
+        data = b""
+        with contextlib.suppress(OSError):
+            data = os.read(fd, 4096)
+        for line in data.decode(errors="replace").splitlines():
+            if line == "READY":
+                self.emit({"event": "ready", "pid": pid})
+            elif line.startswith("ERROR "):
+                self.emit({"event": "error", "pid": pid, "detail": line[6:]})
+        if not data:
+            self._close_ready(pid)
+
+    def _close_ready(self, pid: int) -> None:
+        fd = self.ready_fds.pop(pid, None)
+        if fd is not None:
+            self.sel.unregister(fd)
+            os.close(fd)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                # WNOWAIT: look first, so the group is killed while its pid is still held.
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            pid = info.si_pid
+            _signal_group(pid, signal.SIGKILL)  # orphans of the child's group go too
+            _, status = os.waitpid(pid, 0)
+            self.live.discard(pid)
+            fd = self.ready_fds.get(pid)
+            if fd is not None:
+                self._ready_pipe(pid, fd)  # a READY written just before exit still counts
+                self._close_ready(pid)
+            code = os.waitstatus_to_exitcode(status)
+            sig = -code if code < 0 else None
+            self.emit({"event": "exit", "pid": pid, "code": None if sig else code, "signal": sig})
+
+    def _kill_all(self) -> None:
+        for pid in list(self.live):
+            _signal_group(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while self.live and time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            self.live.discard(pid)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        # Between fork and the child's setsid its group does not exist yet.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def serve(preload: Sequence[str], parent_pid: int) -> int:
+    die_with_parent(parent_pid)
+    # The protocol gets private fds; stray prints of preloaded modules go to stderr.
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    server = _Server(proto_in, proto_out)
+    t0 = time.perf_counter()
+    try:
+        for name in preload:
+            importlib.import_module(name)
+    except Exception as exc:
+        server.emit({"event": "fatal", "detail": f"preloading {name!r} failed: {exc}"})
+        return 1
+    threads = len(os.listdir("/proc/self/task"))  # every thread, not only Python's
+    if threads > 1:
+        detail = f"preloading {list(preload)} started {threads - 1} thread(s); fork would be unsafe"
+        server.emit({"event": "fatal", "detail": detail})
+        return 1
+    import_ms = (time.perf_counter() - t0) * 1000
+    # Objects that exist now are never collected: a GC pass in a child would write to
+    # every page of the inherited heap and undo copy-on-write (as Instagram found).
+    gc.freeze()
+    hello = {"event": "hello", "pid": os.getpid(), "preloaded": list(preload), "threads": threads}
+    server.emit({**hello, "import_ms": import_ms})
+    return server.serve()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m roboscale.runtime.zygote")
+    sub = p.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("serve", help="pre-load modules, then fork children on request")
+    s.add_argument("--preload", default="", help="comma-separated modules to import")
+    s.add_argument("--parent-pid", type=int, default=os.getppid())
+    r = sub.add_parser("run", help="run one target in this fresh interpreter")
+    r.add_argument("target")
+    r.add_argument("config", help="JSON object")
+    r.add_argument("--ready-fd", type=int, required=True)
+    r.add_argument("--parent-pid", type=int, default=os.getppid())
+    args = p.parse_args(argv)
+    if args.mode == "serve":
+        code = serve([m for m in args.preload.split(",") if m], args.parent_pid)
+        os._exit(code)  # a preload's threads (refused above) must not keep it alive
+    die_with_parent(args.parent_pid)
+    return run_target(args.target, json.loads(args.config), args.ready_fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -95,6 +95,14 @@ def test_negative_rate(tmp_path: Path) -> None:
     ]
 
 
+def test_latency_ceiling_must_be_positive(tmp_path: Path) -> None:
+    spec = "name: x\nsweep:\n  rate_hz: 10\nverdict:\n  max_p99_us: 0\n"
+    assert messages(tmp_path, spec) == [
+        "F:5: verdict.max_p99_us: Input should be greater than 0; "
+        "allowed: microseconds above 0 (ceiling on the 99th percentile RTT), or absent"
+    ]
+
+
 def test_rate_above_one_megahertz(tmp_path: Path) -> None:
     msgs = messages(tmp_path, "name: x\nsweep:\n  rate_hz: 2000000\n")
     assert msgs[0].startswith(

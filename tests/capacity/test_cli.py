@@ -82,6 +82,17 @@ def test_validate_writes_table_and_figures(tmp_path: Path, fitted: tuple[Path, P
     assert (tmp_path / "fig" / "predicted-vs-measured.png").exists()
 
 
+def test_validate_writes_a_self_contained_report(tmp_path: Path, fitted: tuple[Path, Path]) -> None:
+    folder, model = fitted
+    page = tmp_path / "out" / "capacity.html"
+    code, out = run(["validate", str(model), str(folder), "--report", str(page)])
+    html = page.read_text()
+    assert code == 0 and f"report: {page}" in out.replace("\n", "")
+    assert html.count("<img") == 3 and "src='data:image/png;base64," in html
+    assert "Leave one configuration out" in html and "cpu_s_per_numeric_byte" in html
+    assert "median |relative error|" in html and "<script" not in html and "http" not in html
+
+
 def test_validate_refuses_another_host(
     tmp_path: Path,
     fitted: tuple[Path, Path],

@@ -96,6 +96,9 @@ def add_parser(sub: Any) -> None:
     v.add_argument("results", type=Path, nargs="+", help="results folders of the same host")
     v.add_argument("--json", type=Path, help="also write the table as JSON here")
     v.add_argument("--plots", type=Path, help="also write figures (PNG) into this folder")
+    v.add_argument(
+        "--report", type=Path, help="also write one self-contained HTML page (tables, figures)"
+    )
 
 
 # --- fit ---------------------------------------------------------------------------------
@@ -236,8 +239,8 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     _print_validation(console, "leave one configuration out", result)
     out: dict[str, Any] = {"cross_validation": result.to_dict()}
     unseen = [o for o in obs if o.source not in model.sources]
-    if unseen:
-        held = evaluate(model.models, unseen)
+    held = evaluate(model.models, unseen) if unseen else None
+    if held is not None:
         _print_validation(console, "the model as fitted, on results it was not fitted on", held)
         out["unseen_results"] = held.to_dict()
     if args.json:
@@ -257,6 +260,11 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
             },
         )
         console.print(f"[bold]figures:[/bold] {', '.join(written)}")
+    if args.report:
+        from roboscale.capacity import report
+
+        report.write(args.report, model, obs, result, held)
+        console.print(f"[bold]report:[/bold] {args.report}")
     return 0
 
 
@@ -295,13 +303,8 @@ def _print_validation(console: Console, title: str, result: Any) -> None:
             err if r.note is None else r.note,
         )
     console.print(table)
-    for name in dict.fromkeys(r.model for r in result.rows):
-        med = result.median_error(name)
-        text = "-" if med is None else f"{med:.1%}"
-        console.print(
-            f"  {name}: median |relative error| of max N = {text} "
-            f"over {result.scored(name)} configurations"
-        )
+    for name, line in result.headline():
+        console.print(f"  {name}: {line}")
 
 
 # --- search ------------------------------------------------------------------------------

@@ -91,6 +91,16 @@ class Validation:
     def scored(self, model: str) -> int:
         return sum(r.model == model and r.rel_error is not None for r in self.rows)
 
+    def headline(self) -> list[tuple[str, str]]:
+        """Per model, in row order: (model, "median |relative error| of max N = ... over ...")."""
+        out = []
+        for name in dict.fromkeys(r.model for r in self.rows):
+            med = self.median_error(name)
+            text = "-" if med is None else f"{med:.1%}"
+            out.append((name, f"median |relative error| of max N = {text} "
+                              f"over {self.scored(name)} configurations"))  # fmt: skip
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         names = sorted({r.model for r in self.rows}, key=_model_order)
         return {

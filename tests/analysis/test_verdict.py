@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from roboscale.analysis.verdict import Thresholds, Verdict, judge
+from roboscale.errors import UserError
 
 TH = Thresholds(min_rate_ratio=0.95, max_loss=0.01, growth_factor=2.0, growth_floor_us=200.0)
 
@@ -50,7 +53,7 @@ def test_latency_ceiling_fails_a_standing_queue() -> None:
     v = judge(capped, 1.0, 0.0, 40_000.0, 44_000.0, 44_000.0)
     assert v.growth_ok and not v.latency_ok and not v.sustained
     assert v.reasons() == ["99th percentile latency 44000 us over the ceiling"]
-    assert "99th percentile RTT <= 10000 us" in capped.describe()
+    assert "99th percentile latency <= 10000 us" in capped.describe()
 
 
 def test_latency_ceiling_not_judged_without_replies() -> None:
@@ -61,3 +64,12 @@ def test_verdicts_stored_before_the_ceiling_still_load() -> None:
     old = judge(TH, 1.0, 0.0, 1.0, 1.0).to_dict()
     del old["latency_ok"], old["p99_us"]
     assert Verdict(**old).sustained
+
+
+def test_stored_thresholds_are_checked() -> None:
+    assert Thresholds.from_dict(None, "s.json") == Thresholds()
+    assert Thresholds.from_dict({"max_p99_us": 5.0}, "s.json").max_p99_us == 5.0
+    with pytest.raises(UserError, match=r"^s.json: field 'thresholds' must map some of"):
+        Thresholds.from_dict({"bogus": 1}, "s.json")
+    with pytest.raises(UserError, match="got 3"):
+        Thresholds.from_dict(3, "s.json")

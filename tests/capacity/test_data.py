@@ -23,7 +23,7 @@ def test_load_reads_observations(
     first = loaded[0]
     assert first.nodes == 2 * first.pairs and first.source == str(folder)
     assert first.cpu_ready_s == pytest.approx(obs[0].cpu_ready_s)
-    assert first.config == (4250, 10.0)
+    assert first.config == (4250, 10.0, False)
 
 
 def test_mixed_hosts_are_refused_naming_folders_and_values(

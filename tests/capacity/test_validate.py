@@ -36,7 +36,7 @@ def test_validation_never_fits_on_held_out_trials(make_trials: Make, truth: type
     result = cross_validate(obs, models=("cslv",), fit=spy)
     assert len(seen) == 12
     for row, (_, trained_on) in zip(result.rows, seen, strict=True):
-        held = {o.trial for o in obs if o.config == (row.payload_bytes, row.rate_hz)}
+        held = {o.trial for o in obs if o.config == (row.payload_bytes, row.rate_hz, row.numeric)}
         assert not held & trained_on
 
 

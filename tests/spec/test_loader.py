@@ -99,7 +99,7 @@ def test_latency_ceiling_must_be_positive(tmp_path: Path) -> None:
     spec = "name: x\nsweep:\n  rate_hz: 10\nverdict:\n  max_p99_us: 0\n"
     assert messages(tmp_path, spec) == [
         "F:5: verdict.max_p99_us: Input should be greater than 0; "
-        "allowed: microseconds above 0 (ceiling on the 99th percentile RTT), or absent"
+        "allowed: microseconds above 0 (a ceiling on the p99 latency), or absent"
     ]
 
 

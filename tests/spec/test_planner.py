@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 from roboscale.spec.loader import load_spec
@@ -155,3 +156,11 @@ def test_shuffled_trials_stay_grouped_by_hosts(tmp_path: Path) -> None:
     assert changes == 3  # four host sets, each brought up once
     within = [t.rate_hz for t in trials if t.env_key == keys[0]]
     assert within != sorted(within)  # shuffled inside the group (seed 0)
+
+
+def test_the_link_crossed_is_what_the_lab_builds(tmp_path: Path) -> None:
+    base = plan(load_spec(spec_file(tmp_path)))[0]
+    assert base.link_crossed == "loopback"
+    assert replace(base, hosts=2).link_crossed == "ethernet"  # emulated hosts, no link named
+    assert replace(base, hosts=3, link="wifi").link_crossed == "wifi"
+    assert replace(base, hosts=1, link="wifi", cpu=0.5).link_crossed == "loopback"

@@ -69,7 +69,7 @@ FIGURES: list[tuple[str, str, Callable[..., Any], bool]] = [
 def render_report(run_dir: Path) -> tuple[Path, Path]:
     run = read_run(run_dir)
     summary = read_summary(run_dir)
-    th = Thresholds(**summary["thresholds"]) if summary.get("thresholds") else Thresholds()
+    th = Thresholds.from_dict(summary.get("thresholds"), str(run_dir / "summary.json"))
     entries = _with_recovered(run_dir, summary["trials"], th)
     records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, run_dir))
     figures = _figures(entries, records_of)

@@ -8,7 +8,8 @@ first quarter plus `growth_floor_us`. The floor keeps microsecond jitter on a
 fast path from reading as growth; the factor catches queues that build up.
 
 Optionally (4), the 99th percentile latency of the whole stream stays at most
-`max_p99_us`. Growth alone misses a saturated host that has settled into a
+`max_p99_us` (the round trip of an echo; the headline one-way latency of the
+fan-out, ping and chain workloads). Growth alone misses a saturated host that has settled into a
 standing queue: the rate holds, latency is flat, and messages wait tens of
 milliseconds for their process to be scheduled. Near saturation that state comes
 and goes from one run to the next, so "keeps up" is a coin toss; the tail
@@ -22,6 +23,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from roboscale.errors import UserError
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -31,8 +34,18 @@ class Thresholds:
     growth_floor_us: float = 200.0
     max_p99_us: float | None = None
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | None]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: object, where: str) -> Thresholds:
+        """Thresholds stored in a summary; a malformed entry is a clear error, not a crash."""
+        if raw is None:
+            return cls()
+        names = ", ".join(cls.__dataclass_fields__)
+        if not isinstance(raw, dict) or not set(raw) <= set(cls.__dataclass_fields__):
+            raise UserError(f"{where}: field 'thresholds' must map some of {names}, got {raw!r}")
+        return cls(**raw)
 
     def describe(self) -> str:
         text = (
@@ -41,7 +54,7 @@ class Thresholds:
             f"{self.growth_factor:g} x first quarter + {self.growth_floor_us:g} us"
         )
         if self.max_p99_us is not None:
-            text += f", 99th percentile RTT <= {self.max_p99_us:g} us"
+            text += f", 99th percentile latency <= {self.max_p99_us:g} us"
         return text
 
 

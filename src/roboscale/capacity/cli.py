@@ -294,7 +294,7 @@ def _print_validation(console: Console, title: str, result: Any) -> None:
         err = "-" if r.rel_error is None else f"{r.rel_error:.0%}"
         table.add_row(
             r.model,
-            str(r.payload_bytes),
+            r.size_label,
             f"{r.rate_hz:g}",
             _fmt(r.measured),
             _fmt(r.first_unsustained),

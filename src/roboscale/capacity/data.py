@@ -71,9 +71,10 @@ class Observation:
         return is_numeric(self.payload)
 
     @property
-    def config(self) -> tuple[int, float]:
-        """A configuration: (payload bytes, rate). All its N and runs belong together."""
-        return (self.payload_bytes, self.rate_hz)
+    def config(self) -> tuple[int, float, bool]:
+        """A configuration: (payload bytes, rate, numeric array or not). All its N and runs
+        belong together; a laserscan and a 4250 B block are two configurations."""
+        return (self.payload_bytes, self.rate_hz, self.numeric)
 
     @property
     def load_bytes_s(self) -> float:
@@ -129,6 +130,16 @@ def _optional_number(path: Path, index: int, value: Any, name: str) -> float | N
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise UserError(f"{path}: trials[{index}]: field {name!r} must be a number, got {value!r}")
     return float(value)
+
+
+def host_facts(o: Observation) -> dict[str, Any]:
+    """The host facts of one trial (its link and CPU quota as run), else of its run."""
+    meta_path = Path(o.source) / TRIALS_DIR / o.trial / METADATA_FILE
+    if meta_path.exists():
+        meta = read_json(meta_path)
+        if isinstance(meta, dict) and isinstance(meta.get("host"), dict):
+            return dict(meta["host"])
+    return dict(read_run(Path(o.source)).get("host") or {})
 
 
 def _trial_host(run_dir: Path, trial: str, default: str) -> str:

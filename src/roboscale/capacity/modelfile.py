@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 import roboscale
-from roboscale.capacity.data import Observation, fingerprint
+from roboscale.capacity.data import Observation, fingerprint, host_facts
 from roboscale.capacity.fitting import FloatArray
 from roboscale.capacity.models import MODEL_NAMES, PARAM_NAMES, FittedModel, fit_all
 from roboscale.capacity.predict import FittedRange
 from roboscale.errors import UserError
-from roboscale.records.store import read_json, read_run, write_json
+from roboscale.records.store import read_json, write_json
 
 MODEL_FORMAT = "roboscale-capacity-model"
 # 2: the two-resource model prices bytes of numeric arrays apart (cpu_s_per_numeric_byte).
@@ -54,7 +54,7 @@ def build(
     """Fit every model on observations already checked to share one host and backend."""
     return CapacityModel(
         backend=obs[0].backend,
-        host=dict(read_run(folders[0]).get("host") or {}),
+        host=host_facts(obs[0]),  # checked to be the same for every trial
         sources=tuple(str(f) for f in folders),
         fitted_range=FittedRange.of(obs),
         models=fit_all(obs, draws=draws, seed=seed),

@@ -46,12 +46,12 @@ def latency_vs_nodes(obs: Sequence[Observation], size: int | None = None) -> Any
     """The thesis's Figure 4.4: mean RTT (log scale, ms) against node count, one line per rate,
     with standard deviation bars; failed trials have no RTT and are left out."""
     plt = _pyplot()
-    sizes = sorted({o.payload_bytes for o in obs})
-    size = sizes[0] if size is None else size
+    size = min(o.payload_bytes for o in obs) if size is None else size
+    payload = min((o.payload for o in obs if o.payload_bytes == size), default="")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     by_rate: dict[float, dict[int, list[Observation]]] = defaultdict(lambda: defaultdict(list))
     for o in obs:
-        if o.payload_bytes == size:
+        if o.payload == payload:
             by_rate[o.rate_hz][o.nodes].append(o)
     for rate in sorted(by_rate):
         points = [(n, _pooled(group)) for n, group in sorted(by_rate[rate].items())]
@@ -67,7 +67,7 @@ def latency_vs_nodes(obs: Sequence[Observation], size: int | None = None) -> Any
     ax.set_yscale("log")
     ax.set_xlabel("nodes (N = 2 x pairs)")
     ax.set_ylabel("mean round trip (ms)")
-    ax.set_title(f"Latency against node count, {size} B messages")
+    ax.set_title(f"Latency against node count, {payload} ({size} B)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(title="rate")
     fig.tight_layout()
@@ -78,12 +78,12 @@ def sustained_map(obs: Sequence[Observation], models: dict[str, FittedModel]) ->
     """Sustained (o) and unsustained (x) trials over nodes x rate, one panel per size,
     with each model's boundary: the highest rate it predicts N nodes sustain."""
     plt = _pyplot()
-    sizes = sorted({o.payload_bytes for o in obs})
-    fig, axes = plt.subplots(1, len(sizes), figsize=(4.5 * len(sizes), 4), squeeze=False)
+    payloads = sorted({(o.payload_bytes, o.payload) for o in obs})
+    fig, axes = plt.subplots(1, len(payloads), figsize=(4.5 * len(payloads), 4), squeeze=False)
     nodes_all = [o.nodes for o in obs]
     grid = np.geomspace(max(min(nodes_all) / 2, 1), max(nodes_all) * 2, 60)
-    for ax, size in zip(axes[0], sizes, strict=True):
-        mine = [o for o in obs if o.payload_bytes == size]
+    for ax, (size, payload) in zip(axes[0], payloads, strict=True):
+        mine = [o for o in obs if o.payload == payload]
         for ok, marker, color in ((True, "o", "tab:green"), (False, "x", "tab:red")):
             pts = [o for o in mine if o.sustained == ok]
             ax.scatter(

@@ -57,7 +57,7 @@ def validation_table(result: Validation) -> Table:
     for r in result.rows:
         error = "-" if r.rel_error is None else f"{r.rel_error:.0%}"
         rows.append([
-            MODEL_TITLES.get(r.model, r.model), str(r.payload_bytes), f"{r.rate_hz:g}",
+            MODEL_TITLES.get(r.model, r.model), r.size_label, f"{r.rate_hz:g}",
             num(r.measured), num(r.first_unsustained), num(r.predicted),
             f"{num(r.low)} - {num(r.high)}", error if r.note is None else r.note,
         ])  # fmt: skip
@@ -78,8 +78,8 @@ def thresholds(sources: Sequence[str]) -> str:
 
     seen: dict[str, None] = {}
     for folder in sources:
-        raw = read_summary(Path(folder)).get("thresholds") or {}
-        seen[Thresholds(**raw).describe()] = None
+        raw = read_summary(Path(folder)).get("thresholds")
+        seen[Thresholds.from_dict(raw, f"{folder}/summary.json").describe()] = None
     return "; ".join(seen) or "-"
 
 
@@ -124,8 +124,12 @@ def render(
         "latency_vs_nodes": lambda: plots.latency_vs_nodes(obs),
         "sustained_map": lambda: plots.sustained_map(obs, model.models),
     }
+    import matplotlib.pyplot as plt
+
     for heading, caption, key in FIGURES:
-        uri = to_data_uri(drawn[key]())
+        fig = drawn[key]()
+        uri = to_data_uri(fig)
+        plt.close(fig)
         parts.append(
             f"<h2>{escape(heading)}</h2><figure><img alt='{escape(heading)}' src='{uri}'>"
             f"<figcaption>{escape(caption)}</figcaption></figure>"

@@ -21,7 +21,7 @@ from roboscale.capacity.data import Observation
 from roboscale.capacity.models import FITTERS, INTERVAL, MODEL_NAMES, FittedModel, max_nodes
 from roboscale.errors import UserError
 
-Config = tuple[int, float]
+Config = tuple[int, float, bool]  # payload bytes, rate, numeric array
 Fitter = Callable[[str, Sequence[Observation]], FittedModel]
 
 
@@ -78,6 +78,11 @@ class Row:
     rel_error: float | None
     in_bracket: bool | None  # measured <= predicted < first unsustained
     note: str | None = None
+    numeric: bool = False  # the payload is an array of numbers (a laserscan)
+
+    @property
+    def size_label(self) -> str:
+        return f"{self.payload_bytes} numeric" if self.numeric else str(self.payload_bytes)
 
 
 @dataclass
@@ -114,9 +119,9 @@ def _model_order(name: str) -> int:
     return MODEL_NAMES.index(name) if name in MODEL_NAMES else len(MODEL_NAMES)
 
 
-def score(model: FittedModel, config: Config, measured: MeasuredMax, numeric: bool = False) -> Row:
+def score(model: FittedModel, config: Config, measured: MeasuredMax) -> Row:
     """Compare one model's max N at a configuration with the measured max N."""
-    size, rate = config
+    size, rate, numeric = config
     point, draws = max_nodes(model, float(size), rate, numeric)
     finite = draws[~np.isnan(draws)]
     low, high = point, point
@@ -141,6 +146,7 @@ def score(model: FittedModel, config: Config, measured: MeasuredMax, numeric: bo
         rel_error=rel,
         in_bracket=in_bracket,
         note=measured.note,
+        numeric=numeric,
     )
 
 
@@ -170,7 +176,7 @@ def cross_validate(
             try:
                 fitted = fit(name, fold.train)
             except UserError as e:
-                size, rate = fold.config
+                size, rate, numeric = fold.config
                 out.rows.append(
                     Row(
                         name,
@@ -184,10 +190,11 @@ def cross_validate(
                         None,
                         None,
                         note=f"fit failed: {e.message}",
+                        numeric=numeric,
                     )
                 )
                 continue
-            out.rows.append(score(fitted, fold.config, measured, fold.test[0].numeric))
+            out.rows.append(score(fitted, fold.config, measured))
     return out
 
 
@@ -195,8 +202,7 @@ def evaluate(fitted: dict[str, FittedModel], obs: Sequence[Observation]) -> Vali
     """Score a fitted model, unchanged, on trials of configurations it may not have seen."""
     out = Validation()
     for config in sorted({o.config for o in obs}):
-        mine = [o for o in obs if o.config == config]
-        measured = measured_max_nodes(mine)
+        measured = measured_max_nodes([o for o in obs if o.config == config])
         for model in fitted.values():
-            out.rows.append(score(model, config, measured, mine[0].numeric))
+            out.rows.append(score(model, config, measured))
     return out

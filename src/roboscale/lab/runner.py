@@ -98,7 +98,7 @@ def run_one(
     try:
         where = envs.placement(t)
         meta["env"] = where.facts
-        meta["host"]["link_profile"] = t.link
+        meta["host"]["link_profile"] = t.link_crossed
         meta["host"]["cpu_quota"] = t.cpu if t.cpu is not None else meta["host"]["cpu_quota"]
         infra = envs.infrastructure(t)
         with envs.background_load(t):

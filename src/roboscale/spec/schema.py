@@ -179,5 +179,5 @@ ALLOWED: dict[str, str] = {
     "verdict.max_loss": "a fraction from 0 to 1",
     "verdict.growth_factor": "a factor >= 1 (last/first quarter median RTT)",
     "verdict.growth_floor_us": "microseconds >= 0",
-    "verdict.max_p99_us": "microseconds above 0 (ceiling on the 99th percentile RTT), or absent",
+    "verdict.max_p99_us": "microseconds above 0 (a ceiling on the p99 latency), or absent",
 }

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +60,30 @@ def root() -> None:
 @pytest.fixture(scope="session")
 def erlang() -> None:
     require(shutil.which("erl") is not None, "Erlang is not installed (apt-get install erlang-nox)")
+
+
+# One planned trial run on this machine: its record tables and the nodes' reports.
+RunTrial = Callable[[Any], tuple[list[Any], list[dict[str, object]]]]
+
+
+@pytest.fixture
+def run_trial(tmp_path: Path) -> RunTrial:
+    """Run one TrialPlan's nodes here as the lab does (infrastructure, nodes, records), with
+    no results folder and no summary: what the backend and workload tests look at."""
+    from roboscale.backends.base import get_backend
+    from roboscale.lab.envs import Placement
+    from roboscale.lab.trial import collect, run_nodes
+
+    def run(t: Any) -> tuple[list[Any], list[dict[str, object]]]:
+        backend = get_backend(t.backend)
+        backend.check()
+        infra = backend.start_infrastructure(tmp_path, Placement())
+        raw = tmp_path / "raw"
+        raw.mkdir()
+        try:
+            run_nodes(backend, infra, t, raw)
+            return collect(t, raw)
+        finally:
+            infra.stop()
+
+    return run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from roboscale.analysis.verdict import Thresholds, Verdict, judge
@@ -73,3 +75,8 @@ def test_stored_thresholds_are_checked() -> None:
         Thresholds.from_dict({"bogus": 1}, "s.json")
     with pytest.raises(UserError, match="got 3"):
         Thresholds.from_dict(3, "s.json")
+
+
+def test_a_sender_ahead_or_unmeasured_counts_as_on_target() -> None:
+    assert judge(TH, 1.3, 0.0, None, None).rate_ratio == 1.0
+    assert judge(TH, math.inf, 0.0, None, None).rate_ok

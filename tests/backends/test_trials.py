@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from roboscale.backends.base import get_backend
 from roboscale.lab.envs import Placement
-from roboscale.lab.trial import collect, run_nodes
 from roboscale.spec.planner import TrialPlan
+
+RunTrial = Callable[[TrialPlan], Any]  # the run_trial fixture of tests/conftest.py
 
 
 def trial(backend: str, payload: str, size: int, pairs: int, mode: str = "standard") -> TrialPlan:
@@ -37,18 +40,9 @@ def trial(backend: str, payload: str, size: int, pairs: int, mode: str = "standa
 
 
 def run(
-    tmp_path: Path, t: TrialPlan
+    run_trial: RunTrial, t: TrialPlan
 ) -> tuple[list[dict[str, list[int | None]]], list[dict[str, object]]]:
-    backend = get_backend(t.backend)
-    backend.check()
-    infra = backend.start_infrastructure(tmp_path, Placement())
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    try:
-        run_nodes(backend, infra, t, raw)
-        tables, nodes = collect(t, raw)
-    finally:
-        infra.stop()
+    tables, nodes = run_trial(t)
     return [tb.to_pydict() for tb in tables], nodes
 
 
@@ -65,8 +59,8 @@ def check_complete(rows: dict[str, list[int | None]], n: int) -> None:
 
 @pytest.mark.zenoh
 @pytest.mark.parametrize(("payload", "size"), [("text", 11), ("image", 307200)])
-def test_zenoh_echo(tmp_path: Path, zenoh: None, payload: str, size: int) -> None:
-    tables, nodes = run(tmp_path, trial("zenoh", payload, size, pairs=2))
+def test_zenoh_echo(run_trial: RunTrial, zenoh: None, payload: str, size: int) -> None:
+    tables, nodes = run(run_trial, trial("zenoh", payload, size, pairs=2))
     assert len(tables) == 2
     for rows in tables:
         check_complete(rows, 200)
@@ -75,8 +69,8 @@ def test_zenoh_echo(tmp_path: Path, zenoh: None, payload: str, size: int) -> Non
 
 @pytest.mark.ros1
 @pytest.mark.parametrize(("payload", "size"), [("text", 11), ("laserscan", 4250), ("4KB", 4096)])
-def test_ros1_echo(tmp_path: Path, ros1: None, payload: str, size: int) -> None:
-    tables, _ = run(tmp_path, trial("ros1", payload, size, pairs=2))
+def test_ros1_echo(run_trial: RunTrial, ros1: None, payload: str, size: int) -> None:
+    tables, _ = run(run_trial, trial("ros1", payload, size, pairs=2))
     for rows in tables:
         check_complete(rows, 200)
 
@@ -125,9 +119,9 @@ def test_ros1_messages_have_thesis_sizes(ros1: None) -> None:
 
 
 @pytest.mark.parametrize(("payload", "size"), [("text", 11), ("image", 307200)])
-def test_native_echo_in_process(tmp_path: Path, payload: str, size: int) -> None:
+def test_native_echo_in_process(run_trial: RunTrial, payload: str, size: int) -> None:
     """Sender and echoer share one process; the message tuple arrives whole (not unpacked)."""
-    tables, nodes = run(tmp_path, trial("native", payload, size, pairs=2))
+    tables, nodes = run(run_trial, trial("native", payload, size, pairs=2))
     assert len(tables) == 2
     for rows in tables:
         check_complete(rows, 200)
@@ -138,9 +132,9 @@ def test_native_echo_in_process(tmp_path: Path, payload: str, size: int) -> None
 
 @pytest.mark.zenoh
 @pytest.mark.parametrize(("payload", "size"), [("text", 11), ("image", 307200)])
-def test_native_across_processes(tmp_path: Path, zenoh: None, payload: str, size: int) -> None:
+def test_native_across_processes(run_trial: RunTrial, zenoh: None, payload: str, size: int) -> None:
     """One process per node; the runtime's Zenoh bridge carries the topics between them."""
-    tables, nodes = run(tmp_path, trial("native-proc", payload, size, pairs=2))
+    tables, nodes = run(run_trial, trial("native-proc", payload, size, pairs=2))
     for rows in tables:
         check_complete(rows, 200)
     assert len({n["pid"] for n in nodes}) == 4

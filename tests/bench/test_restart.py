@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import restart  # bench/restart.py, importable through tests/bench/conftest.py
+
+RunBench = Callable[[str, list[str]], dict[str, Any]]  # tests/bench/conftest.py
 
 
 def test_count_seqs_finds_lost_duplicated_and_out_of_order() -> None:
@@ -45,20 +45,11 @@ def test_bridged_durable_topic_loses_only_what_was_in_flight(zenoh: None) -> Non
 @pytest.mark.zenoh
 @pytest.mark.ros1
 def test_the_whole_benchmark_writes_json(
-    tmp_path: Path, zenoh: None, ros1: None, erlang: None
+    run_bench: RunBench, zenoh: None, ros1: None, erlang: None
 ) -> None:
-    out = tmp_path / "restart.json"
     tiny = ["--restarts", "20", "--process-kills", "3", "--otp-kills", "10", "--ros-kills", "1"]
     tiny += ["--kills", "20", "--bridge-kills", "2", "--ros-loss-kills", "1"]
-    run = subprocess.run(
-        [sys.executable, str(restart.__file__), *tiny, "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    report = json.loads(out.read_text())
+    report = run_bench("restart.py", tiny)
     assert report["results"]["not_available"] == {}
     assert len(report["results"]["restart"]) == 4
     goals = {g["goal"]: g for g in report["goals"]}

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import scale  # bench/scale.py, importable through tests/bench/conftest.py
+
+RunBench = Callable[[str, list[str]], dict[str, Any]]  # tests/bench/conftest.py
 
 
 @pytest.mark.slow
@@ -46,18 +46,9 @@ def test_rospy_echo_pair_returns_one_sample_per_ping(ros1: None) -> None:
 @pytest.mark.slow
 @pytest.mark.zenoh
 @pytest.mark.ros1
-def test_the_whole_benchmark_writes_json(tmp_path: Path, zenoh: None, ros1: None) -> None:
-    out = tmp_path / "scale.json"
+def test_the_whole_benchmark_writes_json(run_bench: RunBench, zenoh: None, ros1: None) -> None:
     tiny = ["--idle-nodes", "100", "--publishers", "10", "--publish-s", "1", "--echoes", "5"]
-    run = subprocess.run(
-        [sys.executable, str(scale.__file__), *tiny, "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    report = json.loads(out.read_text())
+    report = run_bench("scale.py", tiny)
     assert report["results"]["not_available"] == {}
     systems = {row["system"] for row in report["results"]["echo"]}
     assert len(systems) == 4

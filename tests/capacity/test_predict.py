@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from roboscale.capacity.data import Observation
@@ -41,7 +42,7 @@ def test_max_rate_prediction(make_trials: Make, truth: type) -> None:
     obs = make_trials(t)
     model = fit_all(obs, draws=20)["two_resource"]
     p = predict_max_rate(model, FittedRange.of(obs), 64, 4250)
-    assert abs(p.value - 1.6 / 64 - 0) > 0  # a number, not a placeholder
+    assert math.isfinite(p.value) and p.value > 0
     assert t.sustained(64, p.value * 0.9, 4250)
     assert not t.sustained(64, p.value * 1.1, 4250)
 

@@ -3,8 +3,9 @@ roscore/rospy and the in-process runtime. Nothing asserts on elapsed time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -13,8 +14,9 @@ import pytest
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
 from roboscale.backends.base import get_backend
-from roboscale.lab.trial import collect, run_nodes
 from roboscale.spec.planner import TrialPlan
+
+RunTrial = Callable[[TrialPlan], Any]  # the run_trial fixture of tests/conftest.py
 
 MESSAGES = 150
 
@@ -45,19 +47,8 @@ def flow(backend: str, workload: str, **over: object) -> TrialPlan:
     return replace(base, **over)  # type: ignore[arg-type]
 
 
-def run(tmp_path: Path, t: TrialPlan) -> tuple[pa.Table, list[dict[str, object]]]:
-    backend = get_backend(t.backend)
-    backend.check()
-    from roboscale.lab.envs import Placement
-
-    infra = backend.start_infrastructure(tmp_path, Placement())
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    try:
-        run_nodes(backend, infra, t, raw)
-        tables, nodes = collect(t, raw)
-    finally:
-        infra.stop()
+def run(run_trial: RunTrial, t: TrialPlan) -> tuple[pa.Table, list[dict[str, object]]]:
+    tables, nodes = run_trial(t)
     return pa.concat_tables(tables), nodes
 
 
@@ -101,51 +92,51 @@ def check_chain(t: TrialPlan, table: pa.Table) -> None:
 
 @pytest.mark.zenoh
 @pytest.mark.parametrize("ack", [False, True])
-def test_zenoh_fanout(tmp_path: Path, zenoh: None, ack: bool) -> None:
+def test_zenoh_fanout(run_trial: RunTrial, zenoh: None, ack: bool) -> None:
     t = flow("zenoh", "fanout", listeners=3, ack=ack)
-    table, _ = run(tmp_path, t)
+    table, _ = run(run_trial, t)
     check_fanout(t, table)
 
 
 @pytest.mark.zenoh
-def test_zenoh_chain(tmp_path: Path, zenoh: None) -> None:
+def test_zenoh_chain(run_trial: RunTrial, zenoh: None) -> None:
     t = flow("zenoh", "chain", chain_length=5)
-    table, nodes = run(tmp_path, t)
+    table, nodes = run(run_trial, t)
     check_chain(t, table)
     assert len({n["pid"] for n in nodes}) == 5
 
 
 @pytest.mark.zenoh
-def test_native_proc_chain(tmp_path: Path, zenoh: None) -> None:
+def test_native_proc_chain(run_trial: RunTrial, zenoh: None) -> None:
     t = flow("native-proc", "chain", chain_length=3)
-    table, _ = run(tmp_path, t)
+    table, _ = run(run_trial, t)
     check_chain(t, table)
 
 
 @pytest.mark.ros1
-def test_ros1_ping_pong(tmp_path: Path, ros1: None) -> None:
+def test_ros1_ping_pong(run_trial: RunTrial, ros1: None) -> None:
     t = flow("ros1", "ping", ack=True)
-    table, _ = run(tmp_path, t)
+    table, _ = run(run_trial, t)
     check_fanout(t, table)
 
 
 @pytest.mark.ros1
-def test_ros1_fanout(tmp_path: Path, ros1: None) -> None:
+def test_ros1_fanout(run_trial: RunTrial, ros1: None) -> None:
     t = flow("ros1", "fanout", listeners=3)
-    table, _ = run(tmp_path, t)
+    table, _ = run(run_trial, t)
     check_fanout(t, table)
 
 
 @pytest.mark.ros1
-def test_ros1_chain(tmp_path: Path, ros1: None) -> None:
+def test_ros1_chain(run_trial: RunTrial, ros1: None) -> None:
     t = flow("ros1", "chain", chain_length=5, ack=True)
-    table, _ = run(tmp_path, t)
+    table, _ = run(run_trial, t)
     check_chain(t, table)
 
 
-def test_native_chain_in_one_process(tmp_path: Path) -> None:
+def test_native_chain_in_one_process(run_trial: RunTrial) -> None:
     t = flow("native", "chain", chain_length=5, ack=True)
-    table, nodes = run(tmp_path, t)
+    table, nodes = run(run_trial, t)
     check_chain(t, table)
     assert len({n["pid"] for n in nodes}) == 1
 

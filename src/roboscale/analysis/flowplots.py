@@ -70,15 +70,26 @@ def _sizes(lines: dict[str, dict[int, FloatArray]]) -> list[int]:
     return sorted({s for by_size in lines.values() for s in by_size})
 
 
-def flow_boxes(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
-    """Box plots per message size, a box per series (listener count, ping mode, hop)."""
+def _panels(
+    entries: Sequence[Entry], records_of: RecordsOf
+) -> tuple[Figure, list[tuple[Any, Panel, dict[str, dict[int, FloatArray]]]]] | None:
+    """The figure and, per panel (backend, workload, rate, environment), its axes and its
+    series by size; None when the run holds no one-way trial."""
     data = pooled(entries, records_of)
     if not data:
         return None
     panels = sorted(data)[:MAX_PANELS]
     fig, axes = _grid(len(panels), width=6.4)
-    for ax, panel in zip(axes, panels, strict=True):
-        lines = data[panel]
+    return fig, [(ax, panel, data[panel]) for ax, panel in zip(axes, panels, strict=True)]
+
+
+def flow_boxes(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
+    """Box plots per message size, a box per series (listener count, ping mode, hop)."""
+    drawn = _panels(entries, records_of)
+    if drawn is None:
+        return None
+    fig, panels = drawn
+    for ax, panel, lines in panels:
         labels = sorted(lines, key=_order)
         sizes = _sizes(lines)
         width = 0.8 / len(labels)
@@ -106,13 +117,11 @@ def mean_ci80(values: FloatArray) -> tuple[float, float]:
 
 def flow_means(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
     """Mean latency with its 80 % confidence interval per size, a line per series."""
-    data = pooled(entries, records_of)
-    if not data:
+    drawn = _panels(entries, records_of)
+    if drawn is None:
         return None
-    panels = sorted(data)[:MAX_PANELS]
-    fig, axes = _grid(len(panels), width=6.4)
-    for ax, panel in zip(axes, panels, strict=True):
-        lines = data[panel]
+    fig, panels = drawn
+    for ax, panel, lines in panels:
         sizes = _sizes(lines)
         for i, label in enumerate(sorted(lines, key=_order)):
             xs = [s for s, size in enumerate(sizes) if size in lines[label]]

@@ -11,7 +11,6 @@ a hop forwards only what arrived, so that is every hop too).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +22,9 @@ from roboscale.analysis.stats import (
     achieved_rate_hz,
     column,
     distribution,
+    loss_of,
     quarter_medians,
+    trial_entry,
 )
 from roboscale.analysis.verdict import Thresholds, judge
 
@@ -104,7 +105,6 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
     workload = str(params["workload"])
     sent = int(flow.sent.size)
     received = int(np.count_nonzero(np.all(~np.isnan(flow.echoed), axis=0))) if sent else 0
-    loss = (sent - received) / sent if sent else 1.0
     rate = achieved_rate_hz(flow.sent)
     ratio = rate / float(params["rate_hz"]) if rate is not None else 1.0
     quarters = [quarter_medians(lat) for lat in flow.one_way_us]
@@ -113,24 +113,16 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
     first = float(np.median(firsts)) if firsts else None
     last = float(np.median(lasts)) if lasts else None
     headline = distribution(primary_us(flow, workload))
-    ratio = min(ratio, 1.0) if math.isfinite(ratio) else 1.0
-    verdict = judge(th, ratio, loss, first, last, headline["p99"])
-    return {
-        **params,
-        "sent": sent,
-        "received": received,
-        "lost": sent - received,
-        "loss": loss,
+    verdict = judge(th, ratio, loss_of(sent, received), first, last, headline["p99"])
+    figures = {
         "achieved_rate_hz": rate,
         "achieved_rate_min_hz": rate,
         "rtt_us": distribution(flow.rtt_us.ravel()),
         "one_way_us": headline,
         "send_lag_us": distribution((flow.sent - flow.intended) / 1e3),
         "per_node": per_node(flow, workload),
-        "sustained": verdict.sustained,
-        "verdict": verdict.to_dict(),
-        "thresholds": th.to_dict(),
     }
+    return trial_entry(params, th, sent, received, verdict, figures)
 
 
 def series(entry: dict[str, Any], table: pa.Table) -> dict[str, FloatArray]:

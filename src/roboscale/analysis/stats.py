@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from roboscale.analysis.verdict import Thresholds, judge
+from roboscale.analysis.verdict import Thresholds, Verdict, judge
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -77,24 +77,41 @@ def summarize_trial(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
     measured = [r for r in rates if r is not None]
     sent = int(table.num_rows)
     received = int(np.count_nonzero(~np.isnan(recv_ns)))
-    loss = (sent - received) / sent if sent else 1.0
-    target = float(params["rate_hz"])
-    ratio = min(measured) / target if measured else 1.0
+    ratio = min(measured) / float(params["rate_hz"]) if measured else 1.0
     first, last = _growth(senders, rtt)
     rtt_dist = distribution(rtt)
-    ratio = min(ratio, 1.0) if math.isfinite(ratio) else 1.0
-    verdict = judge(th, ratio, loss, first, last, rtt_dist["p99"])
-    return {
-        **params,
-        "sent": sent,
-        "received": received,
-        "lost": sent - received,
-        "loss": loss,
+    verdict = judge(th, ratio, loss_of(sent, received), first, last, rtt_dist["p99"])
+    figures = {
         "achieved_rate_hz": float(np.mean(measured)) if measured else None,
         "achieved_rate_min_hz": min(measured) if measured else None,
         "rtt_us": rtt_dist,
         "one_way_us": distribution(one_way),
         "send_lag_us": distribution(lag),
+    }
+    return trial_entry(params, th, sent, received, verdict, figures)
+
+
+def loss_of(sent: int, received: int) -> float:
+    """The share of messages never received; a trial that sent nothing lost everything."""
+    return (sent - received) / sent if sent else 1.0
+
+
+def trial_entry(
+    params: dict[str, Any],
+    th: Thresholds,
+    sent: int,
+    received: int,
+    verdict: Verdict,
+    figures: dict[str, Any],
+) -> dict[str, Any]:
+    """A summary.json entry, the same keys for every workload: parameters, counts, the
+    workload's figures, the verdict and the thresholds it applied."""
+    counts = {"sent": sent, "received": received, "lost": sent - received}
+    return {
+        **params,
+        **counts,
+        "loss": loss_of(sent, received),
+        **figures,
         "sustained": verdict.sustained,
         "verdict": verdict.to_dict(),
         "thresholds": th.to_dict(),

@@ -20,6 +20,7 @@ It is off unless set, so the design's three-part verdict stays the default.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -100,7 +101,9 @@ def judge(
     p99_us: float | None = None,
 ) -> Verdict:
     """Apply the thresholds; with too few replies to compare quarters, growth is not judged,
-    and with no reply at all the latency ceiling is not (the loss check fails it)."""
+    and with no reply at all the latency ceiling is not (the loss check fails it). A sender
+    ahead of schedule counts as on target, and so does a rate that could not be measured."""
+    rate_ratio = min(rate_ratio, 1.0) if math.isfinite(rate_ratio) else 1.0
     rate_ok = rate_ratio >= th.min_rate_ratio
     loss_ok = loss <= th.max_loss
     if first_quarter_p50_us is None or last_quarter_p50_us is None:

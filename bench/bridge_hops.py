@@ -1,0 +1,137 @@
+"""Where the bridge's round trip goes: each step of one direction, timed in both processes.
+
+    .venv/bin/python bench/bridge_hops.py [--quick] [--echoes N] [--json bench/out/hops.json]
+
+Runs the bench/scale.py echo pair (baselines/runtime_echo.py: two runtimes joined by the
+Zenoh bridge, 11 B, 4250 B and 307,200 B one message at a time) with perf_counter_ns
+taken around the bridge's steps in both processes, and prints the median of each step:
+
+    zenoh → loop      the drain thread took the sample from Zenoh's channel until
+                      `_on_samples` starts on the loop (one thread hop)
+    on_samples        header, decode, inject, queue
+    loop turn         `_on_samples` start until the inbox drains (includes on_samples)
+    to callback       drain start until the node's callback publishes
+    encode            codec and header of the outgoing message
+    put               the export's Zenoh put, from the loop thread
+
+The timing wraps the methods from outside (monkeypatching in the traced processes only);
+it adds about a microsecond per step. Diagnosis, not a goal: nothing here passes or fails.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common import counted_args, finish, header, table
+
+FULL = {"echoes": 3000}
+QUICK = {"echoes": 300}
+STEPS = ("zenoh_to_loop", "on_samples", "loop_turn", "to_callback", "encode", "put")
+TRACE_ENV = "ROBOSCALE_HOPS_OUT"
+
+
+def trace_into(out: Path) -> None:
+    """In a traced process: wrap the bridge's steps and write the medians (µs) at exit."""
+    from roboscale.runtime import bridge, bus, durable
+
+    spans: dict[str, list[int]] = {s: [] for s in STEPS}
+    marks: dict[str, int] = {}
+    clock = time.perf_counter_ns
+    row, on_samples = bridge.Bridge._row, bridge.Bridge._on_samples
+    drain = bus.Inbox.drain
+
+    def traced_row(sample: Any, prefix: int) -> tuple[str, bytes, bytes]:
+        marks["recv"] = clock()
+        return row(sample, prefix)
+
+    def traced_on_samples(self: bridge.Bridge, batch: list[tuple[str, bytes, bytes]]) -> None:
+        marks["loop"] = start = clock()
+        spans["zenoh_to_loop"].append(start - marks.get("recv", start))
+        on_samples(self, batch)
+        spans["on_samples"].append(clock() - start)
+
+    def traced_drain(self: bus.Inbox) -> None:
+        marks["drain"] = start = clock()
+        spans["loop_turn"].append(start - marks.get("loop", start))
+        drain(self)
+
+    def traced_export(self: Any, msg: Any) -> None:
+        start = clock()
+        spans["to_callback"].append(start - marks.get("drain", start))
+        codec, data = durable.encode(msg)
+        self.seq += 1
+        attachment = durable.pack_header(codec, self.bridge.publisher_id, self.seq)
+        encoded = clock()
+        self.pub.put(data, attachment=attachment)
+        spans["encode"].append(encoded - start)
+        spans["put"].append(clock() - encoded)
+
+    def write() -> None:
+        medians = {k: statistics.median(v) / 1e3 for k, v in spans.items() if v}
+        out.write_text(json.dumps({"median_us": medians, "n": len(spans["put"])}))
+
+    bridge.Bridge._row = staticmethod(traced_row)  # type: ignore[method-assign,assignment]
+    bridge.Bridge._on_samples = traced_on_samples  # type: ignore[method-assign]
+    bus.Inbox.drain = traced_drain  # type: ignore[method-assign]
+    bridge._Export.__call__ = traced_export  # type: ignore[method-assign]
+    atexit.register(write)
+
+
+def traced_role(argv: list[str]) -> None:
+    """`bridge_hops.py echo LISTEN` or `ping CONNECT COUNT SIZE...`, traced."""
+    from baselines import runtime_echo
+
+    trace_into(Path(os.environ[TRACE_ENV]))
+    if argv[0] == "echo":
+        runtime_echo.echo(argv[1])
+    else:
+        runtime_echo.ping(argv[1], int(argv[2]), [int(s) for s in argv[3:]])
+
+
+def measure(count: int, work: Path) -> dict[str, Any]:
+    import scale
+    from roboscale.backends.base import free_port
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    program = [sys.executable, __file__]
+    env = dict(os.environ, **{TRACE_ENV: str(work / "echo.json")})
+    with scale.echo_process([*program, "echo", endpoint], env):
+        env = dict(os.environ, **{TRACE_ENV: str(work / "ping.json")})
+        rtt = scale.ping([*program, "ping", endpoint], count, env)
+    # echo_process waited for the echo program to exit: its figures are written.
+    sides = {side: json.loads((work / f"{side}.json").read_text()) for side in ("echo", "ping")}
+    return {"rtt_p50_us": {s: statistics.median(v) for s, v in rtt.items()}, "sides": sides}
+
+
+def main() -> None:
+    import tempfile
+
+    args, n = counted_args(__doc__ or "", FULL, QUICK)
+    report = header()
+    report["counts"] = n
+    with tempfile.TemporaryDirectory(prefix="roboscale-hops-") as tmp:
+        result = measure(n["echoes"], Path(tmp))
+    print("\nround trip p50 (µs):", {s: round(v, 1) for s, v in result["rtt_p50_us"].items()})
+    print("\none direction, median per step (µs), all sizes pooled:")
+    rows = [
+        {"side": side, **{k: round(v, 1) for k, v in got["median_us"].items()}, "n": got["n"]}
+        for side, got in result["sides"].items()
+    ]
+    table(rows, ["side", *STEPS, "n"])
+    report["raw"] = result
+    finish(report, [], args)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] in (["echo"], ["ping"]):
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        traced_role(sys.argv[1:])
+    else:
+        main()

@@ -8,8 +8,7 @@ taken around the bridge's steps in both processes, and prints the median of each
 
     zenoh → loop      the drain thread took the sample from Zenoh's channel until
                       `_on_samples` starts on the loop (one thread hop)
-    on_samples        header, decode, inject, queue
-    loop turn         `_on_samples` start until the inbox drains (includes on_samples)
+    to drain          header, decode, inject, until the inbox drains (same loop turn)
     to callback       drain start until the node's callback publishes
     encode            codec and header of the outgoing message
     put               the export's Zenoh put, from the loop thread
@@ -33,7 +32,7 @@ from common import counted_args, finish, header, table
 
 FULL = {"echoes": 3000}
 QUICK = {"echoes": 300}
-STEPS = ("zenoh_to_loop", "on_samples", "loop_turn", "to_callback", "encode", "put")
+STEPS = ("zenoh_to_loop", "to_drain", "to_callback", "encode", "put")
 TRACE_ENV = "ROBOSCALE_HOPS_OUT"
 
 
@@ -41,41 +40,52 @@ def trace_into(out: Path) -> None:
     """In a traced process: wrap the bridge's steps and write the medians (µs) at exit."""
     from roboscale.runtime import bridge, bus, durable
 
-    spans: dict[str, list[int]] = {s: [] for s in STEPS}
+    spans: dict[int, dict[str, list[int]]] = {}  # payload size -> step -> durations
     marks: dict[str, int] = {}
     clock = time.perf_counter_ns
     row, on_samples = bridge.Bridge._row, bridge.Bridge._on_samples
     drain = bus.Inbox.drain
 
+    def add(step: str, ns: int) -> None:
+        size = marks.get("size")
+        if size is not None:  # probes published before any sample came back: no hop yet
+            spans.setdefault(size, {s: [] for s in STEPS})[step].append(ns)
+
     def traced_row(sample: Any, prefix: int) -> tuple[str, bytes, bytes]:
         marks["recv"] = clock()
-        return row(sample, prefix)
+        got = row(sample, prefix)
+        marks["size"] = len(got[1])
+        return got
 
     def traced_on_samples(self: bridge.Bridge, batch: list[tuple[str, bytes, bytes]]) -> None:
         marks["loop"] = start = clock()
-        spans["zenoh_to_loop"].append(start - marks.get("recv", start))
+        add("zenoh_to_loop", start - marks.get("recv", start))
         on_samples(self, batch)
-        spans["on_samples"].append(clock() - start)
 
     def traced_drain(self: bus.Inbox) -> None:
         marks["drain"] = start = clock()
-        spans["loop_turn"].append(start - marks.get("loop", start))
+        add("to_drain", start - marks.get("loop", start))
         drain(self)
 
     def traced_export(self: Any, msg: Any) -> None:
         start = clock()
-        spans["to_callback"].append(start - marks.get("drain", start))
+        add("to_callback", start - marks.get("drain", start))
         codec, data = durable.encode(msg)
         self.seq += 1
         attachment = durable.pack_header(codec, self.bridge.publisher_id, self.seq)
         encoded = clock()
         self.pub.put(data, attachment=attachment)
-        spans["encode"].append(encoded - start)
-        spans["put"].append(clock() - encoded)
+        marks["size"] = len(data)
+        add("encode", encoded - start)
+        add("put", clock() - encoded)
 
     def write() -> None:
-        medians = {k: statistics.median(v) / 1e3 for k, v in spans.items() if v}
-        out.write_text(json.dumps({"median_us": medians, "n": len(spans["put"])}))
+        medians = {
+            str(size): {k: statistics.median(v) / 1e3 for k, v in steps.items() if v}
+            | {"n": len(steps["put"])}
+            for size, steps in sorted(spans.items())
+        }
+        out.write_text(json.dumps({"median_us": medians}))
 
     bridge.Bridge._row = staticmethod(traced_row)  # type: ignore[method-assign,assignment]
     bridge.Bridge._on_samples = traced_on_samples  # type: ignore[method-assign]
@@ -119,12 +129,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="roboscale-hops-") as tmp:
         result = measure(n["echoes"], Path(tmp))
     print("\nround trip p50 (µs):", {s: round(v, 1) for s, v in result["rtt_p50_us"].items()})
-    print("\none direction, median per step (µs), all sizes pooled:")
+    print("\none direction, median per step and payload size (µs):")
     rows = [
-        {"side": side, **{k: round(v, 1) for k, v in got["median_us"].items()}, "n": got["n"]}
+        {"side": side, "size": int(size), **{k: round(v, 1) for k, v in steps.items()}}
         for side, got in result["sides"].items()
+        for size, steps in got["median_us"].items()
     ]
-    table(rows, ["side", *STEPS, "n"])
+    table(rows, ["side", "size", *STEPS, "n"])
     report["raw"] = result
     finish(report, [], args)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,6 +94,38 @@ def test_malformed_samples_are_counted_and_dropped(
             wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
             assert bridge.malformed == 3 and bridge.ignored >= 1
             assert set(got) == {b"hello", b"last"}
+    finally:
+        session.close()
+
+
+@pytest.mark.zenoh
+def test_a_busy_loop_holds_the_drain_thread_back_at_the_backlog_bound(
+    pair: tuple[Runtime, Runtime, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zenoh
+
+    from roboscale.runtime import bridge as bridge_module
+
+    monkeypatch.setattr(bridge_module, "BACKLOG", 2)
+    _, b, endpoint = pair
+    got: list[Any] = []
+    subscriber(b, got)
+    session = zenoh.open(zenoh_config(BridgeConfig(listen=(endpoint,))))
+    try:
+        with Bridge(b, bridge_config({"connect": [endpoint], "import": ["/any"]})) as bridge:
+            wait_until(lambda: _put(session, b"probe", pack_header(Codec.RAW, 1, 1)) and bool(got))
+            b.call(lambda: None)
+            blocked = threading.Event()
+            b.loop.call_soon_threadsafe(blocked.wait, 10.0)  # the loop is busy until set
+            for seq in range(2, 12):
+                _put(session, b"m", pack_header(Codec.RAW, 1, seq))
+                time.sleep(0.01)  # one batch per sample
+            wait_until(lambda: bridge._posted - bridge._taken == 2)
+            time.sleep(0.2)
+            held = bridge._posted - bridge._taken  # the drain thread waits, samples stay in Zenoh
+            blocked.set()
+            wait_until(lambda: got.count(b"m") == 10)
+            assert held == 2 and bridge.malformed == 0
     finally:
         session.close()
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from roboscale.runtime.bus import Overflow
+from roboscale.runtime.bus import Inbox, Overflow
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
@@ -120,3 +120,24 @@ def test_plain_subscription_is_bounded_too(rt: Runtime) -> None:
     rt.call(lambda: [topic.publish(i) for i in range(5)])  # all queued before any delivery
     wait_until(lambda: got == [3, 4])
     assert topic.inboxes[0].dropped == 3
+
+
+def test_a_caller_collecting_ready_inboxes_delivers_in_its_own_loop_turn(rt: Runtime) -> None:
+    """The bridge's path: inject with a `ready` list, then drain; no extra loop turn."""
+    got: list[Any] = []
+
+    class Sink(Node):
+        def on_start(self) -> None:
+            self.subscribe("/in", got.append)
+
+    start(rt, NodeHandle(rt, "sink", Sink))
+
+    def inject() -> tuple[list[Any], list[Any]]:
+        ready: list[Inbox] = []
+        rt.bus.topic("/in").inject("m", ready)
+        before = list(got)  # collected, not scheduled: nothing delivered yet
+        for inbox in ready:
+            inbox.drain()
+        return before, list(got)
+
+    assert rt.call(inject) == ([], ["m"])

@@ -4,15 +4,43 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from roboscale.errors import UserError
 from roboscale.runtime.events import SupervisionEvent
-from roboscale.runtime.executor import Runtime
+from roboscale.runtime.executor import LOOP_ENV, Runtime, loop_kind
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 from .conftest import wait_until
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
+def rt(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
+    """The liveness rules hold on both event loops the runtime can run on."""
+    monkeypatch.setenv(LOOP_ENV, request.param)
+    runtime = Runtime(watchdog_period_s=0.01).start()
+    yield runtime
+    runtime.close()
+
+
+def test_the_loop_is_uvloop_unless_asyncio_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(LOOP_ENV, raising=False)
+    assert loop_kind() == "uvloop"  # a dependency of the package
+    monkeypatch.setenv(LOOP_ENV, "asyncio")
+    assert loop_kind() == "asyncio"
+    with Runtime() as rt:
+        assert type(rt.loop).__module__.startswith("asyncio")
+
+
+def test_an_unknown_loop_is_refused_with_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LOOP_ENV, "trio")
+    with pytest.raises(UserError, match="ROBOSCALE_LOOP='trio' is not allowed: allowed are uvloop"):
+        Runtime()
 
 
 def start(rt: Runtime, handle: NodeHandle) -> Supervisor:

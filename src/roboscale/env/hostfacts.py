@@ -8,6 +8,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from roboscale.runtime.executor import loop_kind
+
 
 def _cpu_model() -> str:
     try:
@@ -51,4 +53,5 @@ def host_facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu_quota": _cpu_quota(),
         "link_profile": "loopback",
+        "event_loop": loop_kind(),  # of the native runtime: uvloop or asyncio
     }

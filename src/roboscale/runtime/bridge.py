@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ FIELDS = (
 )  # fmt: skip
 BATCH = 256  # samples handed to the loop per wake-up at most
 BACKLOG = 64  # batches waiting for the loop at most
+BACKLOG_POLL_S = 0.0005  # how often a drain thread held back by the loop looks again
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 
 
@@ -230,7 +232,10 @@ class Bridge:
         self._retained: dict[str, Retention] = {}
         self._exports: list[_Export] = []
         self._thread: threading.Thread | None = None
-        self._room = threading.BoundedSemaphore(BACKLOG)  # batches posted to the loop
+        # Batches handed to the loop and taken by it: plain counters, each written by one
+        # thread only (a semaphore would cost a lock round trip per message at low rates).
+        self._posted = 0
+        self._taken = 0
         missing = [t for t in config.durable if t in config.imports and t not in self.cursor_paths]
         if missing:
             raise UserError(f"bridge: durable import {missing[0]} needs a cursor file")
@@ -341,9 +346,11 @@ class Bridge:
                 sample = sub.try_recv()  # a full batch leaves this one for the next
             # At most BACKLOG batches wait for the loop: past that this thread waits, the
             # channel fills, and Zenoh applies back-pressure to the publishers.
-            while not self._room.acquire(timeout=0.5):
+            while self._posted - self._taken >= BACKLOG:
                 if self.session is None:
                     return
+                time.sleep(BACKLOG_POLL_S)
+            self._posted += 1
             try:
                 loop.call_soon_threadsafe(self._on_samples, batch)
             except RuntimeError:
@@ -359,16 +366,25 @@ class Bridge:
         )
 
     def _on_samples(self, batch: list[tuple[str, bytes, bytes]]) -> None:
-        self._room.release()
+        self._taken += 1
         bus, imported = self.runtime.bus, self.imported
+        ready: list[Inbox] = []
         for name, payload, attachment in batch:
             if name not in imported:
                 self.ignored += 1
                 continue
-            self.take(bus.topic(name), payload, attachment, imported[name])
+            self.take(bus.topic(name), payload, attachment, imported[name], ready)
+        # Delivered in this loop turn, not the next: no publisher is on this stack.
+        for inbox in ready:
+            inbox.drain()
 
     def take(
-        self, topic: Topic, payload: bytes, attachment: bytes, durable: _DurableImport | None
+        self,
+        topic: Topic,
+        payload: bytes,
+        attachment: bytes,
+        durable: _DurableImport | None,
+        ready: list[Inbox] | None = None,
     ) -> None:
         """Decode one sample and hand it on; a malformed one is counted and dropped."""
         try:
@@ -380,7 +396,7 @@ class Bridge:
                 self.emit("malformed", f"{topic.name}: {self.malformed} dropped, last: {e}")
             return
         if durable is None:
-            topic.inject(msg)
+            topic.inject(msg, ready)
         else:
             durable.offer(publisher, seq, msg)
 

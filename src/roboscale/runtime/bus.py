@@ -114,8 +114,12 @@ class Inbox:
         self.fn = None
         self.busy = None
 
-    def offer(self, seq: int, msg: Any) -> None:
-        """Queue one message; a sequence number at or below the last handed over is a duplicate."""
+    def offer(self, seq: int, msg: Any, ready: list[Inbox] | None = None) -> None:
+        """Queue one message; a sequence number at or below the last handed over is a duplicate.
+
+        The inbox drains in a later loop turn, or, when `ready` is given, the caller (a loop
+        callback with no publisher on its stack) drains the inboxes it collects there.
+        """
         if seq <= self.last_seq and self.durable_key is not None:
             self.duplicates += 1
             return
@@ -129,7 +133,10 @@ class Inbox:
         items.append((seq, msg))
         if not self.scheduled and self.node is not None and self.busy is None:
             self.scheduled = True
-            self.loop.call_soon(self.drain)
+            if ready is None:
+                self.loop.call_soon(self.drain)
+            else:
+                ready.append(self)
 
     def _schedule(self) -> None:
         if self.items and not self.scheduled and self.node is not None and self.busy is None:
@@ -196,13 +203,13 @@ class Topic:
             tap(msg)
         return seq
 
-    def inject(self, msg: Any) -> int:
+    def inject(self, msg: Any, ready: list[Inbox] | None = None) -> int:
         """Hand `msg` to the local inboxes only (a message that came in over the bridge)."""
         self.seq += 1
         self.published += 1
         seq = self.seq
         for inbox in self.inboxes:
-            inbox.offer(seq, msg)
+            inbox.offer(seq, msg, ready)
         return seq
 
 

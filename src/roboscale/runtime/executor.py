@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ctypes
+import os
 import threading
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from roboscale.errors import UserError
 from roboscale.runtime.bus import Bus
 from roboscale.runtime.child import ExitReason
 from roboscale.runtime.events import EventSubscriber, SupervisionEvent
@@ -29,6 +31,36 @@ if TYPE_CHECKING:
     from roboscale.runtime.node import Node
 
 T = TypeVar("T")
+
+LOOP_ENV = "ROBOSCALE_LOOP"
+LOOPS = ("uvloop", "asyncio")
+
+
+def loop_kind() -> str:
+    """The event loop this process uses: $ROBOSCALE_LOOP, else uvloop when installed."""
+    chosen = os.environ.get(LOOP_ENV, "")
+    if chosen and chosen not in LOOPS:
+        raise UserError(f"{LOOP_ENV}={chosen!r} is not allowed: allowed are {', '.join(LOOPS)}")
+    if chosen == "asyncio":
+        return "asyncio"
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        if chosen == "uvloop":
+            raise UserError(f"{LOOP_ENV}=uvloop but uvloop is not installed") from None
+        return "asyncio"
+    return "uvloop"
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    # uvloop halves what a loop turn and a wake-up from another thread cost, and the
+    # bridge pays one such wake-up per message (docs/runtime.md, "Latency").
+    if loop_kind() == "uvloop":
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        return loop
+    return asyncio.new_event_loop()
 
 
 class CallbackHung(BaseException):
@@ -42,7 +74,7 @@ class Runtime:
     """The event loop, bus, worker pool and watchdogs shared by all nodes of a process."""
 
     def __init__(self, *, workers: int = 4, watchdog_period_s: float = 0.02) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.subscribers: list[EventSubscriber] = []
         self.bus = Bus(self.loop, self.emit)
         self.watchdog_period_s = watchdog_period_s

@@ -14,7 +14,10 @@
      (bench/baselines/runtime_echo.py), reported as not available without the bridge;
    - rospy: two processes under a private roscore, tcp_nodelay (baselines/rospy_echo.py);
    - raw zenoh-python: two peers on explicit tcp/127.0.0.1 endpoints, scouting off,
-     FIFO channel handlers (baselines/zenoh_echo.py).
+     FIFO channel handlers (baselines/zenoh_echo.py);
+   - zenoh-python + event loop: the same, with each sample handed from a reader thread to
+     an event loop that replies (zenoh_echo.py echo-loop/ping-loop): the floor of any
+     runtime that runs callbacks on one loop per process; its ratio to rospy is printed.
    Every pair pings one message at a time and times the round trip on the ping side.
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
@@ -45,6 +48,7 @@ from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 SIZES = [11, 4250, 307_200]
+FLOOR = "zenoh-python + event loop"
 NODE_BYTES_GOAL = 20_000
 INPROC_P50_GOAL_US = 20.0
 READY_TIMEOUT_S = 30.0
@@ -190,11 +194,12 @@ def ping(argv: list[str], count: int, env: dict[str, str] | None = None) -> dict
     return {row["size"]: row["rtt_us"] for row in rows}
 
 
-def zenoh_pair(count: int) -> dict[int, list[float]]:
+def zenoh_pair(count: int, suffix: str = "") -> dict[int, list[float]]:
+    """Raw zenoh-python; suffix "-loop": each sample crosses to an event loop (the floor)."""
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     program = [sys.executable, str(BASELINES / "zenoh_echo.py")]
-    with echo_process([*program, "echo", endpoint]):
-        return ping([*program, "ping", endpoint], count)
+    with echo_process([*program, f"echo{suffix}", endpoint]):
+        return ping([*program, f"ping{suffix}", endpoint], count)
 
 
 def runtime_pair(count: int) -> dict[int, list[float]]:
@@ -243,6 +248,7 @@ def main() -> None:
         ),
         "rospy (tcp_nodelay)": attempt("rospy echo", lambda: rospy_pair(n["echoes"]), missing),
         "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(n["echoes"]), missing),
+        FLOOR: attempt("zenoh loop echo", lambda: zenoh_pair(n["echoes"], "-loop"), missing),
     }
     if idle:
         print(f"\n{idle['nodes']:,} idle in-process nodes, one fresh process:")
@@ -264,9 +270,19 @@ def main() -> None:
     table(rows, ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"])
     for what, why in missing.items():
         print(f"not available: {what}: {why}")
+    floor = floor_ratios(rows)
+    print("\nzenoh-python + event loop p50 / rospy p50 (the floor of the bridge/rospy goal):")
+    print("  " + ", ".join(f"{size} B: {r:.2f}" for size, r in floor.items()))
     report["raw"] = {"idle": idle, "publishers": pubs, "echo_us": echoes}
-    report["results"] = {"echo": rows, "not_available": missing}
+    report["results"] = {"echo": rows, "not_available": missing, "floor_over_rospy": floor}
     finish(report, goals(idle, rows), args)
+
+
+def floor_ratios(rows: list[dict[str, Any]]) -> dict[int, float]:
+    """Per size: the executor hop alone (no runtime code) against rospy, side by side."""
+    p50 = {(r["system"], r["bytes"]): r["p50_us"] for r in rows}
+    pairs = {s: (p50.get((FLOOR, s)), p50.get(("rospy (tcp_nodelay)", s))) for s in SIZES}
+    return {s: f / r for s, (f, r) in pairs.items() if f is not None and r}
 
 
 def goals(idle: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,6 +6,13 @@
                                               the path is up, WARMUP pings, then COUNT pings one
                                               after the other; one JSON line per size:
                                               {"size": SIZE, "rtt_us": [...]}
+    zenoh_echo.py echo-loop LISTEN            the same, but each received sample crosses from a
+    zenoh_echo.py ping-loop CONNECT COUNT SIZE...   reader thread to an event loop (the runtime's
+                                              loop kind), which puts the reply / times the round
+                                              trip and sends the next ping
+
+The -loop pair is the floor of any one-executor-per-process runtime on zenoh-python: the
+one thread hop from Zenoh's channel to the loop, and no runtime code at all.
 
 Peer to peer on explicit tcp/127.0.0.1 endpoints, multicast and gossip scouting off.
 Subscribers use FIFO channel handlers read by the main thread (no Python callback per
@@ -15,18 +22,23 @@ benchmark bounds each process with a timeout and kills its process group.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zenoh
 
 from roboscale.backends.zenoh import zenoh_config
+from roboscale.runtime.executor import new_event_loop
 
 WARMUP = 20
 MATCH_TIMEOUT_S = 30.0
+REPLY_TIMEOUT_S = 10.0
 
 
 def session(listen: list[str], connect: list[str]) -> Any:
@@ -82,10 +94,84 @@ def ping(connect: str, count: int, sizes: list[int]) -> None:
             print(json.dumps({"size": size, "rtt_us": samples}), flush=True)
 
 
+def hand_to_loop(sub: Any, loop: asyncio.AbstractEventLoop, handle: Callable[[Any], None]) -> None:
+    """A reader thread that gives each sample's payload to `handle`, on the loop."""
+
+    def read() -> None:
+        while True:
+            try:
+                payload = sub.recv().payload
+                loop.call_soon_threadsafe(handle, payload)
+            except Exception:
+                return  # the subscriber or the loop closed: the process is ending
+
+    threading.Thread(target=read, daemon=True).start()
+
+
+def echo_loop(listen: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    s = session([listen], [])
+    pong = publisher(s, "bench/pong")
+    loop = new_event_loop()
+    sub = s.declare_subscriber("bench/ping", zenoh.handlers.FifoChannel(1024))
+    hand_to_loop(sub, loop, pong.put)
+    print("ready", flush=True)
+    loop.run_forever()
+
+
+class LoopPinger:
+    """Ping-pong on the loop: each reply, handed over by the reader thread, sends the next."""
+
+    def __init__(self, out: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.out, self.loop = out, loop
+
+    def run(self, payload: bytes, count: int) -> list[float]:
+        self.payload, self.count, self.i, self.samples = payload, count, 0, []
+        self.done: asyncio.Future[None] = self.loop.create_future()
+        self.loop.call_soon(self.send)
+        try:
+            self.loop.run_until_complete(asyncio.wait_for(self.done, REPLY_TIMEOUT_S + count))
+        except TimeoutError:
+            sys.exit(f"zenoh ping-loop: {len(payload)} B round trips did not finish")
+        return self.samples
+
+    def send(self) -> None:
+        self.t0 = time.perf_counter_ns()
+        self.out.put(self.payload)
+
+    def pong(self, _payload: Any) -> None:
+        now = time.perf_counter_ns()
+        if self.done.done():
+            return
+        if self.i >= WARMUP:
+            self.samples.append((now - self.t0) / 1000.0)
+        self.i += 1
+        if self.i >= WARMUP + self.count:
+            self.done.set_result(None)
+        else:
+            self.send()
+
+
+def ping_loop(connect: str, count: int, sizes: list[int]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    with session([], [connect]) as s:
+        out = publisher(s, "bench/ping")
+        sub = s.declare_subscriber("bench/pong", zenoh.handlers.FifoChannel(1024))
+        match(out, sub, bytes(sizes[0]))  # the path is up; from here on the reader owns sub
+        loop = new_event_loop()
+        pinger = LoopPinger(out, loop)
+        hand_to_loop(sub, loop, pinger.pong)
+        for size in sizes:
+            samples = pinger.run(bytes(size), count)
+            print(json.dumps({"size": size, "rtt_us": samples}), flush=True)
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["echo"] and len(sys.argv) == 3:
-        echo(sys.argv[2])
-    elif sys.argv[1:2] == ["ping"] and len(sys.argv) >= 5:
-        ping(sys.argv[2], int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
+    role, args = sys.argv[1:2], sys.argv[2:]
+    if role in (["echo"], ["echo-loop"]) and len(args) == 1:
+        (echo if role == ["echo"] else echo_loop)(args[0])
+    elif role in (["ping"], ["ping-loop"]) and len(args) >= 3:
+        run = ping if role == ["ping"] else ping_loop
+        run(args[0], int(args[1]), [int(s) for s in args[2:]])
     else:
         sys.exit(__doc__)

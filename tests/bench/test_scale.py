@@ -28,9 +28,12 @@ def test_one_hertz_publishers_deliver_every_message() -> None:
 
 @pytest.mark.slow
 @pytest.mark.zenoh
-@pytest.mark.parametrize("pair", ["zenoh_pair", "runtime_pair"])
+@pytest.mark.parametrize("pair", ["zenoh_pair", "zenoh_loop_pair", "runtime_pair"])
 def test_zenoh_echo_pairs_return_one_sample_per_ping(pair: str, zenoh: None) -> None:
-    samples = getattr(scale, pair)(5)
+    if pair == "zenoh_loop_pair":
+        samples = scale.zenoh_pair(5, "-loop")
+    else:
+        samples = getattr(scale, pair)(5)
     assert sorted(samples) == scale.SIZES
     assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
 
@@ -51,4 +54,5 @@ def test_the_whole_benchmark_writes_json(run_bench: RunBench, zenoh: None, ros1:
     report = run_bench("scale.py", tiny)
     assert report["results"]["not_available"] == {}
     systems = {row["system"] for row in report["results"]["echo"]}
-    assert len(systems) == 4
+    assert len(systems) == 5
+    assert set(report["results"]["floor_over_rospy"]) == {str(s) for s in scale.SIZES}

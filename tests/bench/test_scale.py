@@ -28,12 +28,15 @@ def test_one_hertz_publishers_deliver_every_message() -> None:
 
 @pytest.mark.slow
 @pytest.mark.zenoh
-@pytest.mark.parametrize("pair", ["zenoh_pair", "zenoh_loop_pair", "runtime_pair"])
-def test_zenoh_echo_pairs_return_one_sample_per_ping(pair: str, zenoh: None) -> None:
-    if pair == "zenoh_loop_pair":
-        samples = scale.zenoh_pair(5, "-loop")
-    else:
-        samples = getattr(scale, pair)(5)
+@pytest.mark.parametrize(
+    "pair",
+    [scale.zenoh_pair, lambda n: scale.zenoh_pair(n, "-loop"), scale.runtime_pair],
+    ids=["zenoh", "zenoh-loop", "runtime"],
+)
+def test_zenoh_echo_pairs_return_one_sample_per_ping(
+    pair: Callable[[int], dict[int, list[float]]], zenoh: None
+) -> None:
+    samples = pair(5)
     assert sorted(samples) == scale.SIZES
     assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -72,10 +73,11 @@ def _connected(a: Runtime, b: Runtime, got: list[Any]) -> bool:
     return bool(got)
 
 
-@pytest.mark.zenoh
-def test_malformed_samples_are_counted_and_dropped(
-    pair: tuple[Runtime, Runtime, str], events: list[SupervisionEvent]
-) -> None:
+@contextmanager
+def raw_peer_into(
+    pair: tuple[Runtime, Runtime, str],
+) -> Iterator[tuple[Bridge, Any, list[Any]]]:
+    """A raw Zenoh session whose `rs/any` runtime b's bridge imports; yields once connected."""
     import zenoh
 
     _, b, endpoint = pair
@@ -84,50 +86,50 @@ def test_malformed_samples_are_counted_and_dropped(
     session = zenoh.open(zenoh_config(BridgeConfig(listen=(endpoint,))))
     try:
         with Bridge(b, bridge_config({"connect": [endpoint], "import": ["/any"]})) as bridge:
-            good = pack_header(Codec.RAW, 1, 1)
-            wait_until(lambda: _put(session, b"hello", good) and bool(got), timeout_s=10.0)
-            session.put("rs/any", b"x")  # no attachment
-            session.put("rs/any", b"x", attachment=b"short")
-            session.put("rs/any", b"not a pickle", attachment=pack_header(Codec.PICKLE, 1, 2))
-            session.put("rs/other", b"x", attachment=good)  # not imported: ignored
-            session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 1, 3))
-            wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
-            assert bridge.malformed == 3 and bridge.ignored >= 1
-            assert set(got) == {b"hello", b"last"}
+            hello = pack_header(Codec.RAW, 1, 1)
+            wait_until(lambda: _put(session, b"hello", hello) and bool(got), timeout_s=10.0)
+            yield bridge, session, got
     finally:
         session.close()
+
+
+@pytest.mark.zenoh
+def test_malformed_samples_are_counted_and_dropped(
+    pair: tuple[Runtime, Runtime, str], events: list[SupervisionEvent]
+) -> None:
+    with raw_peer_into(pair) as (bridge, session, got):
+        good = pack_header(Codec.RAW, 1, 1)
+        session.put("rs/any", b"x")  # no attachment
+        session.put("rs/any", b"x", attachment=b"short")
+        session.put("rs/any", b"not a pickle", attachment=pack_header(Codec.PICKLE, 1, 2))
+        session.put("rs/other", b"x", attachment=good)  # not imported: ignored
+        session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 1, 3))
+        wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
+        assert bridge.malformed == 3 and bridge.ignored >= 1
+        assert set(got) == {b"hello", b"last"}
 
 
 @pytest.mark.zenoh
 def test_a_busy_loop_holds_the_drain_thread_back_at_the_backlog_bound(
     pair: tuple[Runtime, Runtime, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zenoh
-
     from roboscale.runtime import bridge as bridge_module
 
     monkeypatch.setattr(bridge_module, "BACKLOG", 2)
-    _, b, endpoint = pair
-    got: list[Any] = []
-    subscriber(b, got)
-    session = zenoh.open(zenoh_config(BridgeConfig(listen=(endpoint,))))
-    try:
-        with Bridge(b, bridge_config({"connect": [endpoint], "import": ["/any"]})) as bridge:
-            wait_until(lambda: _put(session, b"probe", pack_header(Codec.RAW, 1, 1)) and bool(got))
-            b.call(lambda: None)
-            blocked = threading.Event()
-            b.loop.call_soon_threadsafe(blocked.wait, 10.0)  # the loop is busy until set
-            for seq in range(2, 12):
-                _put(session, b"m", pack_header(Codec.RAW, 1, seq))
-                time.sleep(0.01)  # one batch per sample
-            wait_until(lambda: bridge._posted - bridge._taken == 2)
-            time.sleep(0.2)
-            held = bridge._posted - bridge._taken  # the drain thread waits, samples stay in Zenoh
-            blocked.set()
-            wait_until(lambda: got.count(b"m") == 10)
-            assert held == 2 and bridge.malformed == 0
-    finally:
-        session.close()
+    b = pair[1]
+    with raw_peer_into(pair) as (bridge, session, got):
+        b.call(lambda: None)
+        blocked = threading.Event()
+        b.loop.call_soon_threadsafe(blocked.wait, 10.0)  # the loop is busy until set
+        for seq in range(2, 12):
+            _put(session, b"m", pack_header(Codec.RAW, 1, seq))
+            time.sleep(0.01)  # one batch per sample
+        wait_until(lambda: bridge._posted - bridge._taken == 2)
+        time.sleep(0.2)
+        held = bridge._posted - bridge._taken  # the drain thread waits, samples stay in Zenoh
+        blocked.set()
+        wait_until(lambda: got.count(b"m") == 10)
+        assert held == 2 and bridge.malformed == 0
 
 
 def _put(session: Any, payload: bytes, attachment: bytes) -> bool:

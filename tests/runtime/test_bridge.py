@@ -201,3 +201,36 @@ def test_a_durable_import_needs_a_cursor_file(rt: Runtime) -> None:
     config = bridge_config({"import": ["/x"], "durable": ["/x"]})
     with pytest.raises(UserError, match="durable import /x needs a cursor file"):
         Bridge(rt, config)
+
+
+class Escapes(BaseException):
+    """What no callback guard stops, as a CallbackHung arriving after its callback returned."""
+
+
+def test_an_escaping_exception_leaves_the_other_inboxes_of_the_batch_scheduled(
+    rt: Runtime,
+) -> None:
+    got: list[Any] = []
+
+    def explode(_: Any) -> None:
+        raise Escapes
+
+    class Two(Node):
+        def on_start(self) -> None:
+            self.subscribe("/a", explode)
+            self.subscribe("/b", got.append)
+
+    rt.wait(Supervisor(rt, "s", [ChildSpec(NodeHandle(rt, "two", Two))]).start_async())
+    bridge = Bridge(rt, bridge_config({"import": ["/a", "/b"]}))  # never opened: no Zenoh
+    bridge.imported = {"/a": None, "/b": None}
+    header = pack_header(Codec.RAW, 1, 1)
+
+    def on_samples() -> str:
+        try:
+            bridge._on_samples([("/a", b"x", header), ("/b", b"y", header)])
+        except Escapes:
+            return "escaped"
+        return "returned"
+
+    assert rt.call(on_samples) == "escaped"
+    wait_until(lambda: got == [b"y"])  # delivered in a later turn, not stranded

@@ -29,8 +29,12 @@ def rt(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def test_the_loop_is_uvloop_unless_asyncio_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvloop
+
     monkeypatch.delenv(LOOP_ENV, raising=False)
     assert loop_kind() == "uvloop"  # a dependency of the package
+    with Runtime() as rt:
+        assert isinstance(rt.loop, uvloop.Loop)
     monkeypatch.setenv(LOOP_ENV, "asyncio")
     assert loop_kind() == "asyncio"
     with Runtime() as rt:

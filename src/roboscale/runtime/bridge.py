@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,7 +54,6 @@ FIELDS = (
 )  # fmt: skip
 BATCH = 256  # samples handed to the loop per wake-up at most
 BACKLOG = 64  # batches waiting for the loop at most
-BACKLOG_POLL_S = 0.0005  # how often a drain thread held back by the loop looks again
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 
 
@@ -236,6 +234,8 @@ class Bridge:
         # thread only (a semaphore would cost a lock round trip per message at low rates).
         self._posted = 0
         self._taken = 0
+        self._waiting = False  # the drain thread waits for room: the loop sets _room
+        self._room = threading.Event()
         missing = [t for t in config.durable if t in config.imports and t not in self.cursor_paths]
         if missing:
             raise UserError(f"bridge: durable import {missing[0]} needs a cursor file")
@@ -346,15 +346,26 @@ class Bridge:
                 sample = sub.try_recv()  # a full batch leaves this one for the next
             # At most BACKLOG batches wait for the loop: past that this thread waits, the
             # channel fills, and Zenoh applies back-pressure to the publishers.
-            while self._posted - self._taken >= BACKLOG:
-                if self.session is None:
-                    return
-                time.sleep(BACKLOG_POLL_S)
+            if self._posted - self._taken >= BACKLOG and not self._wait_for_room():
+                return
             self._posted += 1
             try:
                 loop.call_soon_threadsafe(self._on_samples, batch)
             except RuntimeError:
                 return  # the loop is closed: the process is ending
+
+    def _wait_for_room(self) -> bool:
+        """Block until the loop takes a batch; False once the bridge is closed."""
+        while self._posted - self._taken >= BACKLOG:
+            self._room.clear()
+            self._waiting = True
+            if self._posted - self._taken < BACKLOG:
+                break  # taken between the check and the flag: the loop may not set the event
+            self._room.wait(0.5)
+            if self.session is None:
+                return False
+        self._waiting = False
+        return True
 
     @staticmethod
     def _row(sample: Any, prefix: int) -> tuple[str, bytes, bytes]:
@@ -367,16 +378,30 @@ class Bridge:
 
     def _on_samples(self, batch: list[tuple[str, bytes, bytes]]) -> None:
         self._taken += 1
+        if self._waiting:
+            self._room.set()
         bus, imported = self.runtime.bus, self.imported
         ready: list[Inbox] = []
-        for name, payload, attachment in batch:
-            if name not in imported:
-                self.ignored += 1
-                continue
-            self.take(bus.topic(name), payload, attachment, imported[name], ready)
-        # Delivered in this loop turn, not the next: no publisher is on this stack.
-        for inbox in ready:
-            inbox.drain()
+        try:
+            for name, payload, attachment in batch:
+                if name not in imported:
+                    self.ignored += 1
+                    continue
+                self.take(bus.topic(name), payload, attachment, imported[name], ready)
+        finally:
+            self._drain_now(ready)
+
+    def _drain_now(self, ready: list[Inbox]) -> None:
+        """Deliver in this loop turn, not the next (no publisher is on this stack)."""
+        for n, inbox in enumerate(ready):
+            try:
+                inbox.drain()
+            except BaseException:
+                # An exception no callback guard stops (a late CallbackHung): the inboxes
+                # not drained yet are scheduled as usual, or they would wait forever.
+                for rest in ready[n + 1 :]:
+                    self.runtime.loop.call_soon(rest.drain)
+                raise
 
     def take(
         self,

@@ -231,7 +231,7 @@ class Bridge:
         self._exports: list[_Export] = []
         self._thread: threading.Thread | None = None
         # Batches handed to the loop and taken by it: plain counters, each written by one
-        # thread only (a semaphore would cost a lock round trip per message at low rates).
+        # thread only, so neither thread takes a lock per batch as a semaphore made both do.
         self._posted = 0
         self._taken = 0
         self._waiting = False  # the drain thread waits for room: the loop sets _room

@@ -41,6 +41,10 @@ def publishers_of(master: Any, topic: str) -> list[str]:
     return next((nodes for name, nodes in publishers if name == topic), [])
 
 
+def restarted(events: list[SupervisionEvent]) -> bool:
+    return any(e.kind == "restarted" and e.child == "talker" for e in events)
+
+
 @pytest.mark.ros1
 def test_killed_rospy_node_is_restarted_by_its_supervisor(tmp_path: Path, ros1: None) -> None:
     core = Roscore(tmp_path)
@@ -60,11 +64,13 @@ def test_killed_rospy_node_is_restarted_by_its_supervisor(tmp_path: Path, ros1: 
         assert publishers_of(master, "/chatter") == ["/talker"]
         first = talker.pid
         os.kill(first, signal.SIGKILL)
+        # A new pid exists from the fork on, but the supervisor reports "restarted"
+        # only once the new talker printed its ready line, so wait for the event.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (talker.alive() and talker.pid != first):
+        while time.monotonic() < deadline and not restarted(events):
             time.sleep(0.05)
+        assert restarted(events)
         assert talker.alive() and talker.pid != first
-        assert any(e.kind == "restarted" and e.child == "talker" for e in events)
         exits = [e for e in events if e.kind == "exited"]
         assert exits and exits[0].reason == "killed"
         assert publishers_of(master, "/chatter") == ["/talker"]  # registered again

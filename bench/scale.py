@@ -17,7 +17,11 @@
      FIFO channel handlers (baselines/zenoh_echo.py);
    - zenoh-python + event loop: the same, with each sample handed from a reader thread to
      an event loop that replies (zenoh_echo.py echo-loop/ping-loop): the floor of any
-     runtime that runs callbacks on one loop per process; its ratio to rospy is printed.
+     runtime that runs callbacks on one loop per process;
+   - raw Zenoh in Rust: the same pair with no Python at all (baselines/zenoh_rs, built
+     with cargo into bench/out/ on first use, about 5 minutes): the floor of any runtime
+     over Zenoh on this machine, whatever language it is written in.
+   The two floors' ratios to rospy are printed: they bound the bridge/rospy goal.
    Every pair pings one message at a time and times the round trip on the ping side.
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
@@ -26,7 +30,9 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +55,11 @@ from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 SIZES = [11, 4250, 307_200]
 FLOOR = "zenoh-python + event loop"
+RUST = "zenoh (Rust)"
+ROSPY = "rospy (tcp_nodelay)"
+RUST_BASELINE = BASELINES / "zenoh_rs"
+RUST_TARGET = Path(__file__).resolve().parent / "out" / "zenoh-rs"
+RUST_BUILD_TIMEOUT_S = 1800
 NODE_BYTES_GOAL = 20_000
 INPROC_P50_GOAL_US = 20.0
 READY_TIMEOUT_S = 30.0
@@ -202,6 +213,31 @@ def zenoh_pair(count: int, suffix: str = "") -> dict[int, list[float]]:
         return ping([*program, f"ping{suffix}", endpoint], count)
 
 
+def zenoh_rs_program() -> Path:
+    """Build the Rust baseline (cargo is incremental: a no-op once built); its binary."""
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if not os.access(cargo, os.X_OK):  # rustup's place, often not on PATH
+        raise UserError("cargo is not installed", hint="install Rust: https://rustup.rs")
+    print("  cargo build --release (the first build takes about 5 minutes)", flush=True)
+    build = [cargo, "build", "--release", "--locked", "--manifest-path"]
+    build += [str(RUST_BASELINE / "Cargo.toml"), "--target-dir", str(RUST_TARGET)]
+    try:  # cargo's own progress and errors go to this terminal
+        done = subprocess.run(build, stdin=subprocess.DEVNULL, timeout=RUST_BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        raise UserError(f"cargo build did not finish in {RUST_BUILD_TIMEOUT_S} s") from e
+    if done.returncode != 0:
+        raise UserError(f"cargo build of {RUST_BASELINE} failed (its errors are above)")
+    return RUST_TARGET / "release" / "zenoh-echo-rs"
+
+
+def zenoh_rs_pair(count: int) -> dict[int, list[float]]:
+    """Raw Zenoh in Rust, shaped as zenoh_pair: the transport floor, no Python at all."""
+    program = [str(zenoh_rs_program())]
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    with echo_process([*program, "echo", endpoint]):
+        return ping([*program, "ping", endpoint], count)
+
+
 def runtime_pair(count: int) -> dict[int, list[float]]:
     import importlib
 
@@ -246,9 +282,10 @@ def main() -> None:
         "runtime + Zenoh bridge": attempt(
             "runtime bridge echo", lambda: runtime_pair(n["echoes"]), missing
         ),
-        "rospy (tcp_nodelay)": attempt("rospy echo", lambda: rospy_pair(n["echoes"]), missing),
+        ROSPY: attempt("rospy echo", lambda: rospy_pair(n["echoes"]), missing),
         "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(n["echoes"]), missing),
         FLOOR: attempt("zenoh loop echo", lambda: zenoh_pair(n["echoes"], "-loop"), missing),
+        RUST: attempt("zenoh Rust echo", lambda: zenoh_rs_pair(n["echoes"]), missing),
     }
     if idle:
         print(f"\n{idle['nodes']:,} idle in-process nodes, one fresh process:")
@@ -270,18 +307,19 @@ def main() -> None:
     table(rows, ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"])
     for what, why in missing.items():
         print(f"not available: {what}: {why}")
-    floor = floor_ratios(rows)
-    print("\nzenoh-python + event loop p50 / rospy p50 (the floor of the bridge/rospy goal):")
-    print("  " + ", ".join(f"{size} B: {r:.2f}" for size, r in floor.items()))
+    floor = {system: floor_ratios(rows, system) for system in (FLOOR, RUST)}
+    print("\nfloors of the bridge/rospy goal, p50 / rospy p50:")
+    for system, ratios in floor.items():
+        print(f"  {system}: " + ", ".join(f"{size} B {r:.2f}" for size, r in ratios.items()))
     report["raw"] = {"idle": idle, "publishers": pubs, "echo_us": echoes}
     report["results"] = {"echo": rows, "not_available": missing, "floor_over_rospy": floor}
     finish(report, goals(idle, rows), args)
 
 
-def floor_ratios(rows: list[dict[str, Any]]) -> dict[int, float]:
-    """Per size: the executor hop alone (no runtime code) against rospy, side by side."""
+def floor_ratios(rows: list[dict[str, Any]], system: str) -> dict[int, float]:
+    """Per size: a floor (no runtime code) against rospy, measured side by side."""
     p50 = {(r["system"], r["bytes"]): r["p50_us"] for r in rows}
-    pairs = {s: (p50.get((FLOOR, s)), p50.get(("rospy (tcp_nodelay)", s))) for s in SIZES}
+    pairs = {s: (p50.get((system, s)), p50.get((ROSPY, s))) for s in SIZES}
     return {s: f / r for s, (f, r) in pairs.items() if f is not None and r}
 
 
@@ -309,7 +347,7 @@ def goals(idle: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[dict[
     for size in SIZES:
         bridge, rospy = (
             p50.get(("runtime + Zenoh bridge", size)),
-            p50.get(("rospy (tcp_nodelay)", size)),
+            p50.get((ROSPY, size)),
         )
         ratio = None if bridge is None or rospy is None else bridge / rospy
         out.append(

@@ -34,3 +34,11 @@ def run_bench(tmp_path: Path) -> Callable[[str, list[str]], dict[str, Any]]:
         return report
 
     return run
+
+
+@pytest.fixture(scope="session")
+def rust_baseline(cargo: None) -> Path:
+    """The Rust Zenoh baseline of scale.py, built once (about 5 minutes the first time)."""
+    import scale
+
+    return scale.zenoh_rs_program()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,6 +43,13 @@ def test_zenoh_echo_pairs_return_one_sample_per_ping(
 
 
 @pytest.mark.slow
+def test_rust_zenoh_echo_pair_returns_one_sample_per_ping(rust_baseline: Path) -> None:
+    samples = scale.zenoh_rs_pair(5)
+    assert sorted(samples) == scale.SIZES
+    assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
+
+
+@pytest.mark.slow
 @pytest.mark.ros1
 def test_rospy_echo_pair_returns_one_sample_per_ping(ros1: None) -> None:
     samples = scale.rospy_pair(5)
@@ -52,10 +60,14 @@ def test_rospy_echo_pair_returns_one_sample_per_ping(ros1: None) -> None:
 @pytest.mark.slow
 @pytest.mark.zenoh
 @pytest.mark.ros1
-def test_the_whole_benchmark_writes_json(run_bench: RunBench, zenoh: None, ros1: None) -> None:
+def test_the_whole_benchmark_writes_json(
+    run_bench: RunBench, zenoh: None, ros1: None, rust_baseline: Path
+) -> None:
     tiny = ["--idle-nodes", "100", "--publishers", "10", "--publish-s", "1", "--echoes", "5"]
     report = run_bench("scale.py", tiny)
     assert report["results"]["not_available"] == {}
     systems = {row["system"] for row in report["results"]["echo"]}
-    assert len(systems) == 5
-    assert set(report["results"]["floor_over_rospy"]) == {str(s) for s in scale.SIZES}
+    assert len(systems) == 6
+    floors = report["results"]["floor_over_rospy"]
+    assert set(floors) == {scale.FLOOR, scale.RUST}
+    assert all(set(ratios) == {str(s) for s in scale.SIZES} for ratios in floors.values())

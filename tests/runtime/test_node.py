@@ -131,6 +131,23 @@ def test_timer_ticks_until_the_node_ends(rt: Runtime) -> None:
     assert len(ticks) == count  # no tick after the stop
 
 
+def test_a_timer_counts_the_ticks_it_skips_behind_a_busy_loop(rt: Runtime) -> None:
+    import time
+
+    class Ticker(Node):
+        def on_start(self) -> None:
+            self.clock = self.timer(0.01, self.tick)
+
+        def tick(self) -> None:
+            if self.clock.ticks == 1:
+                time.sleep(0.055)  # past five deadlines: the first fires late, four are skipped
+
+    h = NodeHandle(rt, "ticker", Ticker)
+    run_tree(rt, h)
+    wait_until(lambda: node(h).clock.ticks >= 3)
+    assert node(h).clock.missed >= 4
+
+
 def test_services_inline_async_and_threaded(rt: Runtime) -> None:
     class Server(Node):
         def on_start(self) -> None:

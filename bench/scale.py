@@ -19,8 +19,8 @@
      an event loop that replies (zenoh_echo.py echo-loop/ping-loop): the floor of any
      runtime that runs callbacks on one loop per process;
    - raw Zenoh in Rust: the same pair with no Python at all (baselines/zenoh_rs, built
-     with cargo into bench/out/ on first use, about 5 minutes): the floor of any runtime
-     over Zenoh on this machine, whatever language it is written in.
+     with cargo into bench/out/ first, about 5 minutes the first time): what Zenoh costs
+     any runtime that hands each sample to a thread of its own, in any language.
    The two floors' ratios to rospy are printed: they bound the bridge/rospy goal.
    Every pair pings one message at a time and times the round trip on the ping side.
 
@@ -169,6 +169,11 @@ def inprocess_echo(count: int, size: int) -> list[float]:
     return inprocess_echo_samples(WARMUP + count, size)[WARMUP:]
 
 
+def program_name(argv: list[str]) -> str:
+    """The script a Python runs, or the binary itself."""
+    return Path(argv[1] if Path(argv[0]).name.startswith("python") else argv[0]).name
+
+
 @contextmanager
 def echo_process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[None]:
     """An echo program that prints "ready"; its process group is killed on the way out."""
@@ -177,7 +182,7 @@ def echo_process(argv: list[str], env: dict[str, str] | None = None) -> Iterator
     )
     try:
         if LineReader(proc, "the echo program").next(READY_TIMEOUT_S) != "ready":
-            raise UserError(f"{Path(argv[1]).name} did not start")
+            raise UserError(f"{program_name(argv)} did not start")
         yield
     finally:
         stop_group_term(proc)
@@ -196,11 +201,11 @@ def ping(argv: list[str], count: int, env: dict[str, str] | None = None) -> dict
     try:
         out, err = proc.communicate(timeout=3 * READY_TIMEOUT_S + count * len(SIZES) * 0.02)
     except subprocess.TimeoutExpired as e:
-        raise UserError(f"{Path(argv[1]).name} ping did not finish in time") from e
+        raise UserError(f"{program_name(argv)} ping did not finish in time") from e
     finally:
         stop_group_term(proc)
     if proc.returncode != 0:
-        raise UserError(f"{Path(argv[1]).name} ping failed: {err.decode().strip()[-500:]}")
+        raise UserError(f"{program_name(argv)} ping failed: {err.decode().strip()[-500:]}")
     rows = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     return {row["size"]: row["rtt_us"] for row in rows}
 
@@ -213,29 +218,40 @@ def zenoh_pair(count: int, suffix: str = "") -> dict[int, list[float]]:
         return ping([*program, f"ping{suffix}", endpoint], count)
 
 
+def cargo_path() -> str | None:
+    """cargo on PATH, or where rustup puts it (often not on PATH)."""
+    found = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    return found if os.access(found, os.X_OK) else None
+
+
 def zenoh_rs_program() -> Path:
     """Build the Rust baseline (cargo is incremental: a no-op once built); its binary."""
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    if not os.access(cargo, os.X_OK):  # rustup's place, often not on PATH
-        raise UserError("cargo is not installed", hint="install Rust: https://rustup.rs")
-    print("  cargo build --release (the first build takes about 5 minutes)", flush=True)
-    build = [cargo, "build", "--release", "--locked", "--manifest-path"]
+    cargo, binary = cargo_path(), RUST_TARGET / "release" / "zenoh-echo-rs"
+    if cargo is None:
+        raise UserError("cargo is not installed", hint="Rust 1.88+ from https://rustup.rs")
+    if not binary.exists():
+        print("  cargo build --release: the first build takes about 5 minutes", flush=True)
+    build = [cargo, "build", "--release", "--locked", "--quiet", "--manifest-path"]
     build += [str(RUST_BASELINE / "Cargo.toml"), "--target-dir", str(RUST_TARGET)]
-    try:  # cargo's own progress and errors go to this terminal
-        done = subprocess.run(build, stdin=subprocess.DEVNULL, timeout=RUST_BUILD_TIMEOUT_S)
+    # cargo's errors go to this terminal; its own group, so that a timeout stops rustc too
+    proc = subprocess.Popen(build, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        proc.wait(RUST_BUILD_TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         raise UserError(f"cargo build did not finish in {RUST_BUILD_TIMEOUT_S} s") from e
-    if done.returncode != 0:
+    finally:
+        stop_group_term(proc)
+    if proc.returncode != 0:
         raise UserError(f"cargo build of {RUST_BASELINE} failed (its errors are above)")
-    return RUST_TARGET / "release" / "zenoh-echo-rs"
+    return binary
 
 
-def zenoh_rs_pair(count: int) -> dict[int, list[float]]:
-    """Raw Zenoh in Rust, shaped as zenoh_pair: the transport floor, no Python at all."""
-    program = [str(zenoh_rs_program())]
+def zenoh_rs_pair(count: int, program: Path | None = None) -> dict[int, list[float]]:
+    """Raw Zenoh in Rust, shaped as zenoh_pair: no Python at all."""
+    argv = [str(program or zenoh_rs_program())]
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    with echo_process([*program, "echo", endpoint]):
-        return ping([*program, "ping", endpoint], count)
+    with echo_process([*argv, "echo", endpoint]):
+        return ping([*argv, "ping", endpoint], count)
 
 
 def runtime_pair(count: int) -> dict[int, list[float]]:
@@ -275,6 +291,8 @@ def main() -> None:
     report = header()
     report["counts"] = n
     missing: dict[str, str] = {}
+    # Built first: a first build keeps both cores busy for minutes, not between two pairs.
+    rust = attempt("build of the Rust baseline", zenoh_rs_program, missing)
     idle = attempt("idle nodes", lambda: idle_nodes(n["idle_nodes"]), missing)
     pubs = attempt("1 Hz publishers", lambda: publishers(n["publishers"], n["publish_s"]), missing)
     echoes: dict[str, dict[int, list[float]] | None] = {
@@ -285,7 +303,8 @@ def main() -> None:
         ROSPY: attempt("rospy echo", lambda: rospy_pair(n["echoes"]), missing),
         "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(n["echoes"]), missing),
         FLOOR: attempt("zenoh loop echo", lambda: zenoh_pair(n["echoes"], "-loop"), missing),
-        RUST: attempt("zenoh Rust echo", lambda: zenoh_rs_pair(n["echoes"]), missing),
+        RUST: rust
+        and attempt("zenoh Rust echo", lambda: zenoh_rs_pair(n["echoes"], rust), missing),
     }
     if idle:
         print(f"\n{idle['nodes']:,} idle in-process nodes, one fresh process:")

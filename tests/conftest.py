@@ -70,7 +70,7 @@ def cargo_path() -> str | None:
 
 @pytest.fixture(scope="session")
 def cargo() -> None:
-    require(cargo_path() is not None, "cargo is not installed (Rust: https://rustup.rs)")
+    require(cargo_path() is not None, "cargo is not installed (Rust 1.88+: https://rustup.rs)")
 
 
 # One planned trial run on this machine: its record tables and the nodes' reports.

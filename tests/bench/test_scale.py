@@ -43,6 +43,7 @@ def test_zenoh_echo_pairs_return_one_sample_per_ping(
 
 
 @pytest.mark.slow
+@pytest.mark.zenoh
 def test_rust_zenoh_echo_pair_returns_one_sample_per_ping(rust_baseline: Path) -> None:
     samples = scale.zenoh_rs_pair(5)
     assert sorted(samples) == scale.SIZES

@@ -229,10 +229,12 @@ def zenoh_rs_program() -> Path:
     cargo, binary = cargo_path(), RUST_TARGET / "release" / "zenoh-echo-rs"
     if cargo is None:
         raise UserError("cargo is not installed", hint="Rust 1.88+ from https://rustup.rs")
-    if not binary.exists():
-        print("  cargo build --release: the first build takes about 5 minutes", flush=True)
-    build = [cargo, "build", "--release", "--locked", "--quiet", "--manifest-path"]
+    build = [cargo, "build", "--release", "--locked", "--manifest-path"]
     build += [str(RUST_BASELINE / "Cargo.toml"), "--target-dir", str(RUST_TARGET)]
+    if binary.exists():
+        build.append("--quiet")
+    else:  # cargo's progress bar shows on a terminal
+        print("  cargo build --release: the first build takes about 5 minutes", flush=True)
     # cargo's errors go to this terminal; its own group, so that a timeout stops rustc too
     proc = subprocess.Popen(build, stdin=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -62,6 +62,7 @@ def test_killed_rospy_node_is_restarted_by_its_supervisor(tmp_path: Path, ros1: 
         rt.wait(root.start_async(), timeout_s=60)
         master = xmlrpc.client.ServerProxy(core.uri)
         assert publishers_of(master, "/chatter") == ["/talker"]
+        _, _, first_uri = master.lookupNode("/test", "/talker")
         first = talker.pid
         os.kill(first, signal.SIGKILL)
         # A new pid exists from the fork on, but the supervisor reports "restarted"
@@ -73,7 +74,11 @@ def test_killed_rospy_node_is_restarted_by_its_supervisor(tmp_path: Path, ros1: 
         assert talker.alive() and talker.pid != first
         exits = [e for e in events if e.kind == "exited"]
         assert exits and exits[0].reason == "killed"
-        assert publishers_of(master, "/chatter") == ["/talker"]  # registered again
+        assert publishers_of(master, "/chatter") == ["/talker"]
+        # The killed talker's entry stays with the master until replaced, so only a new
+        # address (a fresh ephemeral port) shows that the new instance registered.
+        _, _, uri = master.lookupNode("/test", "/talker")
+        assert uri != first_uri
     finally:
         rt.wait(root.stop_async(), timeout_s=30)
         rt.close()

@@ -198,24 +198,37 @@ def ping(argv: list[str], count: int, env: dict[str, str] | None = None) -> dict
         env=env,
         start_new_session=True,
     )
-    try:
-        out, err = proc.communicate(timeout=3 * READY_TIMEOUT_S + count * len(SIZES) * 0.02)
-    except subprocess.TimeoutExpired as e:
-        raise UserError(f"{program_name(argv)} ping did not finish in time") from e
-    finally:
-        stop_group_term(proc)
-    if proc.returncode != 0:
-        raise UserError(f"{program_name(argv)} ping failed: {err.decode().strip()[-500:]}")
+    timeout_s = 3 * READY_TIMEOUT_S + count * len(SIZES) * 0.02
+    out = wait_group(proc, timeout_s, f"{program_name(argv)} ping")
     rows = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     return {row["size"]: row["rtt_us"] for row in rows}
 
 
-def zenoh_pair(count: int, suffix: str = "") -> dict[int, list[float]]:
-    """Raw zenoh-python; suffix "-loop": each sample crosses to an event loop (the floor)."""
+def endpoint_pair(program: list[str], count: int, suffix: str = "") -> dict[int, list[float]]:
+    """`program echo{suffix} ENDPOINT` and `program ping{suffix} ENDPOINT COUNT SIZE...`."""
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    program = [sys.executable, str(BASELINES / "zenoh_echo.py")]
     with echo_process([*program, f"echo{suffix}", endpoint]):
         return ping([*program, f"ping{suffix}", endpoint], count)
+
+
+def wait_group(proc: subprocess.Popen[bytes], timeout_s: float, what: str) -> bytes:
+    """Wait for a program started in a group of its own, then stop what is left of the
+    group; its stdout if it succeeded."""
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired as e:
+        raise UserError(f"{what} did not finish in {timeout_s:g} s") from e
+    finally:
+        stop_group_term(proc)
+    if proc.returncode != 0:
+        why = (err or b"").decode().strip()[-500:] or "its errors are above"
+        raise UserError(f"{what} failed: {why}")
+    return out or b""
+
+
+def zenoh_pair(count: int, suffix: str = "") -> dict[int, list[float]]:
+    """Raw zenoh-python; suffix "-loop": each sample crosses to an event loop (the floor)."""
+    return endpoint_pair([sys.executable, str(BASELINES / "zenoh_echo.py")], count, suffix)
 
 
 def cargo_path() -> str | None:
@@ -237,33 +250,20 @@ def zenoh_rs_program() -> Path:
         print("  cargo build --release: the first build takes about 5 minutes", flush=True)
     # cargo's errors go to this terminal; its own group, so that a timeout stops rustc too
     proc = subprocess.Popen(build, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        proc.wait(RUST_BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        raise UserError(f"cargo build did not finish in {RUST_BUILD_TIMEOUT_S} s") from e
-    finally:
-        stop_group_term(proc)
-    if proc.returncode != 0:
-        raise UserError(f"cargo build of {RUST_BASELINE} failed (its errors are above)")
+    wait_group(proc, RUST_BUILD_TIMEOUT_S, f"cargo build of {RUST_BASELINE}")
     return binary
 
 
 def zenoh_rs_pair(count: int, program: Path | None = None) -> dict[int, list[float]]:
     """Raw Zenoh in Rust, shaped as zenoh_pair: no Python at all."""
-    argv = [str(program or zenoh_rs_program())]
-    endpoint = f"tcp/127.0.0.1:{free_port()}"
-    with echo_process([*argv, "echo", endpoint]):
-        return ping([*argv, "ping", endpoint], count)
+    return endpoint_pair([str(program or zenoh_rs_program())], count)
 
 
 def runtime_pair(count: int) -> dict[int, list[float]]:
     import importlib
 
     importlib.import_module("roboscale.runtime.bridge")  # ImportError: reported as missing
-    endpoint = f"tcp/127.0.0.1:{free_port()}"
-    program = [sys.executable, str(BASELINES / "runtime_echo.py")]
-    with echo_process([*program, "echo", endpoint]):
-        return ping([*program, "ping", endpoint], count)
+    return endpoint_pair([sys.executable, str(BASELINES / "runtime_echo.py")], count)
 
 
 def rospy_pair(count: int) -> dict[int, list[float]]:

@@ -37,25 +37,24 @@ def test_one_hertz_publishers_deliver_every_message() -> None:
 def test_zenoh_echo_pairs_return_one_sample_per_ping(
     pair: Callable[[int], dict[int, list[float]]], zenoh: None
 ) -> None:
-    samples = pair(5)
-    assert sorted(samples) == scale.SIZES
-    assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
+    assert_one_sample_per_ping(pair(5), 5)
 
 
 @pytest.mark.slow
 @pytest.mark.zenoh
 def test_rust_zenoh_echo_pair_returns_one_sample_per_ping(rust_baseline: Path) -> None:
-    samples = scale.zenoh_rs_pair(5)
-    assert sorted(samples) == scale.SIZES
-    assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
+    assert_one_sample_per_ping(scale.zenoh_rs_pair(5, rust_baseline), 5)
 
 
 @pytest.mark.slow
 @pytest.mark.ros1
 def test_rospy_echo_pair_returns_one_sample_per_ping(ros1: None) -> None:
-    samples = scale.rospy_pair(5)
+    assert_one_sample_per_ping(scale.rospy_pair(5), 5)
+
+
+def assert_one_sample_per_ping(samples: dict[int, list[float]], pings: int) -> None:
     assert sorted(samples) == scale.SIZES
-    assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
+    assert all(len(v) == pings and min(v) > 0 for v in samples.values())
 
 
 @pytest.mark.slow

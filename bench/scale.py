@@ -254,9 +254,9 @@ def zenoh_rs_program() -> Path:
     return binary
 
 
-def zenoh_rs_pair(count: int, program: Path | None = None) -> dict[int, list[float]]:
-    """Raw Zenoh in Rust, shaped as zenoh_pair: no Python at all."""
-    return endpoint_pair([str(program or zenoh_rs_program())], count)
+def zenoh_rs_pair(count: int, program: Path) -> dict[int, list[float]]:
+    """Raw Zenoh in Rust (the binary zenoh_rs_program built), shaped as zenoh_pair."""
+    return endpoint_pair([str(program)], count)
 
 
 def runtime_pair(count: int) -> dict[int, list[float]]:
@@ -337,15 +337,19 @@ def main() -> None:
     finish(report, goals(idle, rows), args)
 
 
+def p50_of(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
+    return {(r["system"], r["bytes"]): r["p50_us"] for r in rows}
+
+
 def floor_ratios(rows: list[dict[str, Any]], system: str) -> dict[int, float]:
     """Per size: a floor (no runtime code) against rospy, measured side by side."""
-    p50 = {(r["system"], r["bytes"]): r["p50_us"] for r in rows}
+    p50 = p50_of(rows)
     pairs = {s: (p50.get((system, s)), p50.get((ROSPY, s))) for s in SIZES}
     return {s: f / r for s, (f, r) in pairs.items() if f is not None and r}
 
 
 def goals(idle: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    p50 = {(r["system"], r["bytes"]): r["p50_us"] for r in rows}
+    p50 = p50_of(rows)
     rss = idle["rss_bytes_per_node"] if idle else None
     out = [
         {

@@ -62,17 +62,6 @@ def erlang() -> None:
     require(shutil.which("erl") is not None, "Erlang is not installed (apt-get install erlang-nox)")
 
 
-def cargo_path() -> str | None:
-    """cargo on PATH, or where rustup puts it (a PATH without ~/.cargo/bin is common)."""
-    found = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    return found if os.access(found, os.X_OK) else None
-
-
-@pytest.fixture(scope="session")
-def cargo() -> None:
-    require(cargo_path() is not None, "cargo is not installed (Rust 1.88+: https://rustup.rs)")
-
-
 # One planned trial run on this machine: its record tables and the nodes' reports.
 RunTrial = Callable[[Any], tuple[list[Any], list[dict[str, object]]]]
 

@@ -75,6 +75,10 @@ def test_stored_thresholds_are_checked() -> None:
         Thresholds.from_dict({"bogus": 1}, "s.json")
     with pytest.raises(UserError, match="got 3"):
         Thresholds.from_dict(3, "s.json")
+    with pytest.raises(UserError, match=r"^s.json: thresholds.max_loss: .*got 'x'"):
+        Thresholds.from_dict({"max_loss": "x"}, "s.json")
+    with pytest.raises(UserError, match=r"^s.json: thresholds.growth_factor: .*got None"):
+        Thresholds.from_dict({"growth_factor": None}, "s.json")
 
 
 def test_a_sender_ahead_or_unmeasured_counts_as_on_target() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import require
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
@@ -37,8 +38,11 @@ def run_bench(tmp_path: Path) -> Callable[[str, list[str]], dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def rust_baseline(cargo: None) -> Path:
+def rust_baseline() -> Path:
     """The Rust Zenoh baseline of scale.py, built once (about 5 minutes the first time)."""
     import scale
 
+    require(
+        scale.cargo_path() is not None, "cargo is not installed (Rust 1.88+: https://rustup.rs)"
+    )
     return scale.zenoh_rs_program()

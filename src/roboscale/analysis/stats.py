@@ -106,11 +106,12 @@ def trial_entry(
 ) -> dict[str, Any]:
     """A summary.json entry, the same keys for every workload: parameters, counts, the
     workload's figures, the verdict and the thresholds it applied."""
-    counts = {"sent": sent, "received": received, "lost": sent - received}
     return {
         **params,
-        **counts,
-        "loss": loss_of(sent, received),
+        "sent": sent,
+        "received": received,
+        "lost": sent - received,
+        "loss": verdict.loss,
         **figures,
         "sustained": verdict.sustained,
         "verdict": verdict.to_dict(),

@@ -24,7 +24,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from roboscale.errors import UserError
+from roboscale.spec.schema import VerdictSettings
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,15 @@ class Thresholds:
         names = ", ".join(cls.__dataclass_fields__)
         if not isinstance(raw, dict) or not set(raw) <= set(cls.__dataclass_fields__):
             raise UserError(f"{where}: field 'thresholds' must map some of {names}, got {raw!r}")
-        return cls(**raw)
+        try:  # the same fields, types and ranges as a spec's verdict section
+            checked = VerdictSettings.model_validate(raw)
+        except ValidationError as e:
+            first = e.errors()[0]
+            field = ".".join(map(str, first["loc"]))
+            raise UserError(
+                f"{where}: thresholds.{field}: {first['msg']}, got {first.get('input')!r}"
+            ) from None
+        return cls(**checked.model_dump())
 
     def describe(self) -> str:
         text = (

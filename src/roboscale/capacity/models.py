@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from roboscale.capacity.data import Observation
 from roboscale.capacity.fitting import (
@@ -90,13 +91,21 @@ def _cslv_max_rate(p: FloatArray, nodes: float, size: float, _numeric: bool) -> 
     return out
 
 
-def _byte_cost(p: FloatArray, numeric: bool) -> FloatArray:
-    out: FloatArray = p[..., 3] if numeric else p[..., 2]
+def _byte_cost(p: FloatArray, numeric: bool | npt.NDArray[np.bool_]) -> FloatArray:
+    out: FloatArray = np.where(numeric, p[..., 3], p[..., 2])
+    return out
+
+
+def _cpu_per_node(
+    p: FloatArray, rate: Any, size: Any, numeric: bool | npt.NDArray[np.bool_]
+) -> FloatArray:
+    """Cores one node needs: its fixed cost, per message, per byte of its payload's kind."""
+    out: FloatArray = p[..., 0] + p[..., 1] * rate + _byte_cost(p, numeric) * rate * size
     return out
 
 
 def _two_max_nodes(p: FloatArray, size: float, rate: float, numeric: bool) -> FloatArray:
-    per_node = p[..., 0] + p[..., 1] * rate + _byte_cost(p, numeric) * rate * size
+    per_node = _cpu_per_node(p, rate, size, numeric)
     with np.errstate(divide="ignore", invalid="ignore"):
         cpu = np.where(per_node > 0, p[..., 4] / per_node, np.inf)
         link = p[..., 5] / (rate * size)
@@ -144,7 +153,7 @@ def binding_budget(model: FittedModel, size: float, rate: float, numeric: bool =
     if model.name == CSLV:
         return "volume"
     p = model.vector()
-    per_node = p[0] + p[1] * rate + float(_byte_cost(p, numeric)) * rate * size
+    per_node = float(_cpu_per_node(p, rate, size, numeric))
     cpu = p[4] / per_node if per_node > 0 else math.inf
     return "link" if p[5] / (rate * size) < cpu else "cpu"
 
@@ -253,10 +262,9 @@ def _two_resource_point(
     design = cost_design(obs)
     costs = nnls(*design.weighted())
     nodes, rate, size, ok = _arrays(obs)
-    c = _unseen_kind_priced(design.steady(costs.coef).copy(), obs)
+    c = _unseen_kind_priced(design.steady(costs.coef).copy(), kinds_fitted(obs))
     numeric = np.array([o.numeric for o in obs], dtype=bool)
-    byte_cost = np.where(numeric, c[3], c[2])
-    cpu_demand = c[0] * nodes + c[1] * nodes * rate + byte_cost * nodes * rate * size
+    cpu_demand = nodes * _cpu_per_node(c, rate, size, numeric)
     if all(o.on_loopback for o in obs):
         # No link was crossed: a threshold on bytes/s would only fit noise of the
         # byte-heavy trials, and the byte cost is already in the CPU demand.
@@ -267,13 +275,12 @@ def _two_resource_point(
     return params, costs, cpu, link
 
 
-def _unseen_kind_priced(c: FloatArray, obs: Sequence[Observation]) -> FloatArray:
+def _unseen_kind_priced(c: FloatArray, kinds: dict[str, bool]) -> FloatArray:
     """A kind of payload (block or numeric array) with no cost trial has no cost of its own:
     it takes the other's, and `kinds_fitted` in the model says so (predict warns)."""
-    kinds = {o.numeric for o in _cost_trials(obs)}
-    if kinds == {False}:
+    if not kinds["numeric"]:
         c[3] = c[2]
-    elif kinds == {True}:
+    elif not kinds["bytes"]:
         c[2] = c[3]
     return c
 

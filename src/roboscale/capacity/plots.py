@@ -75,7 +75,7 @@ def latency_vs_nodes(obs: Sequence[Observation], size: int | None = None) -> Any
 
 
 def sustained_map(obs: Sequence[Observation], models: dict[str, FittedModel]) -> Any:
-    """Sustained (o) and unsustained (x) trials over nodes x rate, one panel per size,
+    """Sustained (o) and unsustained (x) trials over nodes x rate, one panel per payload,
     with each model's boundary: the highest rate it predicts N nodes sustain."""
     plt = _pyplot()
     payloads = sorted({(o.payload_bytes, o.payload) for o in obs})
@@ -84,6 +84,7 @@ def sustained_map(obs: Sequence[Observation], models: dict[str, FittedModel]) ->
     grid = np.geomspace(max(min(nodes_all) / 2, 1), max(nodes_all) * 2, 60)
     for ax, (size, payload) in zip(axes[0], payloads, strict=True):
         mine = [o for o in obs if o.payload == payload]
+        numeric = mine[0].numeric
         for ok, marker, color in ((True, "o", "tab:green"), (False, "x", "tab:red")):
             pts = [o for o in mine if o.sustained == ok]
             ax.scatter(
@@ -96,7 +97,6 @@ def sustained_map(obs: Sequence[Observation], models: dict[str, FittedModel]) ->
             )
         for name, model in models.items():
             label, color, style = STYLE.get(name, (name, "gray", ":"))
-            numeric = mine[0].numeric
             rates = [max_rate(model, float(n), float(size), numeric)[0] for n in grid]
             ax.plot(grid, np.clip(rates, 1e-3, None), style, color=color, label=label)
         rates_seen = [o.rate_hz for o in obs]
@@ -105,7 +105,7 @@ def sustained_map(obs: Sequence[Observation], models: dict[str, FittedModel]) ->
         ax.set_yscale("log")
         ax.set_xlabel("nodes")
         ax.set_ylabel("rate per sender (Hz)")
-        ax.set_title(f"{mine[0].payload} ({size} B)")
+        ax.set_title(f"{payload} ({size} B)")
         ax.grid(True, which="both", alpha=0.3)
     axes[0][0].legend(fontsize="small")
     fig.tight_layout()

@@ -193,10 +193,9 @@ def _bring_up(t: TrialPlan) -> Any:
     from roboscale.env.links import BUILTIN, load_profiles, resolve
 
     profiles = load_profiles(Path(t.profiles)) if t.profiles else dict(BUILTIN)
-    link = "ethernet" if t.link == "loopback" else t.link
     hostset = HostSet(
         count=t.hosts,
-        profile=resolve(link, profiles),
+        profile=resolve(t.host_link, profiles),
         topology=t.topology,
         subnet=t.subnet,
         cpu=CpuLimit(quota=t.cpu) if t.cpu is not None else None,

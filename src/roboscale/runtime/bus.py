@@ -7,7 +7,8 @@ after publishing it). Each inbox is drained by one `call_soon` on the event
 loop, so a publish never runs a subscriber's callback inside the publisher's
 own call stack (an echo pair cannot recurse) and per-subscription order holds.
 The bridge, which injects from a loop callback with no publisher on its stack,
-collects the inboxes instead (`ready`) and drains them in the same loop turn.
+collects the inboxes instead (`ready`) and drains them in the same loop turn
+(plain imports; a durable import's resequenced messages drain a turn later).
 
 A durable inbox is keyed by its subscriber's stable path, not by a node
 instance: it stays subscribed while the node is down, buffers what arrives,

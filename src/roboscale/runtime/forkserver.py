@@ -1,6 +1,6 @@
 """The zygote's own side: pre-load, then fork and reap children on request.
 
-Runs in the zygote process (`python -m roboscale.runtime.zygote serve`), and in a
+Runs in the zygote process (`python -m roboscale.runtime.forkserver serve`), and in a
 fresh interpreter for one target (`... run TARGET CONFIG --ready-fd N`). The
 protocol, fork safety and the client (`Zygote`) are described in `zygote.py`.
 """
@@ -292,7 +292,7 @@ def serve(preload: Sequence[str], parent_pid: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m roboscale.runtime.zygote")
+    p = argparse.ArgumentParser(prog="python -m roboscale.runtime.forkserver")
     sub = p.add_subparsers(dest="mode", required=True)
     s = sub.add_parser("serve", help="pre-load modules, then fork children on request")
     s.add_argument("--preload", default="", help="comma-separated modules to import")

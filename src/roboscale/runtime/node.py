@@ -83,8 +83,9 @@ class Publisher:
 
 
 class Timer:
-    """Calls a callback every `period_s` seconds on absolute deadlines. A tick due before the
-    previous one fired (busy loop; period under epoll's 1 ms) is skipped, counted in `missed`."""
+    """Calls a callback every `period_s` seconds on absolute deadlines until one fires late
+    (busy loop; period under epoll's 1 ms): the ticks already due then are skipped, counted
+    in `missed`, and the schedule restarts from now."""
 
     __slots__ = ("deadline_s", "due", "fn", "handle", "missed", "mode", "node", "period_s", "ticks")
 

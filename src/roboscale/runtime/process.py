@@ -2,7 +2,7 @@
 
 `ProcessNode` runs a target `module:callable` (see `runtime/zygote.py`) in its
 own process: forked from a `Zygote` when one is given and alive (milliseconds),
-else in a fresh `python -m roboscale.runtime.zygote run ...`. `CommandChild`
+else in a fresh `python -m roboscale.runtime.forkserver run ...`. `CommandChild`
 runs any argv (`rosrun pkg node`, a shell script): ready once started, once a
 given line appears on its output, or once a probe says so.
 
@@ -422,7 +422,7 @@ class ProcessNode(_ProcessChild):
             except ZygoteError:
                 pass  # it died meanwhile: a fresh interpreter still works
         self.started_via = "python"
-        argv = [self.python, "-m", "roboscale.runtime.zygote", "run", self.target]
+        argv = [self.python, "-m", "roboscale.runtime.forkserver", "run", self.target]
         argv += [json.dumps(self.config), "--parent-pid", str(os.getpid())]
         env = {**os.environ, **self.env}
         return _launch_direct(self.name, _Launch(argv, env, None, None, self.log, True))

@@ -29,7 +29,7 @@ its client goes away (EOF on stdin, or its own death signal).
 
 A target is `def main(config: dict, ready: Callable[[], None]) -> int | None`.
 List its module in the preloads too, so that children do not import it each time.
-The same runner serves fresh interpreters: `python -m roboscale.runtime.zygote
+The same runner serves fresh interpreters: `python -m roboscale.runtime.forkserver
 run TARGET CONFIG_JSON --ready-fd N`.
 """
 
@@ -125,7 +125,7 @@ class Zygote:
             raise ZygoteError(f"zygote did not start: {detail}")
 
     def _launch(self) -> subprocess.Popen[bytes]:
-        argv = [self.python, "-m", "roboscale.runtime.zygote", "serve"]
+        argv = [self.python, "-m", "roboscale.runtime.forkserver", "serve"]
         argv += ["--parent-pid", str(os.getpid()), "--preload", ",".join(self.preload)]
         err = self.log.open("ab") if self.log is not None else None
         try:
@@ -271,9 +271,3 @@ class Zygote:
             child.error = child.error or "the zygote died"
             child.forked.set()
             self._child_event(child, "exit", {"code": None, "signal": int(signal.SIGKILL)})
-
-
-if __name__ == "__main__":
-    from roboscale.runtime.forkserver import main
-
-    sys.exit(main())

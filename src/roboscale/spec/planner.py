@@ -71,12 +71,14 @@ class TrialPlan:
         return self.hosts > 1 or self.link != "loopback" or self.cpu is not None
 
     @property
-    def link_crossed(self) -> str:
-        """The link messages cross: none (loopback) on one host; emulated hosts with no
-        link named are joined by ethernet, as lab/envs.py builds them."""
-        if self.hosts <= 1:
-            return "loopback"
+    def host_link(self) -> str:
+        """The profile that joins emulated hosts: ethernet when no link is named."""
         return "ethernet" if self.link == "loopback" else self.link
+
+    @property
+    def link_crossed(self) -> str:
+        """The link messages cross: none (loopback) on one host, else `host_link`."""
+        return "loopback" if self.hosts <= 1 else self.host_link
 
     @property
     def env_key(self) -> tuple[Any, ...]:

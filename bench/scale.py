@@ -18,10 +18,17 @@
    - zenoh-python + event loop: the same, with each sample handed from a reader thread to
      an event loop that replies (zenoh_echo.py echo-loop/ping-loop): the floor of any
      runtime that runs callbacks on one loop per process;
-   - raw Zenoh in Rust: the same pair with no Python at all (baselines/zenoh_rs, built
-     with cargo into bench/out/ first, about 5 minutes the first time): what Zenoh costs
-     any runtime that hands each sample to a thread of its own, in any language.
-   The two floors' ratios to rospy are printed: they bound the bridge/rospy goal.
+   - Zenoh through a minimal native binding + event loop: zenoh_min (baselines/zenoh_pyo3),
+     whose Zenoh callback wakes the loop through an eventfd, no Python thread between
+     (zenoh_native_echo.py): what Zenoh and one Python loop per hop cost, no runtime code;
+   - the runtime on that binding: runtime_echo.py with the bridge's data path on zenoh_min
+     (runtime_native_echo.py; publish/subscribe only, a diagnosis, not a goal): what the
+     runtime's own code costs over the native floor;
+   - raw Zenoh in Rust: the same pair with no Python at all (baselines/zenoh_rs): what
+     Zenoh costs any runtime that hands each sample to a thread of its own, in any language.
+   The two native baselines are built first with cargo into bench/out/zenoh-rs (about 5
+   minutes the first time). The floors' ratios to rospy are printed: they bound the
+   bridge/rospy goal.
    Every pair pings one message at a time and times the round trip on the ping side.
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
@@ -55,10 +62,13 @@ from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 SIZES = [11, 4250, 307_200]
 FLOOR = "zenoh-python + event loop"
+NATIVE_FLOOR = "zenoh (minimal binding) + event loop"
+NATIVE_RUNTIME = "runtime on the minimal binding"
 RUST = "zenoh (Rust)"
 ROSPY = "rospy (tcp_nodelay)"
-RUST_BASELINE = BASELINES / "zenoh_rs"
+RUST_WORKSPACE = BASELINES / "Cargo.toml"  # zenoh_rs and zenoh_pyo3
 RUST_TARGET = Path(__file__).resolve().parent / "out" / "zenoh-rs"
+NATIVE_MODULE = RUST_TARGET / "python" / "zenoh_min.so"  # where zenoh_native_echo.py looks
 RUST_BUILD_TIMEOUT_S = 1800
 NODE_BYTES_GOAL = 20_000
 INPROC_P50_GOAL_US = 20.0
@@ -238,25 +248,35 @@ def cargo_path() -> str | None:
 
 
 def zenoh_rs_program() -> Path:
-    """Build the Rust baseline (cargo is incremental: a no-op once built); its binary."""
+    """Build the native baselines (cargo is incremental: a no-op once built); the Rust
+    program's path. zenoh_min, built for this Python, is put where its pair finds it."""
     cargo, binary = cargo_path(), RUST_TARGET / "release" / "zenoh-echo-rs"
     if cargo is None:
         raise UserError("cargo is not installed", hint="Rust 1.88+ from https://rustup.rs")
-    build = [cargo, "build", "--release", "--locked", "--manifest-path"]
-    build += [str(RUST_BASELINE / "Cargo.toml"), "--target-dir", str(RUST_TARGET)]
-    if binary.exists():
+    build = [cargo, "build", "--release", "--locked", "--manifest-path", str(RUST_WORKSPACE)]
+    build += ["--target-dir", str(RUST_TARGET)]
+    if binary.exists() and NATIVE_MODULE.exists():
         build.append("--quiet")
     else:  # cargo's progress bar shows on a terminal
         print("  cargo build --release: the first build takes about 5 minutes", flush=True)
+    env = {**os.environ, "PYO3_PYTHON": sys.executable}  # the binding's Python
     # cargo's errors go to this terminal; its own group, so that a timeout stops rustc too
-    proc = subprocess.Popen(build, stdin=subprocess.DEVNULL, start_new_session=True)
-    wait_group(proc, RUST_BUILD_TIMEOUT_S, f"cargo build of {RUST_BASELINE}")
+    proc = subprocess.Popen(build, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    wait_group(proc, RUST_BUILD_TIMEOUT_S, f"cargo build of {RUST_WORKSPACE}")
+    NATIVE_MODULE.parent.mkdir(exist_ok=True)
+    shutil.copyfile(RUST_TARGET / "release" / "libzenoh_min.so", NATIVE_MODULE)
     return binary
 
 
 def zenoh_rs_pair(count: int, program: Path) -> dict[int, list[float]]:
     """Raw Zenoh in Rust (the binary zenoh_rs_program built), shaped as zenoh_pair."""
     return endpoint_pair([str(program)], count)
+
+
+def zenoh_native_pair(count: int, program: str = "zenoh_native_echo.py") -> dict[int, list[float]]:
+    """zenoh_min + event loop (built by zenoh_rs_program), shaped as the -loop zenoh_pair;
+    program runtime_native_echo.py: the runtime's echo on it."""
+    return endpoint_pair([sys.executable, str(BASELINES / program)], count)
 
 
 def runtime_pair(count: int) -> dict[int, list[float]]:
@@ -294,7 +314,7 @@ def main() -> None:
     report["counts"] = n
     missing: dict[str, str] = {}
     # Built first: a first build keeps both cores busy for minutes, not between two pairs.
-    rust = attempt("build of the Rust baseline", zenoh_rs_program, missing)
+    rust = attempt("build of the native baselines", zenoh_rs_program, missing)
     idle = attempt("idle nodes", lambda: idle_nodes(n["idle_nodes"]), missing)
     pubs = attempt("1 Hz publishers", lambda: publishers(n["publishers"], n["publish_s"]), missing)
     echoes: dict[str, dict[int, list[float]] | None] = {
@@ -305,6 +325,14 @@ def main() -> None:
         ROSPY: attempt("rospy echo", lambda: rospy_pair(n["echoes"]), missing),
         "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(n["echoes"]), missing),
         FLOOR: attempt("zenoh loop echo", lambda: zenoh_pair(n["echoes"], "-loop"), missing),
+        NATIVE_FLOOR: rust
+        and attempt("zenoh native loop echo", lambda: zenoh_native_pair(n["echoes"]), missing),
+        NATIVE_RUNTIME: rust
+        and attempt(
+            "runtime echo on the minimal binding",
+            lambda: zenoh_native_pair(n["echoes"], "runtime_native_echo.py"),
+            missing,
+        ),
         RUST: rust
         and attempt("zenoh Rust echo", lambda: zenoh_rs_pair(n["echoes"], rust), missing),
     }
@@ -328,7 +356,7 @@ def main() -> None:
     table(rows, ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"])
     for what, why in missing.items():
         print(f"not available: {what}: {why}")
-    floor = {system: floor_ratios(rows, system) for system in (FLOOR, RUST)}
+    floor = {system: floor_ratios(rows, system) for system in (FLOOR, NATIVE_FLOOR, RUST)}
     print("\nfloors of the bridge/rospy goal, p50 / rospy p50:")
     for system, ratios in floor.items():
         print(f"  {system}: " + ", ".join(f"{size} B {r:.2f}" for size, r in ratios.items()))

@@ -10,13 +10,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from roboscale.backends.zenoh import zenoh_config  # preloaded by the zygote with this module
+# preloaded by the zygote with this module
+from roboscale.backends.zenoh import zenoh_config, zenoh_settings
 
 
 def zenoh_node(config: dict[str, Any], ready: Callable[[], None]) -> int:
     import zenoh
 
-    with zenoh.open(zenoh_config([], [])):
+    with zenoh.open(zenoh_config(zenoh_settings([], []))):
         ready()
         time.sleep(float(config.get("lifetime_s", 60)))
     return 0

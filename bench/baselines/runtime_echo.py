@@ -94,10 +94,10 @@ def _runtime_with(name: str, factory: Callable[[], Node]) -> tuple[Runtime, Supe
     return rt, sup, handle
 
 
-def echo(listen: str) -> None:
+def echo(listen: str, bridge_class: type[Bridge] = Bridge) -> None:
     rt, sup, _ = _runtime_with("echo", Echo)
     config = {"listen": [listen], "import": ["/ping"], "export": ["/pong"]}
-    bridge = Bridge(rt, bridge_config(config)).open()
+    bridge = bridge_class(rt, bridge_config(config)).open()
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
@@ -108,10 +108,10 @@ def echo(listen: str) -> None:
     rt.close()
 
 
-def ping(connect: str, count: int, sizes: list[int]) -> None:
+def ping(connect: str, count: int, sizes: list[int], bridge_class: type[Bridge] = Bridge) -> None:
     rt, sup, handle = _runtime_with("ping", Pinger)
     config = {"connect": [connect], "import": ["/pong"], "export": ["/ping"]}
-    bridge = Bridge(rt, bridge_config(config)).open()
+    bridge = bridge_class(rt, bridge_config(config)).open()
     try:
         for size in sizes:
             node = handle.node
@@ -127,10 +127,14 @@ def ping(connect: str, count: int, sizes: list[int]) -> None:
         rt.close()
 
 
-if __name__ == "__main__":
+def main(bridge_class: type[Bridge] = Bridge, usage: str | None = __doc__) -> None:
     if sys.argv[1:2] == ["echo"] and len(sys.argv) == 3:
-        echo(sys.argv[2])
+        echo(sys.argv[2], bridge_class)
     elif sys.argv[1:2] == ["ping"] and len(sys.argv) >= 5:
-        ping(sys.argv[2], int(sys.argv[3]), [int(s) for s in sys.argv[4:]])
+        ping(sys.argv[2], int(sys.argv[3]), [int(s) for s in sys.argv[4:]], bridge_class)
     else:
-        sys.exit(__doc__)
+        sys.exit(usage)
+
+
+if __name__ == "__main__":
+    main()

@@ -33,7 +33,7 @@ from typing import Any
 
 import zenoh
 
-from roboscale.backends.zenoh import zenoh_config
+from roboscale.backends.zenoh import zenoh_config, zenoh_settings
 from roboscale.runtime.executor import new_event_loop
 
 WARMUP = 20
@@ -42,7 +42,7 @@ REPLY_TIMEOUT_S = 10.0
 
 
 def session(listen: list[str], connect: list[str]) -> Any:
-    return zenoh.open(zenoh_config(listen, connect))
+    return zenoh.open(zenoh_config(zenoh_settings(listen, connect)))
 
 
 def publisher(s: Any, key: str) -> Any:
@@ -58,6 +58,10 @@ def echo(listen: str) -> None:
     print("ready", flush=True)
     while True:
         pong.put(sub.recv().payload)
+
+
+def report(size: int, samples: list[float]) -> None:
+    print(json.dumps({"size": size, "rtt_us": samples}), flush=True)
 
 
 def match(ping: Any, sub: Any, payload: bytes) -> None:
@@ -91,7 +95,7 @@ def ping(connect: str, count: int, sizes: list[int]) -> None:
                 sub.recv()
                 if i >= WARMUP:
                     samples.append((time.perf_counter_ns() - t0) / 1000.0)
-            print(json.dumps({"size": size, "rtt_us": samples}), flush=True)
+            report(size, samples)
 
 
 def hand_to_loop(sub: Any, loop: asyncio.AbstractEventLoop, handle: Callable[[Any], None]) -> None:
@@ -163,7 +167,7 @@ def ping_loop(connect: str, count: int, sizes: list[int]) -> None:
         hand_to_loop(sub, loop, pinger.pong)
         for size in sizes:
             samples = pinger.run(bytes(size), count)
-            print(json.dumps({"size": size, "rtt_us": samples}), flush=True)
+            report(size, samples)
 
 
 if __name__ == "__main__":

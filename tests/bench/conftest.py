@@ -39,7 +39,8 @@ def run_bench(tmp_path: Path) -> Callable[[str, list[str]], dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def rust_baseline() -> Path:
-    """The Rust Zenoh baseline of scale.py, built once (about 5 minutes the first time)."""
+    """The native baselines of scale.py, built once (about 5 minutes the first time); the
+    Rust program."""
     import scale
 
     require(

@@ -47,6 +47,15 @@ def test_rust_zenoh_echo_pair_returns_one_sample_per_ping(rust_baseline: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.zenoh
+@pytest.mark.parametrize("program", ["zenoh_native_echo.py", "runtime_native_echo.py"])
+def test_native_binding_echo_pairs_return_one_sample_per_ping(
+    rust_baseline: Path, program: str
+) -> None:
+    assert_one_sample_per_ping(scale.zenoh_native_pair(5, program), 5)
+
+
+@pytest.mark.slow
 @pytest.mark.ros1
 def test_rospy_echo_pair_returns_one_sample_per_ping(ros1: None) -> None:
     assert_one_sample_per_ping(scale.rospy_pair(5), 5)
@@ -67,7 +76,7 @@ def test_the_whole_benchmark_writes_json(
     report = run_bench("scale.py", tiny)
     assert report["results"]["not_available"] == {}
     systems = {row["system"] for row in report["results"]["echo"]}
-    assert len(systems) == 6
+    assert len(systems) == 8
     floors = report["results"]["floor_over_rospy"]
-    assert set(floors) == {scale.FLOOR, scale.RUST}
+    assert set(floors) == {scale.FLOOR, scale.NATIVE_FLOOR, scale.RUST}
     assert all(set(ratios) == {str(s) for s in scale.SIZES} for ratios in floors.values())

@@ -30,33 +30,42 @@ from roboscale.errors import BackendUnavailable
 DEFAULT_CHANNEL = 100_000
 
 
-def zenoh_config(
+def zenoh_settings(
     listen: list[str] | tuple[str, ...],
     connect: list[str] | tuple[str, ...],
     *,
     mode: str = "peer",
     shared_memory: bool = True,
     retry_ms: int | None = None,
-) -> Any:
-    """A session on explicit endpoints with scouting off.
+) -> list[tuple[str, str]]:
+    """The (key, JSON5 value) settings of a session on explicit endpoints, scouting off.
 
     Zenoh moves messages above 3 KB between processes of one machine through shared
     memory by default; emulated hosts share one kernel, so there it must be off, or
     large messages would bypass the emulated link.
     """
-    import zenoh
-
-    conf = zenoh.Config()
-    conf.insert_json5("mode", json.dumps(mode))
-    conf.insert_json5("scouting/multicast/enabled", "false")
-    conf.insert_json5("scouting/gossip/enabled", "false")
-    conf.insert_json5("listen/endpoints", json.dumps(list(listen)))
-    conf.insert_json5("connect/endpoints", json.dumps(list(connect)))
-    conf.insert_json5("transport/shared_memory/enabled", json.dumps(shared_memory))
+    settings = [
+        ("mode", json.dumps(mode)),
+        ("scouting/multicast/enabled", "false"),
+        ("scouting/gossip/enabled", "false"),
+        ("listen/endpoints", json.dumps(list(listen))),
+        ("connect/endpoints", json.dumps(list(connect))),
+        ("transport/shared_memory/enabled", json.dumps(shared_memory)),
+    ]
     if retry_ms is not None:
         # Peers started together connect to each other: retry soon, not after 1-4 s.
         retry = {"period_init_ms": retry_ms, "period_max_ms": 4 * retry_ms}
-        conf.insert_json5("connect/retry", json.dumps(retry))
+        settings.append(("connect/retry", json.dumps(retry)))
+    return settings
+
+
+def zenoh_config(settings: list[tuple[str, str]]) -> Any:
+    """A zenoh.Config of `zenoh_settings`."""
+    import zenoh
+
+    conf = zenoh.Config()
+    for key, value in settings:
+        conf.insert_json5(key, value)
     return conf
 
 
@@ -85,11 +94,13 @@ class ZenohSession:
         cfg = ctx.config
         self._session: Any = zenoh.open(
             zenoh_config(
-                cfg.get("listen", []),
-                cfg.get("connect", []),
-                mode=cfg.get("mode", "peer"),
-                shared_memory=cfg.get("shared_memory", True),
-                retry_ms=cfg.get("retry_ms"),
+                zenoh_settings(
+                    cfg.get("listen", []),
+                    cfg.get("connect", []),
+                    mode=cfg.get("mode", "peer"),
+                    shared_memory=cfg.get("shared_memory", True),
+                    retry_ms=cfg.get("retry_ms"),
+                )
             )
         )
         self._subs: list[Any] = []

@@ -100,7 +100,7 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 def main(argv: list[str]) -> int:
     import zenoh
 
-    from roboscale.backends.zenoh import zenoh_config
+    from roboscale.backends.zenoh import zenoh_config, zenoh_settings
 
     listen, *connect = argv
     done = threading.Event()
@@ -111,7 +111,8 @@ def main(argv: list[str]) -> int:
         done.set()
 
     threading.Thread(target=until_stdin_closes, daemon=True).start()
-    session: Any = zenoh.open(zenoh_config([listen], connect, mode="router", shared_memory=False))
+    settings = zenoh_settings([listen], connect, mode="router", shared_memory=False)
+    session: Any = zenoh.open(zenoh_config(settings))
     print("READY", flush=True)
     done.wait()
     session.close()

@@ -126,12 +126,19 @@ def _topics(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
         raise UserError(f"{where}: {name}: {e}") from None
 
 
+def bridge_settings(config: BridgeConfig) -> list[tuple[str, str]]:
+    """The session settings of a bridge (backends.zenoh.zenoh_settings)."""
+    from roboscale.backends.zenoh import zenoh_settings
+
+    return zenoh_settings(
+        config.listen, config.connect, mode=config.mode, shared_memory=config.shared_memory
+    )
+
+
 def zenoh_config(config: BridgeConfig) -> Any:
     from roboscale.backends.zenoh import zenoh_config as session_config
 
-    return session_config(
-        config.listen, config.connect, mode=config.mode, shared_memory=config.shared_memory
-    )
+    return session_config(bridge_settings(config))
 
 
 class _Export:
@@ -245,12 +252,7 @@ class Bridge:
 
     # -- lifecycle (call from outside the loop; the tree's nodes must already subscribe) -----
     def open(self) -> Bridge:
-        import zenoh
-
-        try:
-            self.session = zenoh.open(zenoh_config(self.config))
-        except zenoh.ZError as e:
-            raise UserError(f"bridge: cannot open a Zenoh session: {e}") from e
+        self.session = self._open_session()
         try:
             self.runtime.call(self._declare)
         except BaseException:
@@ -258,9 +260,15 @@ class Bridge:
             raise
         return self
 
-    def _declare(self) -> None:
+    def _open_session(self) -> Any:
         import zenoh
 
+        try:
+            return zenoh.open(zenoh_config(self.config))
+        except zenoh.ZError as e:
+            raise UserError(f"bridge: cannot open a Zenoh session: {e}") from e
+
+    def _declare(self) -> None:
         cfg, bus = self.config, self.runtime.bus
         for name in cfg.exports:
             retention = None
@@ -282,18 +290,24 @@ class Bridge:
             else:
                 self.imported[name] = None
         if cfg.imports:
-            sub = self.session.declare_subscriber(
-                f"{cfg.prefix}/**",
-                zenoh.handlers.FifoChannel(CHANNEL),
-                allowed_origin=zenoh.Locality.REMOTE,
-            )
-            self._entities.append(sub)
-            self._thread = threading.Thread(
-                target=self._drain, args=(sub,), name="roboscale-bridge", daemon=True
-            )
-            self._thread.start()
+            self._subscribe()
         for durable in durables:  # subscribed live first, then the backlog
             durable.query()
+
+    def _subscribe(self) -> None:
+        """The one data subscriber of this session, and its drain thread."""
+        import zenoh
+
+        sub = self.session.declare_subscriber(
+            f"{self.config.prefix}/**",
+            zenoh.handlers.FifoChannel(CHANNEL),
+            allowed_origin=zenoh.Locality.REMOTE,
+        )
+        self._entities.append(sub)
+        self._thread = threading.Thread(
+            target=self._drain, args=(sub,), name="roboscale-bridge", daemon=True
+        )
+        self._thread.start()
 
     def _durable_import(self, topic: Topic) -> _DurableImport:
         inboxes = [i for i in topic.inboxes if i.durable_key is not None]

@@ -5,12 +5,18 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# ROS 1 for the ros1 backend; Erlang for the OTP baseline of bench/restart.py;
-# iptables for link loss on emulated hosts. All from Debian's own packages.
+# ROS 1 for the ros1 backend; Erlang for the OTP baselines (restart, face tracker);
+# iptables for link loss on emulated hosts; cyclonedds-tools for ddsperf, the DDS
+# anchor; openssh-server for the SSH hosts test; stress-ng for the loaded-machine
+# check. All from Debian's own packages.
 SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
-	erlang-nox iptables
+	erlang-nox iptables cyclonedds-tools openssh-server stress-ng
+SYSTEM_COMMANDS := roscore erl iptables ddsperf sshd stress-ng
+# make test installs the optional extras too (DDS, face tracker, bags); make demo does not.
+EXTRAS := dev,dds,facetrack,data
+EXTRAS_STAMP := $(VENV)/.extras
 
-.PHONY: demo test unit lint system ros1 clean
+.PHONY: demo test unit lint system ros1 extras clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "roboscale needs Python 3.11+"'
@@ -19,16 +25,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
+$(EXTRAS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	@touch $@
+
+extras: $(EXTRAS_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/roboscale bench experiments/demo.yaml --quick --out results/demo
 
-test: $(STAMP) system lint
+test: $(EXTRAS_STAMP) system lint
 	$(BIN)/python -m pytest
 
-unit: $(STAMP)
+unit: $(EXTRAS_STAMP)
 	$(BIN)/python -m pytest -m 'not ros1 and not netns and not slow and not zenoh'
 
-lint: $(STAMP)
+lint: $(EXTRAS_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy --strict src
@@ -37,13 +49,13 @@ lint: $(STAMP)
 # and the tests that need them skip with that reason (outside CI only: in CI a
 # skip is a failure).
 system:
-	@if command -v roscore >/dev/null && command -v erl >/dev/null && command -v iptables >/dev/null \
+	@if (PATH=$$PATH:/usr/sbin; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || exit 1; done) \
 		&& /usr/bin/python3 -c 'import rospy, sensor_msgs.msg' 2>/dev/null; then \
 		echo "system packages: installed"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
 	else \
-		echo "system packages missing and not root; run 'sudo make system' (ROS 1, Erlang, iptables tests will skip)"; \
+		echo "system packages missing and not root; run 'sudo make system' (ROS 1, Erlang, DDS tools, sshd, iptables tests will skip)"; \
 	fi
 
 ros1: system

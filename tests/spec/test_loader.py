@@ -63,7 +63,7 @@ def test_broken_yaml(tmp_path: Path) -> None:
 
 
 def test_empty_file(tmp_path: Path) -> None:
-    assert messages(tmp_path, "") == ["F:1: the file is empty; a spec needs at least name, sweep"]
+    assert messages(tmp_path, "") == ["F:1: the file is empty; a spec file is a YAML mapping"]
 
 
 def test_not_a_mapping(tmp_path: Path) -> None:

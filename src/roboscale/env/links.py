@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from roboscale.errors import SpecError, SpecErrors, UserError
-from roboscale.spec.loader import LineMap, load_yaml
+from roboscale.yamlfile import LineMap, load_yaml
 
 # Python forwards about this much through the userspace emulator on 2 shared
 # cores with headroom (measured in docs/hosts.md); faster links with delay or
@@ -155,7 +155,7 @@ def profile_from_mapping(
 
 def load_profiles(path: Path) -> dict[str, LinkProfile]:
     """Load `profiles: {name: {field: value}}` from YAML; built-ins stay available."""
-    data, lines = load_yaml(path)
+    data, lines = load_yaml(path, "link profiles file")
     file = str(path)
     if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
         raise SpecError(file, 1, "profiles", "expected a mapping 'profiles: {name: {fields}}'")

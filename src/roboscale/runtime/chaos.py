@@ -40,7 +40,7 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import CallbackHung, Runtime
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import Supervisor
-from roboscale.spec.loader import load_yaml
+from roboscale.yamlfile import load_yaml
 
 MAX_RATE = 10_000.0  # kills per second
 MAX_DURATION_S = 3600.0
@@ -167,7 +167,7 @@ def parse_chaos_option(text: str) -> ChaosSpec:
 
 def chaos_from_launch(path: Path) -> ChaosSpec | None:
     """The `chaos:` section of a launch file, validated with file:line; None when absent."""
-    data, lines = load_yaml(path)
+    data, lines = load_yaml(path, "launch file")
     if not isinstance(data, dict) or "chaos" not in data:
         return None
     section = data["chaos"]

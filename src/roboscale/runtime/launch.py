@@ -39,7 +39,7 @@ from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.names import is_valid_name
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Restart, Strategy, Supervisor
-from roboscale.spec.loader import LineMap, dotted, load_yaml
+from roboscale.yamlfile import LineMap, dotted, line_for, load_yaml
 
 _SUP_KEYS = {"name", "strategy", "intensity", "period_s", "children", "chaos"}  # chaos.py reads it
 _CHILD_KEYS = {
@@ -59,12 +59,7 @@ class _Checker:
         self.errors: list[SpecError] = []
 
     def error(self, loc: tuple[str | int, ...], problem: str) -> None:
-        line = None
-        for n in range(len(loc), -1, -1):
-            if loc[:n] in self.lines:
-                line = self.lines[loc[:n]]
-                break
-        self.errors.append(SpecError(self.file, line, dotted(loc), problem))
+        self.errors.append(SpecError(self.file, line_for(loc, self.lines), dotted(loc), problem))
 
     def keys(self, data: dict[str, Any], loc: tuple[str | int, ...], allowed: set[str]) -> None:
         for key in data:
@@ -104,7 +99,7 @@ class _Checker:
 
 def load_launch(path: Path, runtime: Runtime) -> Supervisor:
     """Parse and validate a launch file into a supervision tree (not started)."""
-    data, lines = load_yaml(path)
+    data, lines = load_yaml(path, "launch file")
     check = _Checker(path, lines)
     if not isinstance(data, dict):
         raise SpecError(str(path), 1, "", "a launch file is a mapping with name and children")

@@ -6,66 +6,13 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.schema import ALLOWED, ONE_WAY, Spec
+from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
 
-Path_ = tuple[str | int, ...]
-LineMap = dict[Path_, int]
-
-
-def load_yaml(path: Path) -> tuple[Any, LineMap]:
-    """Parse YAML into plain data plus a map from each key path to its line."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such spec file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read: {e}") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(e, "problem", None) or str(e)
-        raise SpecError(str(path), line, "", f"not valid YAML: {problem}") from None
-    if node is None:
-        raise SpecError(str(path), 1, "", "the file is empty; a spec needs at least name, sweep")
-    lines: LineMap = {}
-    return _build(node, (), lines, str(path)), lines
-
-
-def _build(node: yaml.Node, path: Path_, lines: LineMap, file: str) -> Any:
-    constructor = yaml.SafeLoader("")
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = constructor.construct_object(key_node)
-            if key in out:
-                raise SpecError(file, key_node.start_mark.line + 1, str(key), "duplicate key")
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            out[key] = _build(value_node, (*path, key), lines, file)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(v, (*path, i), lines, file) for i, v in enumerate(node.value)]
-    return constructor.construct_object(node)
-
-
-def dotted(loc: Path_) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _line_for(loc: Path_, lines: LineMap) -> int | None:
-    for n in range(len(loc), -1, -1):
-        if loc[:n] in lines:
-            return lines[loc[:n]]
-    return None
+Path_ = KeyPath
 
 
 def _allowed_for(loc: Path_) -> str:
@@ -120,7 +67,7 @@ def to_spec_errors(
         shown = loc
         if quick and any(("quick", *loc[:n]) in lines for n in range(1, len(loc) + 1)):
             shown = ("quick", *loc)
-        line = _line_for(shown, lines) if shown != loc else _line_for(loc, _quick_lines(lines))
+        line = line_for(shown, lines) if shown != loc else line_for(loc, _quick_lines(lines))
         errors.append(SpecError(file, line, dotted(shown), _message(err, loc, model)))
     errors.sort(key=lambda x: (x.line or 0, x.field))
     return SpecErrors(errors)
@@ -190,7 +137,7 @@ def check_workloads(spec: Spec, file: str, lines: LineMap) -> None:
         if bad:
             raise SpecError(
                 file,
-                _line_for(("sweep", field), lines),
+                line_for(("sweep", field), lines),
                 f"sweep.{field}",
                 f"applies to workload {users} only, but sweep.workload is [{named}]; "
                 f"add {users} to sweep.workload or remove sweep.{field}",
@@ -209,14 +156,13 @@ def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
     if spec.env.load_net_mbit and min(spec.sweep.hosts) < 2:
         raise SpecError(
             str(path),
-            _line_for(("env", "load_net_mbit"), lines),
+            line_for(("env", "load_net_mbit"), lines),
             "env.load_net_mbit",
             "a network load runs between two emulated hosts; allowed with sweep.hosts of 2 "
             "or more, or 0",
         )
     if spec.sweep.link == ["loopback"] and spec.sweep.hosts == [1] and spec.sweep.cpu == [None]:
         return
-    # Imported here: env.links builds on this module's YAML loading.
     from roboscale.env.hosts import host_addresses
     from roboscale.env.links import BUILTIN, load_profiles
 
@@ -231,7 +177,7 @@ def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
         if name != "loopback" and name not in known:
             close = difflib.get_close_matches(name, list(known), n=1)
             guess = f"did you mean '{close[0]}'? " if close else ""
-            line = _line_for(("sweep", "link", i), lines)
+            line = line_for(("sweep", "link", i), lines)
             allowed = ", ".join(["loopback", *known])
             raise SpecError(
                 file,
@@ -242,4 +188,4 @@ def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
     try:
         host_addresses(spec.env.subnet, max(spec.sweep.hosts))
     except UserError as e:
-        raise SpecError(file, _line_for(("sweep", "hosts"), lines), "sweep.hosts", str(e)) from None
+        raise SpecError(file, line_for(("sweep", "hosts"), lines), "sweep.hosts", str(e)) from None

@@ -55,11 +55,18 @@ def finish(report: dict[str, Any], goals: list[dict[str, Any]], args: argparse.N
     table(goals, ["goal", "measured", "target", "met"])
     report["goals"] = goals
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        save(report, args.json)
         print(f"\njson: {args.json}")
     if args.check and not all(g["met"] for g in goals):
         sys.exit(1)
+
+
+def save(report: dict[str, Any], path: Path) -> None:
+    """Write the report as JSON, replacing the file whole (a reader never sees half)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def counted_args(

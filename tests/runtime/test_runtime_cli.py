@@ -118,7 +118,6 @@ def test_status_reports_a_stale_file_and_removes_it(
     assert code == 1 and out.startswith("no running launch (looked in ")
     dead = subprocess.Popen(["true"])
     dead.wait()
-    run_dir().mkdir(parents=True)
     stale = status_path(run_dir(), "robot", dead.pid)
     stale.write_text("{}")
     code, out = run(["status", "robot"])

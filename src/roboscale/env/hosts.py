@@ -46,6 +46,7 @@ from roboscale.env.cpu import CpuGroup, CpuLimit
 from roboscale.env.links import BUILTIN, LinkProfile, loss_rule, tbf_args
 from roboscale.env.netcmd import require_root
 from roboscale.errors import UserError
+from roboscale.privdir import private_dir
 
 DEFAULT_SUBNET = "10.231.0.0/24"
 TOPOLOGIES = ("star", "mesh")
@@ -203,8 +204,9 @@ class HostSet:
             self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
 
     def _write_marker(self) -> None:
-        MARKER_DIR.mkdir(parents=True, exist_ok=True)
-        self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.run_id}-", dir=MARKER_DIR))
+        # Root-only state: a marker directory someone else prepared is refused.
+        marker_dir = private_dir(MARKER_DIR)
+        self._workdir = Path(tempfile.mkdtemp(prefix=f"{self.run_id}-", dir=marker_dir))
         marker = {
             "pid": os.getpid(),
             "start": process_start(os.getpid()),

@@ -9,13 +9,13 @@ import os
 import selectors
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import roboscale
+from roboscale.privdir import private_subdir
 
 # Variables of the lab's own interpreter that must not leak into system-Python agents.
 _PYTHON_ENV = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONSTARTUP")
@@ -32,16 +32,18 @@ def package_path() -> Path:
     """A folder holding only a link to this roboscale package, for agents' PYTHONPATH.
 
     Agents of ros1 run in the system Python; pointing them at the venv's
-    site-packages would pull the lab's compiled dependencies into it. One folder per
-    user and package location, reused by every run, so none is left behind per run.
+    site-packages would pull the lab's compiled dependencies into it. The folder sits
+    in this user's private runtime directory (`privdir`: owned by us, 0700, checked),
+    never at a path another user could create first: agents run as root on emulated
+    hosts. One per package location, reused by every run, so none is left behind.
     """
     package = Path(roboscale.__file__).resolve().parent
     tag = hashlib.sha256(str(package).encode()).hexdigest()[:12]
-    root = Path(tempfile.gettempdir()) / f"roboscale-pkg-{os.getuid()}-{tag}"
+    root = private_subdir(f"pkg-{tag}")
     link = root / "roboscale"
-    if not link.exists():
-        root.mkdir(parents=True, exist_ok=True)
+    if not link.is_symlink() or link.resolve() != package:
         tmp = root / f".link-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
         tmp.symlink_to(package, target_is_directory=True)
         os.replace(tmp, link)  # atomic: two runs starting at once both succeed
     return root

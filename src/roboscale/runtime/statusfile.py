@@ -2,8 +2,9 @@
 
 A launch rewrites `<run dir>/<name>-<pid>.json` about twice per second, atomically
 (write a temporary file, then rename), so a reader never sees half a file. The
-run directory is `$XDG_RUNTIME_DIR/roboscale/launch` when that variable is set
-(a per-user tmpfs), else `/tmp/roboscale-<uid>/launch`, created private (0700).
+run directory is `launch` in the user's private runtime directory (`privdir`:
+`$XDG_RUNTIME_DIR/roboscale` first, else `/tmp/roboscale-<uid>`), created 0700 and
+checked for owner and mode: a directory another user made is refused, never used.
 
 The document holds the rows of `Supervisor.status()` and per-topic message
 rates. Rates come from `Topic.published`, a counter the bus already keeps: each
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from roboscale.errors import UserError
+from roboscale.privdir import private_subdir
 from roboscale.runtime.bus import Bus
 from roboscale.runtime.supervisor import Supervisor
 
@@ -37,11 +38,8 @@ RATE_WINDOW_S = 1.0  # rates are messages per second over the last second
 
 
 def run_dir() -> Path:
-    """Where running launches publish their status (not created here)."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        return Path(xdg) / "roboscale" / "launch"
-    return Path(tempfile.gettempdir()) / f"roboscale-{os.getuid()}" / "launch"
+    """Where running launches publish their status: private, created and checked here."""
+    return private_subdir("launch")
 
 
 def status_path(directory: Path, name: str, pid: int) -> Path:

@@ -63,8 +63,10 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("backends", help="list backends, whether each is installed, and versions")
     from roboscale.capacity.cli import add_parser as add_capacity
+    from roboscale.lab.hosts_cli import add_parser as add_hosts
 
     add_capacity(sub)
+    add_hosts(sub)
     from roboscale.runtime import cli as runtime_cli
 
     runtime_cli.add_parsers(sub)
@@ -138,6 +140,12 @@ def cmd_backends(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_hosts(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.lab.hosts_cli import main as hosts_main
+
+    return hosts_main(args, console)
+
+
 def cmd_capacity(args: argparse.Namespace, console: Console) -> int:
     from roboscale.capacity.cli import main as capacity_main
 
@@ -149,6 +157,7 @@ COMMANDS = {
     "report": cmd_report,
     "backends": cmd_backends,
     "capacity": cmd_capacity,
+    "hosts": cmd_hosts,
 }
 
 

@@ -1,0 +1,210 @@
+"""Real machines over SSH: check them, install roboscale on them, measure their clocks.
+
+`check(ssh)` tells whether a host is reachable and what it has (interpreter,
+roboscale and its fingerprint, backends, idle CPU, clock offset). `install(ssh,
+wheels)` makes a venv in the host's working directory and installs roboscale from
+a wheelhouse copied over the same connection, so the host needs no internet.
+`require_same_code(...)` refuses a trial whose hosts run other code than this one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roboscale import __version__
+from roboscale.env.clock import Exchange, OffsetEstimate, estimate_offset
+from roboscale.env.ssh import Ssh, SshError
+from roboscale.errors import UserError
+from roboscale.lab.hostprobe import BOOTSTRAP, CLOCK_LOOP, fingerprint
+
+MIN_PYTHON = (3, 11)
+CLOCK_EXCHANGES = 16
+
+
+@dataclass
+class HostCheck:
+    name: str
+    address: str
+    reachable: bool
+    problem: str = ""
+    python: str = ""
+    machine: str = ""
+    libc: str = ""
+    roboscale: str = ""
+    fingerprint: str = ""
+    idle_cpu: float | None = None
+    cores: int | None = None
+    backends: dict[str, str] = field(default_factory=dict)
+    clock: OffsetEstimate | None = None
+
+    @property
+    def same_code(self) -> bool:
+        return self.fingerprint == fingerprint()
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in vars(self).items() if k != "clock"}
+        out["clock"] = self.clock.as_dict() if self.clock else None
+        return out
+
+
+def check(ssh: Ssh) -> HostCheck:
+    """Everything `roboscale hosts check` reports of one host; never raises for the host's
+    own problems (they are the report), only for bad arguments."""
+    h = ssh.host
+    out = HostCheck(h.name, h.address, reachable=False)
+    try:
+        base = _json(ssh, [h.python, "-c", BOOTSTRAP])
+    except SshError as e:
+        out.problem = str(e)
+        return out
+    except _RemoteFailed as e:
+        out.reachable = True
+        out.problem = f"no usable Python ({h.python!r}): {e}"
+        return out
+    out.reachable = True
+    out.python, out.machine, out.libc = base["python"], base["machine"], base["libc"]
+    out.cores = base["cores"]
+    if tuple(int(p) for p in out.python.split(".")[:2]) < MIN_PYTHON:
+        out.problem = f"Python {out.python} is too old; roboscale needs 3.11 or newer"
+        return out
+    try:
+        full = _json(ssh, ["venv/bin/python", "-m", "roboscale.lab.hostprobe"])
+    except _RemoteFailed:
+        out.problem = "roboscale is not installed there (roboscale hosts install)"
+    else:
+        out.roboscale, out.fingerprint = full["roboscale"], full["fingerprint"]
+        out.idle_cpu, out.backends = full["idle_cpu"], full["backends"]
+        if not out.same_code:
+            out.problem = (
+                f"runs roboscale {out.roboscale} ({out.fingerprint}), this machine "
+                f"{__version__} ({fingerprint()}): run roboscale hosts install"
+            )
+    out.clock = clock_offset(ssh)
+    return out
+
+
+class _RemoteFailed(Exception):
+    pass
+
+
+def _json(ssh: Ssh, argv: list[str]) -> dict[str, Any]:
+    done = ssh.run(argv, timeout_s=60)
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        raise _RemoteFailed(tail[0] if tail else f"exit code {done.returncode}")
+    try:
+        data: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise _RemoteFailed("it printed no report") from None
+    return data
+
+
+def clock_offset(ssh: Ssh, count: int = CLOCK_EXCHANGES) -> OffsetEstimate:
+    """NTP-style exchanges with the host's CLOCK_MONOTONIC over one SSH channel."""
+    proc = subprocess.Popen(
+        ssh.remote_argv([ssh.host.python, "-u", "-c", CLOCK_LOOP]),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    exchanges: list[Exchange] = []
+    try:
+        for _ in range(count + 1):  # the first one pays for the interpreter's start
+            t0 = time.monotonic_ns()
+            proc.stdin.write(b"t\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            t3 = time.monotonic_ns()
+            if not line:
+                raise SshError(f"host {ssh.host.name}: the clock exchange ended early")
+            t1, t2 = (int(v) for v in line.split())
+            exchanges.append((t0, t1, t2, t3))
+    finally:
+        proc.stdin.close()
+        proc.kill()
+        proc.wait()
+    return estimate_offset(exchanges[1:])
+
+
+def build_wheels(out: Path, checks: list[HostCheck], extras: str = "") -> Path:
+    """A wheelhouse for the hosts' platforms: roboscale built from this tree and every
+    dependency as a binary wheel for the hosts' machine, Python and C library."""
+    source = Path(__file__).resolve().parents[3]
+    if not (source / "pyproject.toml").is_file():
+        raise UserError(f"roboscale is not installed from a source tree ({source})")
+    out.mkdir(parents=True, exist_ok=True)
+    _pip(["wheel", "--no-deps", "--wheel-dir", str(out), str(source)])
+    wheel = max(out.glob("roboscale-*.whl"), key=lambda p: p.stat().st_mtime)
+    target = f"{wheel}[{extras}]" if extras else str(wheel)
+    for key in sorted({(c.machine, c.python, c.libc) for c in checks}):
+        machine, python, libc = key
+        platforms: list[str] = []
+        major, minor = (int(p) for p in (libc or "2.17").split(".")[:2])
+        for glibc_minor in range(17, minor + 1 if major == 2 else 18):
+            platforms += ["--platform", f"manylinux_2_{glibc_minor}_{machine}"]
+        platforms += ["--platform", f"manylinux2014_{machine}", "--platform", f"linux_{machine}"]
+        _pip(
+            [
+                "download", "--dest", str(out), "--only-binary=:all:",
+                *platforms, "--python-version", ".".join(python.split(".")[:2]),
+                target,
+            ]
+        )  # fmt: skip
+    return out
+
+
+def _pip(args: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        raise UserError(f"pip {args[0]} failed: {' | '.join(tail)}")
+
+
+def install(ssh: Ssh, wheels: Path, extras: str = "") -> None:
+    """Copy the wheelhouse to the host and install roboscale into its venv, offline."""
+    h = ssh.host
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for wheel in sorted(wheels.glob("*.whl")):
+            tar.add(wheel, arcname=wheel.name)
+    if not any(wheels.glob("roboscale-*.whl")):
+        raise UserError(f"{wheels}: no roboscale wheel in this wheelhouse")
+    ssh.check_output(["rm", "-rf", "wheels"], timeout_s=60)
+    done = ssh.run(["sh", "-c", "mkdir -p wheels && tar -C wheels -xf -"], 600, archive.getvalue())
+    if done.returncode != 0:
+        raise SshError(f"host {h.name}: cannot unpack the wheels in {h.workdir}")
+    venv = ssh.run([h.python, "-m", "venv", "--clear", "venv"], timeout_s=300)
+    if venv.returncode != 0:
+        raise SshError(
+            f"host {h.name}: '{h.python} -m venv' failed; on Debian and Ubuntu install "
+            f"python3-venv there ({venv.stderr.decode(errors='replace').strip()[-200:]})"
+        )
+    target = f"roboscale[{extras}]" if extras else "roboscale"
+    ssh.check_output(
+        ["venv/bin/pip", "install", "--quiet", "--no-index", "--find-links", "wheels", target],
+        timeout_s=900,
+    )
+
+
+def require_same_code(checks: list[HostCheck]) -> None:
+    """Refuse, before a trial starts, hosts that cannot run it or run other code."""
+    problems = [f"{c.name}: {c.problem}" for c in checks if c.problem]
+    if problems:
+        raise UserError(
+            "these hosts cannot run trials:\n  " + "\n  ".join(problems),
+            hint="roboscale hosts check INVENTORY shows each host; roboscale hosts install "
+            "INVENTORY puts this roboscale on them",
+        )

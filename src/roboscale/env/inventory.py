@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from roboscale.errors import SpecError, SpecErrors
-from roboscale.spec.loader import LineMap, load_yaml
+from roboscale.yamlfile import LineMap, load_yaml
 
 ROLES = ("sender", "echoer", "router", "roscore", "dds")
 FIELDS = (
@@ -89,7 +89,7 @@ class Inventory:
 
 
 def load_inventory(path: Path) -> Inventory:
-    data, lines = load_yaml(path)
+    data, lines = load_yaml(path, "host inventory")
     file = str(path)
     if not isinstance(data, dict) or set(data) != {"hosts"} or not isinstance(data["hosts"], dict):
         raise SpecError(file, 1, "hosts", "expected a mapping 'hosts: {name: {address: ...}}'")

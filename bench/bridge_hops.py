@@ -38,7 +38,7 @@ TRACE_ENV = "ROBOSCALE_HOPS_OUT"
 
 def trace_into(out: Path) -> None:
     """In a traced process: wrap the bridge's steps and write the medians (µs) at exit."""
-    from roboscale.runtime import bridge, bus, durable
+    from roboscale.runtime import bridge, bus, wire
 
     spans: dict[int, dict[str, list[int]]] = {}  # payload size -> step -> durations
     marks: dict[str, int] = {}
@@ -69,9 +69,9 @@ def trace_into(out: Path) -> None:
     def traced_export(self: Any, msg: Any) -> None:
         start = clock()
         add("to_callback", start - marks.get("drain", start))
-        codec, data = durable.encode(msg)
+        codec, tag, data = self.bridge.codec.encode(msg)
         self.seq += 1
-        attachment = durable.pack_header(codec, self.bridge.publisher_id, self.seq)
+        attachment = wire.pack_header(codec, tag, self.bridge.publisher_id, self.seq)
         encoded = clock()
         self.pub.put(data, attachment=attachment)
         marks["size"] = len(data)

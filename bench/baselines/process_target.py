@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 # preloaded by the zygote with this module
-from roboscale.backends.zenoh import zenoh_config, zenoh_settings
+from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
 
 def zenoh_node(config: dict[str, Any], ready: Callable[[], None]) -> int:

@@ -33,8 +33,8 @@ from typing import Any
 
 import zenoh
 
-from roboscale.backends.zenoh import zenoh_config, zenoh_settings
 from roboscale.runtime.executor import new_event_loop
+from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
 WARMUP = 20
 MATCH_TIMEOUT_S = 30.0

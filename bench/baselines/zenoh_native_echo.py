@@ -27,8 +27,8 @@ from typing import Any
 
 from zenoh_echo import LoopPinger, match, report
 
-from roboscale.backends.zenoh import zenoh_settings
 from roboscale.runtime.executor import new_event_loop
+from roboscale.runtime.zenoh_config import zenoh_settings
 
 MODULE_DIR = Path(__file__).resolve().parents[1] / "out" / "zenoh-rs" / "python"
 BATCH = 256

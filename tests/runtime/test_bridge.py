@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import pickle
+import struct
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
-from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config, zenoh_config
-from roboscale.runtime.durable import Codec, pack_header, unpack_header
+from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config, session_config
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.wire import Codec, Unencodable, pack_header, unpack_header
 
 from .conftest import wait_until
-from .test_durable import Point
+from .test_wire import Opaque, Point
 
 
 class Sink(Node):
@@ -45,7 +48,7 @@ def subscriber(rt: Runtime, got: list[Any]) -> Supervisor:
 
 
 @pytest.mark.zenoh
-def test_bridged_topics_carry_bytes_typed_and_pickled_messages(
+def test_bridged_topics_carry_bytes_typed_and_plain_data(
     pair: tuple[Runtime, Runtime, str],
 ) -> None:
     a, b, endpoint = pair
@@ -62,7 +65,7 @@ def test_bridged_topics_carry_bytes_typed_and_pickled_messages(
         a.call(lambda: a.bus.topic("/points").publish(Point(5)))
         wait_until(lambda: len([m for m in got if m != b"probe"]) == 3, timeout_s=10.0)
         raw, obj, point = [m for m in got if m != b"probe"]
-        assert raw == b"raw" and obj == {"k": (1, 2)}
+        assert raw == b"raw" and obj == {"k": [1, 2]}  # msgpack: tuples arrive as lists
         assert isinstance(point, Point) and point.x == 5
         assert bb.stats()["malformed"] == 0
 
@@ -83,10 +86,10 @@ def raw_peer_into(
     _, b, endpoint = pair
     got: list[Any] = []
     subscriber(b, got)
-    session = zenoh.open(zenoh_config(BridgeConfig(listen=(endpoint,))))
+    session = zenoh.open(session_config(BridgeConfig(listen=(endpoint,))))
     try:
         with Bridge(b, bridge_config({"connect": [endpoint], "import": ["/any"]})) as bridge:
-            hello = pack_header(Codec.RAW, 1, 1)
+            hello = pack_header(Codec.RAW, 0, 1, 1)
             wait_until(lambda: _put(session, b"hello", hello) and bool(got), timeout_s=10.0)
             yield bridge, session, got
     finally:
@@ -98,15 +101,57 @@ def test_malformed_samples_are_counted_and_dropped(
     pair: tuple[Runtime, Runtime, str], events: list[SupervisionEvent]
 ) -> None:
     with raw_peer_into(pair) as (bridge, session, got):
-        good = pack_header(Codec.RAW, 1, 1)
+        good = pack_header(Codec.RAW, 0, 1, 1)
         session.put("rs/any", b"x")  # no attachment
         session.put("rs/any", b"x", attachment=b"short")
-        session.put("rs/any", b"not a pickle", attachment=pack_header(Codec.PICKLE, 1, 2))
+        session.put("rs/any", b"\x81", attachment=pack_header(Codec.MSGPACK, 0, 1, 2))
         session.put("rs/other", b"x", attachment=good)  # not imported: ignored
-        session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 1, 3))
+        session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 0, 1, 3))
         wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
         assert bridge.malformed == 3 and bridge.ignored >= 1
         assert set(got) == {b"hello", b"last"}
+
+
+class CreatesFile:
+    """A pickle whose loading would create a file: the proof that nothing unpickles it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (open, (str(self.path), "w"))
+
+
+@pytest.mark.zenoh
+def test_a_pickle_published_raw_is_dropped_counted_and_never_loaded(
+    pair: tuple[Runtime, Runtime, str], tmp_path: Path
+) -> None:
+    events: list[SupervisionEvent] = []
+    pair[1].subscribers.append(events.append)
+    evil = pickle.dumps(CreatesFile(tmp_path / "pwned"))
+    pickle_era = struct.pack("<BBQQ", 1, 1, 1, 2)  # version 1 header, codec 1 = pickle
+    with raw_peer_into(pair) as (bridge, session, got):
+        session.put("rs/any", evil, attachment=pickle_era)
+        session.put("rs/any", evil, attachment=struct.pack("<BBIQQ", 2, 1, 0, 1, 3))
+        session.put("rs/any", evil, attachment=pack_header(Codec.MSGPACK, 0, 1, 4))
+        session.put("rs/any", evil, attachment=pack_header(Codec.TYPED, 0, 1, 5))
+        session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 0, 1, 6))
+        wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
+        assert bridge.stats()["malformed"] == 4
+    assert not (tmp_path / "pwned").exists()
+    assert set(got) == {b"hello", b"last"}  # hello: probes until connected
+    assert any(e.kind == "malformed" and "4 dropped" in e.detail for e in events)
+
+
+@pytest.mark.zenoh
+def test_an_object_without_a_safe_codec_is_refused_at_publish(
+    pair: tuple[Runtime, Runtime, str],
+) -> None:
+    a, _, endpoint = pair
+    with Bridge(a, bridge_config({"listen": [endpoint], "export": ["/any"]})):
+        with pytest.raises(Unencodable, match=r"cannot send a .*Opaque over the bridge"):
+            a.call(lambda: a.bus.topic("/any").publish(Opaque(1)))
+        a.call(lambda: a.bus.topic("/any").publish({"plain": 1}))  # still exporting
 
 
 @pytest.mark.zenoh
@@ -122,7 +167,7 @@ def test_a_busy_loop_holds_the_drain_thread_back_at_the_backlog_bound(
         blocked = threading.Event()
         b.loop.call_soon_threadsafe(blocked.wait, 10.0)  # the loop is busy until set
         for seq in range(2, 12):
-            _put(session, b"m", pack_header(Codec.RAW, 1, seq))
+            _put(session, b"m", pack_header(Codec.RAW, 0, 1, seq))
             time.sleep(0.01)  # one batch per sample
         wait_until(lambda: bridge._posted - bridge._taken == 2)
         time.sleep(0.2)
@@ -150,7 +195,7 @@ def test_retention_queryable_answers_after_a_sequence_number(
     with Bridge(a, config) as bridge:
         for i in range(1, 9):
             a.call(lambda i=i: a.bus.topic("/data").publish(b"%d" % i))
-        session = zenoh.open(zenoh_config(BridgeConfig(connect=(endpoint,))))
+        session = zenoh.open(session_config(BridgeConfig(connect=(endpoint,))))
         try:
             seqs: list[int] = []
             for _ in range(50):  # the session connects asynchronously
@@ -159,7 +204,7 @@ def test_retention_queryable_answers_after_a_sequence_number(
                     consolidation=zenoh.ConsolidationMode.NONE,
                     timeout=2.0,
                 )
-                seqs = [unpack_header(r.ok.attachment.to_bytes())[2] for r in replies if r.ok]
+                seqs = [unpack_header(r.ok.attachment.to_bytes())[3] for r in replies if r.ok]
                 if seqs:
                     break
             assert seqs == [6, 7, 8]
@@ -223,7 +268,7 @@ def test_an_escaping_exception_leaves_the_other_inboxes_of_the_batch_scheduled(
     rt.wait(Supervisor(rt, "s", [ChildSpec(NodeHandle(rt, "two", Two))]).start_async())
     bridge = Bridge(rt, bridge_config({"import": ["/a", "/b"]}))  # never opened: no Zenoh
     bridge.imported = {"/a": None, "/b": None}
-    header = pack_header(Codec.RAW, 1, 1)
+    header = pack_header(Codec.RAW, 0, 1, 1)
 
     def on_samples() -> str:
         try:

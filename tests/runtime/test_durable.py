@@ -1,8 +1,7 @@
-"""The pure logic of cross-process durable topics: codec, header, retention, cursor, resequencer."""
+"""The pure logic of cross-process durable topics: retention, cursor, resequencer."""
 
 from __future__ import annotations
 
-import pickle
 import struct
 from pathlib import Path
 from typing import Any
@@ -10,62 +9,7 @@ from typing import Any
 import pytest
 
 from roboscale.errors import UserError
-from roboscale.runtime.durable import (
-    Codec,
-    CursorLog,
-    Malformed,
-    Resequencer,
-    Retention,
-    decode,
-    encode,
-    pack_header,
-    unpack_header,
-)
-
-
-class Point:
-    def __init__(self, x: int) -> None:
-        self.x = x
-
-    def to_bytes(self) -> bytes:
-        return self.x.to_bytes(4, "little")
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Point:
-        return cls(int.from_bytes(data, "little"))
-
-
-def test_bytes_pass_as_is_typed_use_their_codec_others_pickle() -> None:
-    assert encode(b"abc") == (Codec.RAW, b"abc")
-    codec, data = encode(Point(7))
-    assert codec is Codec.TYPED and decode(codec, data, Point).x == 7
-    codec, data = encode({"a": [1, 2]})
-    assert codec is Codec.PICKLE and decode(codec, data, object) == {"a": [1, 2]}
-
-
-@pytest.mark.parametrize(
-    ("codec", "data", "msg_type", "why"),
-    [
-        (Codec.PICKLE, b"not a pickle", object, "cannot decode"),
-        (Codec.TYPED, b"\x01", object, "has no from_bytes"),
-        (9, b"", object, "unknown codec"),
-    ],
-)
-def test_undecodable_payloads_are_malformed(
-    codec: int, data: bytes, msg_type: type, why: str
-) -> None:
-    with pytest.raises(Malformed, match=why):
-        decode(codec, data, msg_type)
-
-
-def test_header_round_trip_and_malformed_headers() -> None:
-    assert unpack_header(pack_header(Codec.PICKLE, 42, 7)) == (Codec.PICKLE, 42, 7)
-    with pytest.raises(Malformed, match="attachment of 3 bytes"):
-        unpack_header(b"abc")
-    with pytest.raises(Malformed, match="version"):
-        unpack_header(b"\x09" + pack_header(Codec.RAW, 1, 1)[1:])
-    with pytest.raises(Malformed, match="sequence number 0"):
-        unpack_header(pack_header(Codec.RAW, 1, 0))
+from roboscale.runtime.durable import CursorLog, Resequencer, Retention
 
 
 def test_retention_keeps_the_last_k_and_counts_evictions() -> None:
@@ -161,8 +105,3 @@ def test_a_fresh_subscriber_starts_at_what_is_available() -> None:
     assert [s for _, s, _ in c.out] == [500, 501] and r.lost == 0
     r.offer(5, 1, "new publisher")  # appears later: starts at 1
     assert c.out[-1] == (5, 1, "new publisher")
-
-
-def test_pickle_codec_is_plain_pickle() -> None:
-    codec, data = encode([1, "a"])
-    assert pickle.loads(data) == [1, "a"] and codec is Codec.PICKLE

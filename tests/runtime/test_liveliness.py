@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from roboscale.backends.base import free_port
-from roboscale.runtime.bridge import BridgeConfig, zenoh_config
+from roboscale.runtime.bridge import BridgeConfig, session_config
 from roboscale.runtime.child import ChildStartError
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
@@ -26,7 +26,7 @@ def test_killed_remote_node_is_an_exit_its_supervisor_restarts(
     import zenoh as z
 
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    session = z.open(zenoh_config(BridgeConfig(listen=(endpoint,))))
+    session = z.open(session_config(BridgeConfig(listen=(endpoint,))))
     watcher = LivelinessWatcher(rt, session)
     remote = RemoteNodeChild(watcher, "camera", "/robot/camera", ready_timeout_s=15.0)
     sup = Supervisor(rt, "top", [ChildSpec(remote)], intensity=Intensity(5, 60.0))
@@ -60,7 +60,7 @@ def test_remote_node_that_never_appears_fails_to_start(
 ) -> None:
     import zenoh as z
 
-    session = z.open(zenoh_config(BridgeConfig(listen=(f"tcp/127.0.0.1:{free_port()}",))))
+    session = z.open(session_config(BridgeConfig(listen=(f"tcp/127.0.0.1:{free_port()}",))))
     watcher = LivelinessWatcher(rt, session)
     try:
         remote = RemoteNodeChild(watcher, "ghost", "/robot/ghost", ready_timeout_s=0.2)

@@ -5,7 +5,9 @@ the process's one event loop (placement "pair"): a message is a tuple
 (seq, stamp, body) handed over by reference, with no copy and no serialization.
 `native-proc`: one OS process per node (as ros1 and zenoh run), each a runtime
 whose topics cross processes and hosts through the runtime's Zenoh bridge
-(explicit endpoints: the echoer listens, its sender connects).
+(explicit endpoints: the echoer listens, its sender connects). A message is one
+bytes object, the 16-byte header (seq, stamp) then the body: the bridge sends bytes
+as they are, and the echoer forwards the same object.
 The sender paces from its own thread (asyncio timers have 1 ms granularity on
 epoll, too coarse for 10 kHz), so each send crosses into the loop with
 `call_soon_threadsafe`; the echoer's callback and the reply run on the loop.
@@ -26,7 +28,7 @@ from roboscale.backends.base import (
     Where,
     current_python,
 )
-from roboscale.backends.payload import body
+from roboscale.backends.payload import HEADER, body
 
 _RUNTIME_LOCK = threading.Lock()
 _RUNTIME: Any = None
@@ -55,6 +57,15 @@ class NativePublisher:
 
     def forward(self, msg: object) -> None:
         self._pub.publish(msg)
+
+
+class NativeProcPublisher(NativePublisher):
+    """Frames as bytes: the bridge carries them without any serialization."""
+
+    __slots__ = ()
+
+    def send(self, seq: int, stamp_ns: int) -> None:
+        self._pub.publish(HEADER.pack(seq, stamp_ns) + self._body)
 
 
 class NativeSession:
@@ -117,10 +128,18 @@ class NativeProcSession(NativeSession):
 
     def publisher(self, topic: str, kind: MessageKind, queue: int) -> NativePublisher:
         self._exports.append(topic)
-        return super().publisher(topic, kind, queue)
+        pub = self.runtime.call(self._node().publisher, topic)
+        return NativeProcPublisher(pub, kind)
 
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
-        super().subscribe(topic, kind, callback, queue)
+        def on_frame(msg: Any) -> None:
+            if type(msg) is not bytes or len(msg) < HEADER.size:
+                self._malformed += 1
+                return
+            callback(HEADER.unpack_from(msg)[0], msg)
+
+        node = self._node()
+        self.runtime.call(lambda: node.subscribe(topic, on_frame, queue_size=queue or 1 << 30))
         if self._bridge is not None:
             raise RuntimeError("native-proc opens its bridge at the first subscription")
         from roboscale.runtime.bridge import Bridge, bridge_config

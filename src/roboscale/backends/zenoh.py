@@ -9,7 +9,6 @@ per subscriber, never a Python callback per sample on zenoh's threads.
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -26,47 +25,9 @@ from roboscale.backends.base import (
 )
 from roboscale.backends.payload import HEADER, body
 from roboscale.errors import BackendUnavailable
+from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
 DEFAULT_CHANNEL = 100_000
-
-
-def zenoh_settings(
-    listen: list[str] | tuple[str, ...],
-    connect: list[str] | tuple[str, ...],
-    *,
-    mode: str = "peer",
-    shared_memory: bool = True,
-    retry_ms: int | None = None,
-) -> list[tuple[str, str]]:
-    """The (key, JSON5 value) settings of a session on explicit endpoints, scouting off.
-
-    Zenoh moves messages above 3 KB between processes of one machine through shared
-    memory by default; emulated hosts share one kernel, so there it must be off, or
-    large messages would bypass the emulated link.
-    """
-    settings = [
-        ("mode", json.dumps(mode)),
-        ("scouting/multicast/enabled", "false"),
-        ("scouting/gossip/enabled", "false"),
-        ("listen/endpoints", json.dumps(list(listen))),
-        ("connect/endpoints", json.dumps(list(connect))),
-        ("transport/shared_memory/enabled", json.dumps(shared_memory)),
-    ]
-    if retry_ms is not None:
-        # Peers started together connect to each other: retry soon, not after 1-4 s.
-        retry = {"period_init_ms": retry_ms, "period_max_ms": 4 * retry_ms}
-        settings.append(("connect/retry", json.dumps(retry)))
-    return settings
-
-
-def zenoh_config(settings: list[tuple[str, str]]) -> Any:
-    """A zenoh.Config of `zenoh_settings`."""
-    import zenoh
-
-    conf = zenoh.Config()
-    for key, value in settings:
-        conf.insert_json5(key, value)
-    return conf
 
 
 class ZenohPublisher:

@@ -100,7 +100,7 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
 def main(argv: list[str]) -> int:
     import zenoh
 
-    from roboscale.backends.zenoh import zenoh_config, zenoh_settings
+    from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
     listen, *connect = argv
     done = threading.Event()

@@ -14,10 +14,11 @@ The retention queryable and the liveliness watcher use one callback each per
 session (rare events). Peer mode on explicit endpoints, multicast and gossip
 scouting off; `mode: client` and `connect` endpoints reach routers across hosts.
 
-Serialization: bytes as is; objects with `to_bytes()` whose type has `from_bytes()`
-(the importing topic must be typed with that class); anything else with pickle,
-which runs code when loaded: bridge only between trusted processes.
-Malformed samples (bad header, undecodable payload) are counted and dropped.
+Serialization (runtime/wire.py): bytes as is, plain data as msgpack, objects with
+`to_bytes()`/`from_bytes()` and rosbags messages (CDR) checked against the importing
+topic's type. Nothing is ever unpickled: an object without a safe codec is refused
+at publish time. Malformed samples (bad header, retired or unknown codec, wrong type,
+undecodable payload) are counted and dropped.
 """
 
 from __future__ import annotations
@@ -33,19 +34,12 @@ from typing import Any
 
 from roboscale.errors import UserError
 from roboscale.runtime.bus import Inbox, Topic
-from roboscale.runtime.durable import (
-    CursorLog,
-    Malformed,
-    Resequencer,
-    Retention,
-    decode,
-    encode,
-    pack_header,
-    unpack_header,
-)
+from roboscale.runtime.durable import CursorLog, Resequencer, Retention
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
+from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_header
+from roboscale.runtime.zenoh_config import Settings, zenoh_config, zenoh_settings
 
 MODES = ("peer", "client")
 FIELDS = (
@@ -126,19 +120,16 @@ def _topics(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
         raise UserError(f"{where}: {name}: {e}") from None
 
 
-def bridge_settings(config: BridgeConfig) -> list[tuple[str, str]]:
-    """The session settings of a bridge (backends.zenoh.zenoh_settings)."""
-    from roboscale.backends.zenoh import zenoh_settings
-
+def bridge_settings(config: BridgeConfig) -> Settings:
+    """The session settings of a bridge (runtime.zenoh_config.zenoh_settings)."""
     return zenoh_settings(
         config.listen, config.connect, mode=config.mode, shared_memory=config.shared_memory
     )
 
 
-def zenoh_config(config: BridgeConfig) -> Any:
-    from roboscale.backends.zenoh import zenoh_config as session_config
-
-    return session_config(bridge_settings(config))
+def session_config(config: BridgeConfig) -> Any:
+    """The zenoh.Config of a bridge's session."""
+    return zenoh_config(bridge_settings(config))
 
 
 class _Export:
@@ -156,9 +147,9 @@ class _Export:
         )
 
     def __call__(self, msg: Any) -> None:
-        codec, data = encode(msg)
+        codec, tag, data = self.bridge.codec.encode(msg)
         self.seq += 1
-        attachment = pack_header(codec, self.bridge.publisher_id, self.seq)
+        attachment = pack_header(codec, tag, self.bridge.publisher_id, self.seq)
         if self.retention is not None:  # retained before sent: a query never misses it
             self.retention.add(self.seq, data, attachment)
         self.pub.put(data, attachment=attachment)
@@ -223,9 +214,11 @@ class Bridge:
         *,
         cursors: Mapping[str, Path] | None = None,
         query_timeout_s: float = 5.0,
+        typestore: Any = None,
     ) -> None:
         self.runtime = runtime
         self.config = config
+        self.codec = WireCodec(typestore)  # typestore: rosbags', for CDR messages
         self.cursor_paths = dict(cursors or {})
         self.query_timeout_s = query_timeout_s
         self.publisher_id = random.getrandbits(63) + 1
@@ -264,7 +257,7 @@ class Bridge:
         import zenoh
 
         try:
-            return zenoh.open(zenoh_config(self.config))
+            return zenoh.open(session_config(self.config))
         except zenoh.ZError as e:
             raise UserError(f"bridge: cannot open a Zenoh session: {e}") from e
 
@@ -427,8 +420,8 @@ class Bridge:
     ) -> None:
         """Decode one sample and hand it on; a malformed one is counted and dropped."""
         try:
-            codec, publisher, seq = unpack_header(attachment)
-            msg = decode(codec, payload, topic.msg_type)
+            codec, tag, publisher, seq = unpack_header(attachment)
+            msg = self.codec.decode(codec, tag, payload, topic.msg_type)
         except Malformed as e:
             self.malformed += 1
             if self.malformed & (self.malformed - 1) == 0:  # 1st, 2nd, 4th...: never a flood

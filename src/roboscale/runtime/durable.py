@@ -2,9 +2,9 @@
 
 Pure logic, no Zenoh (runtime/bridge.py does the networking), so it is tested directly.
 
-- Every bridged message carries `HEADER` as its Zenoh attachment: format version,
-  codec, publisher id (random per bridge instance) and the publisher's sequence
-  number on that topic (1, 2, 3... per publisher).
+- Every bridged message carries a publisher id (random per bridge instance) and the
+  publisher's sequence number on that topic (1, 2, 3... per publisher) in its wire
+  header (runtime/wire.py).
 - `Retention`: the publisher side keeps the last K messages of a durable topic
   (bounded; evictions counted) and answers "everything after seq S".
 - `CursorLog`: the subscriber side's last handed-over seq per publisher, a table of
@@ -18,10 +18,8 @@ Pure logic, no Zenoh (runtime/bridge.py does the networking), so it is tested di
 
 from __future__ import annotations
 
-import enum
 import mmap
 import os
-import pickle
 import struct
 import threading
 from collections import deque
@@ -32,69 +30,8 @@ from typing import Any
 
 from roboscale.errors import UserError
 
-# version (u8), codec (u8), publisher id (u64), sequence number (u64), little-endian.
-HEADER = struct.Struct("<BBQQ")
-VERSION = 1
 _RECORD = struct.Struct("<QQ")  # a cursor record: publisher id, seq
 _SEQ = struct.Struct("<Q")
-
-
-class Codec(enum.IntEnum):
-    """How a message crosses processes."""
-
-    RAW = 0  # bytes / bytearray / memoryview, as is
-    PICKLE = 1  # any other Python object (trusted peers only: pickle runs code)
-    TYPED = 2  # an object with to_bytes(); the receiving topic's type has from_bytes()
-
-
-class Malformed(Exception):
-    """A sample on the wire that cannot be decoded: counted and dropped by the bridge."""
-
-
-def encode(msg: Any) -> tuple[Codec, bytes]:
-    if isinstance(msg, bytes):
-        return Codec.RAW, msg
-    if isinstance(msg, bytearray | memoryview):
-        return Codec.RAW, bytes(msg)
-    to_bytes = getattr(msg, "to_bytes", None)
-    if callable(to_bytes) and callable(getattr(type(msg), "from_bytes", None)):
-        return Codec.TYPED, bytes(to_bytes())
-    return Codec.PICKLE, pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def decode(codec: int, data: bytes, msg_type: type) -> Any:
-    """The message of one sample; raise Malformed if it cannot be decoded."""
-    try:
-        if codec == Codec.RAW:
-            return data
-        if codec == Codec.PICKLE:
-            return pickle.loads(data)  # documented: bridged peers are trusted
-        if codec == Codec.TYPED:
-            from_bytes = getattr(msg_type, "from_bytes", None)
-            if from_bytes is None:
-                raise Malformed(f"typed message but {msg_type.__name__} has no from_bytes")
-            return from_bytes(data)
-    except Malformed:
-        raise
-    except Exception as e:
-        raise Malformed(f"cannot decode ({Codec(codec).name}): {type(e).__name__}: {e}") from e
-    raise Malformed(f"unknown codec {codec}")
-
-
-def pack_header(codec: Codec, publisher: int, seq: int) -> bytes:
-    return HEADER.pack(VERSION, codec, publisher, seq)
-
-
-def unpack_header(raw: bytes) -> tuple[int, int, int]:
-    """(codec, publisher id, seq) of an attachment; raise Malformed if it is not ours."""
-    if len(raw) != HEADER.size:
-        raise Malformed(f"attachment of {len(raw)} bytes, expected {HEADER.size}")
-    version, codec, publisher, seq = HEADER.unpack(raw)
-    if version != VERSION:
-        raise Malformed(f"header version {version}, expected {VERSION}")
-    if seq < 1:
-        raise Malformed(f"sequence number {seq}")
-    return codec, publisher, seq
 
 
 class Retention:

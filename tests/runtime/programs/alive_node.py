@@ -7,10 +7,10 @@ import time
 
 import zenoh
 
-from roboscale.runtime.bridge import BridgeConfig, zenoh_config
+from roboscale.runtime.bridge import BridgeConfig, session_config
 from roboscale.runtime.liveliness import declare_alive
 
-session = zenoh.open(zenoh_config(BridgeConfig(connect=(sys.argv[1],))))
+session = zenoh.open(session_config(BridgeConfig(connect=(sys.argv[1],))))
 token = declare_alive(session, sys.argv[2])
 print("ready", flush=True)
 time.sleep(60.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from roboscale.backends.zenoh import zenoh_config, zenoh_settings
+from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
 
 def test_settings_name_the_endpoints_and_turn_scouting_off() -> None:

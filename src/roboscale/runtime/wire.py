@@ -1,0 +1,169 @@
+"""What a bridged message looks like on the wire: the header and the codecs.
+
+Nothing that arrives is ever unpickled, evaluated or imported: a sample is bytes, or
+data in a format whose decoder builds values and never runs code named by the data.
+
+- Every bridged message carries `HEADER` as its Zenoh attachment: format version,
+  codec, type tag, publisher id (random per bridge instance) and the publisher's
+  sequence number on that topic (1, 2, 3... per publisher).
+- Codecs, picked by the sender from the message, checked by the receiver against the
+  type its topic declares:
+  - RAW: bytes, bytearray, memoryview, as is;
+  - MSGPACK: plain data (None, bool, int, float, str, bytes, lists, tuples, dicts of
+    these); lists and tuples both arrive as lists, as in JSON;
+  - TYPED: an object whose class has `to_bytes()` and `from_bytes()`; the importing
+    topic must be typed with a class of the same name, whose `from_bytes` decodes it;
+  - CDR: a rosbags message (`__msgtype__`), serialized by a rosbags typestore (the
+    bridge's, or rosbags' latest ROS 2 store); the importing topic must be typed with
+    the class of that ROS type.
+  The type tag is the CRC-32 of the type's name (TYPED: class name, CDR: ROS type), so
+  a sample of another type is refused rather than decoded into the wrong class.
+- Anything else is refused at publish time (`Unencodable`), never pickled.
+- A sample that does not decode (`Malformed`: short or foreign header, the retired
+  pickle codec, a type mismatch, a decoder error) is counted and dropped by the bridge.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from typing import Any
+
+import msgpack
+
+from roboscale.errors import UserError
+
+# version (u8), codec (u8), type tag (u32), publisher id (u64), seq (u64), little-endian.
+HEADER = struct.Struct("<BBIQQ")
+VERSION = 2  # 1 carried pickles; its samples are refused by the version check
+PLAIN = (type(None), bool, int, float, str, list, tuple, dict)
+ALLOWED = (
+    "bytes; plain data (None, bool, int, float, str, bytes, list, tuple, dict); "
+    "an object whose class has to_bytes() and from_bytes(); a rosbags message (CDR)"
+)
+
+
+class Codec(enum.IntEnum):
+    """How a message crosses processes (1 was pickle, retired: never decoded)."""
+
+    RAW = 0
+    TYPED = 2
+    MSGPACK = 3
+    CDR = 4
+
+
+class Malformed(Exception):
+    """A sample on the wire that cannot be decoded: counted and dropped by the bridge."""
+
+
+class Unencodable(UserError):
+    """A message the bridge cannot send safely: raised to its publisher."""
+
+
+def type_tag(name: str) -> int:
+    return zlib.crc32(name.encode())
+
+
+def pack_header(codec: Codec, tag: int, publisher: int, seq: int) -> bytes:
+    return HEADER.pack(VERSION, codec, tag, publisher, seq)
+
+
+def unpack_header(raw: bytes) -> tuple[int, int, int, int]:
+    """(codec, type tag, publisher id, seq) of an attachment; Malformed if it is not ours."""
+    if len(raw) != HEADER.size:
+        raise Malformed(f"attachment of {len(raw)} bytes, expected {HEADER.size}")
+    version, codec, tag, publisher, seq = HEADER.unpack(raw)
+    if version != VERSION:
+        raise Malformed(f"header version {version}, expected {VERSION}")
+    if seq < 1:
+        raise Malformed(f"sequence number {seq}")
+    return codec, tag, publisher, seq
+
+
+def _no_extensions(code: int, data: bytes) -> Any:
+    raise ValueError(f"msgpack extension type {code} is not accepted")
+
+
+class WireCodec:
+    """Encodes and decodes the messages of one bridge.
+
+    `typestore`: a rosbags typestore for CDR messages (user types registered in it);
+    None takes rosbags' latest ROS 2 store when the first CDR message needs it.
+    """
+
+    def __init__(self, typestore: Any = None) -> None:
+        self.typestore = typestore
+        self._tags: dict[type, tuple[Codec, int]] = {}  # class -> its codec and tag
+
+    def encode(self, msg: Any) -> tuple[Codec, int, bytes]:
+        """(codec, type tag, payload) of a message; Unencodable if no safe codec fits."""
+        if isinstance(msg, bytes):
+            return Codec.RAW, 0, msg
+        cls = type(msg)
+        known = self._tags.get(cls)
+        if known is None:
+            known = self._tags[cls] = self._classify(msg)
+        codec, tag = known
+        if codec is Codec.RAW:
+            return codec, 0, bytes(msg)
+        if codec is Codec.TYPED:
+            return codec, tag, bytes(msg.to_bytes())
+        if codec is Codec.CDR:
+            return codec, tag, bytes(self._store().serialize_cdr(msg, msg.__msgtype__))
+        try:
+            return codec, 0, msgpack.packb(msg, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise Unencodable(f"cannot send {cls.__name__} over the bridge: {e}: {ALLOWED}") from e
+
+    @staticmethod
+    def _classify(msg: Any) -> tuple[Codec, int]:
+        cls = type(msg)
+        if isinstance(msg, bytearray | memoryview):
+            return Codec.RAW, 0
+        if cls in PLAIN:
+            return Codec.MSGPACK, 0
+        msgtype = getattr(cls, "__msgtype__", None)
+        if isinstance(msgtype, str):
+            return Codec.CDR, type_tag(msgtype)
+        if callable(getattr(msg, "to_bytes", None)) and callable(getattr(cls, "from_bytes", None)):
+            return Codec.TYPED, type_tag(cls.__name__)
+        if isinstance(msg, PLAIN):  # a subclass of plain data: sent as its base type
+            return Codec.MSGPACK, 0
+        raise Unencodable(
+            f"cannot send a {cls.__module__}.{cls.__name__} over the bridge "
+            f"(pickle is never used): send {ALLOWED}"
+        )
+
+    def decode(self, codec: int, tag: int, data: bytes, msg_type: type) -> Any:
+        """The message of one sample; raise Malformed if it cannot be decoded."""
+        try:
+            if codec == Codec.RAW:
+                return data
+            if codec == Codec.MSGPACK:
+                return msgpack.unpackb(
+                    data, raw=False, strict_map_key=False, ext_hook=_no_extensions
+                )
+            if codec == Codec.TYPED:
+                from_bytes = getattr(msg_type, "from_bytes", None)
+                if from_bytes is None or tag != type_tag(msg_type.__name__):
+                    raise Malformed(f"typed message, not of this topic's {msg_type.__name__}")
+                return from_bytes(data)
+            if codec == Codec.CDR:
+                msgtype = getattr(msg_type, "__msgtype__", None)
+                if not isinstance(msgtype, str) or tag != type_tag(msgtype):
+                    raise Malformed(f"CDR message, not of this topic's {msg_type.__name__}")
+                return self._store().deserialize_cdr(data, msgtype)
+        except Malformed:
+            raise
+        except Exception as e:
+            name = Codec(codec).name
+            raise Malformed(f"cannot decode ({name}): {type(e).__name__}: {e}") from e
+        raise Malformed(f"codec {codec} is not accepted (1 was pickle: never decoded)")
+
+    def _store(self) -> Any:
+        if self.typestore is None:
+            from rosbags.typesys import Stores, get_typestore
+
+            self.typestore = get_typestore(Stores.LATEST)
+        return self.typestore

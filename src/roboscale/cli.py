@@ -14,7 +14,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from roboscale import __version__
+from roboscale.cliargs import path
 from roboscale.errors import UserError
+from roboscale.yamlfile import read_text
+
+LARGE_TRIALS = 10_000  # above this many trials, or LARGE_HOURS, a sweep needs --yes
+LARGE_HOURS = 24.0
+MAX_TRIALS = 100_000  # never planned: a TrialPlan each would take hundreds of MB
 
 EXAMPLES = """\
 examples:
@@ -49,17 +55,32 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     b = sub.add_parser("bench", help="run an experiment spec", description=BENCH_HELP)
-    b.add_argument("spec", type=Path, help="experiment spec (YAML); see experiments/")
+    b.add_argument("spec", type=path, help="experiment spec (YAML); see experiments/")
     b.add_argument(
         "--backend",
         help="comma-separated backends to run instead of the spec's, e.g. ros1,zenoh",
     )
-    b.add_argument("--out", type=Path, help="results folder (default: results/<name>-<time>)")
+    b.add_argument(
+        "--out",
+        type=path,
+        help="results folder (default: results/<name>-<time>); a new or empty one, never "
+        "another experiment's",
+    )
+    b.add_argument(
+        "--resume",
+        action="store_true",
+        help="--out holds an unfinished run of this spec: keep its finished trials, run the rest",
+    )
+    b.add_argument(
+        "--yes",
+        action="store_true",
+        help=f"run a sweep above {LARGE_TRIALS:,} trials or {LARGE_HOURS:g} h without asking",
+    )
     b.add_argument("--quick", action="store_true", help="apply the spec's quick: overrides")
     b.add_argument("--dry-run", action="store_true", help="print the planned trials and exit")
 
     r = sub.add_parser("report", help="render report.html and summary.md from a results folder")
-    r.add_argument("results", type=Path, help="a results folder written by `roboscale bench`")
+    r.add_argument("results", type=path, help="a results folder written by `roboscale bench`")
 
     sub.add_parser("backends", help="list backends, whether each is installed, and versions")
     from roboscale.capacity.cli import add_parser as add_capacity
@@ -77,16 +98,18 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     from roboscale.analysis.report import render_report
     from roboscale.lab.runner import estimate_s, run_sweep
     from roboscale.spec.loader import load_spec, profiles_path
-    from roboscale.spec.planner import plan
+    from roboscale.spec.planner import count_trials, plan, rate_samples
 
     spec = load_spec(args.spec, quick=args.quick)
     profiles = profiles_path(spec, args.spec)
     backends = [b.strip() for b in args.backend.split(",")] if args.backend else None
     if backends:
         _check_names(backends)
+    count = count_trials(spec, backends)
+    est = sum(estimate_s(t) * n for t, n in rate_samples(spec, backends))
+    console.print(f"[bold]{spec.name}[/bold]: {count:,} trials, about {_duration(est)}")
+    _check_size(args, count, est)
     trials = plan(spec, backends, str(profiles) if profiles else None)
-    est = sum(estimate_s(t) for t in trials)
-    console.print(f"[bold]{spec.name}[/bold]: {len(trials)} trials, about {est:.0f} s")
     if args.dry_run:
         for t in trials:
             msgs = f"{t.messages} msgs + {t.warmup} warm-up"
@@ -95,7 +118,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("results") / f"{spec.name}-{stamp}"
     command = shlex.join(["roboscale", *sys.argv[1:]])
-    outcome = run_sweep(spec, trials, out, args.spec.read_text(), command, console)
+    text = read_text(args.spec, "spec file")
+    outcome = run_sweep(spec, trials, out, text, command, console, resume=args.resume)
     html, md = render_report(outcome.run_dir)
     if outcome.interrupted:
         console.print(
@@ -105,6 +129,29 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]{outcome.failed} trial(s) failed; see summary.md[/red]")
     console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
     return 130 if outcome.interrupted else (1 if outcome.failed == len(trials) else 0)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _check_size(args: argparse.Namespace, count: int, est: float) -> None:
+    """A sweep that would run for days, or not fit in memory, is a typo until confirmed."""
+    spec = args.spec
+    if count > MAX_TRIALS:
+        raise UserError(
+            f"{spec}: sweep: {count:,} trials (the product of the sweep's lists and "
+            f"trial.runs); allowed: at most {MAX_TRIALS:,}, even with --yes",
+            hint="shorten the sweep's lists, or split it into several specs",
+        )
+    if (count > LARGE_TRIALS or est > LARGE_HOURS * 3600) and not (args.yes or args.dry_run):
+        raise UserError(
+            f"{spec}: sweep: {count:,} trials, about {_duration(est)}; above "
+            f"{LARGE_TRIALS:,} trials or {LARGE_HOURS:g} h a sweep runs only with --yes",
+            hint="check the sweep's lists (--dry-run lists the trials), then add --yes",
+        )
 
 
 def _check_names(names: list[str]) -> None:
@@ -167,6 +214,12 @@ def _commands() -> dict[str, Any]:
     return {**COMMANDS, **runtime_cli.COMMANDS}
 
 
+def _os_message(e: OSError) -> str:
+    """`PATH: what went wrong` for a file operation that failed on a path."""
+    where = f"{e.filename} -> {e.filename2}" if e.filename2 is not None else f"{e.filename}"
+    return f"{where}: {e.strerror or e}"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     console = Console(stderr=False, soft_wrap=True)
@@ -175,6 +228,11 @@ def main(argv: list[str] | None = None) -> None:
         code = _commands()[args.command](args, console)
     except UserError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+        code = 2
+    except OSError as e:
+        if e.filename is None:  # not about a path: a bug or the machine, shown in full
+            raise
+        err.print(f"[red]error:[/red] {escape(_os_message(e))}", highlight=False)
         code = 2
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]")

@@ -68,7 +68,7 @@ def test_chaos_option_parses_every_key() -> None:
         ("method=hang:0", "--chaos: method: weight of hang must be a number > 0"),
         ("speed=3", "--chaos: speed: unknown key; allowed: rate, duration, method"),
         ("rate", "--chaos: 'rate' is not key=value"),
-        ("seed=x", "--chaos: seed: 'x' is not allowed; an integer"),
+        ("seed=x", "--chaos: seed: 'x' is not allowed; a whole number"),
     ],
 )
 def test_bad_chaos_options_say_what_is_allowed(text: str, message: str) -> None:

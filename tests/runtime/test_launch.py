@@ -78,7 +78,7 @@ def test_good_launch_file_builds_and_runs_the_tree(rt: Runtime, tmp_path: Path) 
         (GOOD.replace("node: talker", "node: 9talker"),
          "robot.yaml:6: children[0].node: invalid name '9talker'"),
         (GOOD.replace("intensity: 10", "intensity: -1"),
-         "robot.yaml:3: intensity: -1 is not allowed; a number >= 0"),
+         "robot.yaml:3: intensity: -1 is not allowed; a whole number >= 0"),
         (GOOD.replace("heartbeat_s: 5", "heartbeat_s: soon"),
          "robot.yaml:15: children[1].children[0].heartbeat_s: 'soon' is not allowed"),
     ],

@@ -147,9 +147,18 @@ def test_missing_required(tmp_path: Path) -> None:
 
 def test_wrong_type(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\ntrial:\n  warmup: lots\n") == [
-        "F:5: trial.warmup: Input should be a valid integer, unable to parse string as an "
-        "integer (got 'lots'); allowed: messages sent and discarded before measuring, 0 to 100,000"
+        "F:5: trial.warmup: Input should be a valid integer (got 'lots'); "
+        "allowed: messages sent and discarded before measuring, 0 to 100,000"
     ]
+
+
+@pytest.mark.parametrize("value", ["true", "'10'", ".nan", ".inf"])
+def test_a_rate_is_a_finite_number_never_coerced(tmp_path: Path, value: str) -> None:
+    (message,) = messages(tmp_path, f"name: x\nsweep:\n  rate_hz: {value}\n")
+    assert message.startswith("F:3: sweep.rate_hz[0]: Input should be a ")
+    assert message.endswith(
+        "allowed: a rate in Hz above 0 and at most 1,000,000, or a list of them"
+    )
 
 
 def test_duplicate_key(tmp_path: Path) -> None:

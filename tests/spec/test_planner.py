@@ -164,3 +164,35 @@ def test_the_link_crossed_is_what_the_lab_builds(tmp_path: Path) -> None:
     assert replace(base, hosts=2).link_crossed == "ethernet"  # emulated hosts, no link named
     assert replace(base, hosts=3, link="wifi").link_crossed == "wifi"
     assert replace(base, hosts=1, link="wifi", cpu=0.5).link_crossed == "loopback"
+
+
+def test_count_and_rate_samples_match_the_plan(tmp_path: Path) -> None:
+    from roboscale.lab.runner import estimate_s
+    from roboscale.spec.planner import count_trials, rate_samples
+
+    extras = [
+        "",
+        "  workload: [echo, fanout, ping, chain]\n  listeners: [2, 3]\n  ack: [false, true]\n"
+        "  chain_length: [3, 4, 5]\n",
+        "  hosts: [1, 2]\n  cpu: [null, 0.5]\n  workload: [ping, echo]\n",
+    ]
+    for extra in extras:
+        text = (
+            spec_file(tmp_path)
+            .read_text()
+            .replace("  pairs: [1, 4]\n", "  pairs: [1, 4]\n" + extra)
+        )
+        spec = load_spec(spec_file(tmp_path, "") if not extra else _write(tmp_path, text))
+        for backends in (None, ["ros1"]):
+            trials = plan(spec, backends)
+            assert count_trials(spec, backends) == len(trials)
+            samples = rate_samples(spec, backends)
+            assert sum(n for _, n in samples) == len(trials)
+            expected = sum(estimate_s(t) for t in trials)
+            assert abs(sum(estimate_s(t) * n for t, n in samples) - expected) < 1e-6 * expected
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    return path

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.table import Table
 
+from roboscale.cliargs import number, path, whole
 from roboscale.errors import UserError
 
 HELP = """\
@@ -57,7 +58,7 @@ def add_parser(sub: Any) -> None:
     csub = cap.add_subparsers(dest="capacity_command", metavar="SUBCOMMAND", required=True)
 
     s = csub.add_parser("search", help="find the largest sustained N (or rate) by running trials")
-    s.add_argument("spec", type=Path, help="experiment spec: its backends, payloads and rates")
+    s.add_argument("spec", type=path, help="experiment spec: its backends, payloads and rates")
     s.add_argument(
         "--by",
         choices=("nodes", "rate"),
@@ -65,39 +66,47 @@ def add_parser(sub: Any) -> None:
         help="search node count per (payload, rate), or rate per (payload, pairs)",
     )
     s.add_argument("--backend", help="comma-separated backends instead of the spec's")
-    s.add_argument("--max-nodes", type=int, default=256, help="never probe more nodes (256)")
-    s.add_argument("--max-rate", type=float, default=100_000.0, help="never probe above (Hz)")
-    s.add_argument("--rel-tol", type=float, default=0.1, help="stop when the bracket is this tight")
-    s.add_argument("--budget-s", type=float, default=3600.0, help="time budget of the whole search")
+    s.add_argument("--max-nodes", type=whole(2), default=256, help="never probe more nodes (256)")
+    s.add_argument("--max-rate", type=number(0), default=100_000.0, help="never probe above (Hz)")
+    s.add_argument(
+        "--rel-tol", type=number(0, 0.5), default=0.1, help="stop when the bracket is this tight"
+    )
+    s.add_argument(
+        "--budget-s", type=number(0), default=3600.0, help="time budget of the whole search"
+    )
     s.add_argument("--quick", action="store_true", help="apply the spec's quick: overrides")
     s.add_argument(
-        "--out", type=Path, help="results folder (default results/<name>-capacity-<time>)"
+        "--out", type=path, help="results folder (default results/<name>-capacity-<time>)"
     )
 
     f = csub.add_parser("fit", help="fit the capacity models on results folders")
-    f.add_argument("results", type=Path, nargs="+", help="results folders of one host")
-    f.add_argument("-o", "--output", type=Path, required=True, help="model file to write (JSON)")
+    f.add_argument("results", type=path, nargs="+", help="results folders of one host")
+    f.add_argument("-o", "--output", type=path, required=True, help="model file to write (JSON)")
     f.add_argument("--backend", help="fit this backend's trials only")
-    f.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (200)")
-    f.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    f.add_argument("--plots", type=Path, help="also write figures (PNG) into this folder")
+    f.add_argument(
+        "--bootstrap", type=whole(10, 100_000), default=200, help="bootstrap resamples (200)"
+    )
+    f.add_argument("--seed", type=whole(0), default=0, help="bootstrap seed")
+    f.add_argument("--plots", type=path, help="also write figures (PNG) into this folder")
 
     p = csub.add_parser("predict", help="max nodes for (size, rate), or max rate for (nodes, size)")
-    p.add_argument("model", type=Path, help="model file from `capacity fit`")
+    p.add_argument("model", type=path, help="model file from `capacity fit`")
     p.add_argument(
         "--size", required=True, help="message size: bytes, '4KB', text, laserscan, image"
     )
-    p.add_argument("--rate", type=float, help="rate per sender (Hz): predicts max nodes")
-    p.add_argument("--nodes", type=float, help="node count (2 x pairs): predicts max rate")
+    p.add_argument("--rate", type=number(0), help="rate per sender (Hz): predicts max nodes")
+    p.add_argument(
+        "--nodes", type=whole(2), help="node count (2 x pairs, 2 or more): predicts max rate"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     v = csub.add_parser("validate", help="prediction error on configurations left out")
-    v.add_argument("model", type=Path, help="model file from `capacity fit`")
-    v.add_argument("results", type=Path, nargs="+", help="results folders of the same host")
-    v.add_argument("--json", type=Path, help="also write the table as JSON here")
-    v.add_argument("--plots", type=Path, help="also write figures (PNG) into this folder")
+    v.add_argument("model", type=path, help="model file from `capacity fit`")
+    v.add_argument("results", type=path, nargs="+", help="results folders of the same host")
+    v.add_argument("--json", type=path, help="also write the table as JSON here")
+    v.add_argument("--plots", type=path, help="also write figures (PNG) into this folder")
     v.add_argument(
-        "--report", type=Path, help="also write one self-contained HTML page (tables, figures)"
+        "--report", type=path, help="also write one self-contained HTML page (tables, figures)"
     )
 
 
@@ -107,8 +116,6 @@ def add_parser(sub: Any) -> None:
 def cmd_fit(args: argparse.Namespace, console: Console) -> int:
     from roboscale.capacity import data, modelfile
 
-    if args.bootstrap < 10:
-        raise UserError(f"--bootstrap: {args.bootstrap} is too few; allowed: 10 or more")
     obs = data.load(args.results, backend=args.backend)
     model = modelfile.build(obs, args.results, draws=args.bootstrap, seed=args.seed)
     modelfile.save(model, args.output)
@@ -363,17 +370,19 @@ def run_search(args: argparse.Namespace, console: Console, open_lab: LabOpener) 
     from roboscale.capacity.search import Budget
     from roboscale.records.store import write_json
     from roboscale.spec.loader import load_spec
+    from roboscale.yamlfile import read_text
 
     spec = load_spec(args.spec, quick=args.quick)
-    if args.max_nodes < 2:
-        raise UserError(f"--max-nodes: {args.max_nodes}; allowed: 2 or more (one pair)")
-    if not 0 < args.rel_tol < 1 or args.budget_s <= 0:
-        raise UserError("--rel-tol must be between 0 and 1 and --budget-s above 0")
+    if args.by == "rate" and args.max_rate < min(spec.sweep.rate_hz):
+        raise UserError(
+            f"--max-rate: {args.max_rate:g} Hz is below the spec's lowest rate "
+            f"({min(spec.sweep.rate_hz):g} Hz), where the search starts; allowed: at least that"
+        )
     targets = _targets(spec, args)
     out = args.out or Path("results") / f"{spec.name}-capacity-{time.strftime('%Y%m%d-%H%M%S')}"
     began = time.monotonic()
     found: list[dict[str, Any]] = []
-    with open_lab(spec, out, args.spec.read_text(), console) as run:
+    with open_lab(spec, out, read_text(args.spec, "spec file"), console) as run:
         for i, (backend, payload, x) in enumerate(targets):
             left = args.budget_s - (time.monotonic() - began)
             budget = Budget(seconds=left / (len(targets) - i))

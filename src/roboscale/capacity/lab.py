@@ -19,6 +19,7 @@ from rich.console import Console
 from roboscale.analysis.verdict import Thresholds
 from roboscale.capacity.cli import TrialRunner
 from roboscale.lab.envs import Environments
+from roboscale.lab.outdir import claim
 from roboscale.lab.runner import (
     check_backends,
     check_trials,
@@ -35,6 +36,7 @@ from roboscale.spec.schema import Spec
 def open_lab(spec: Spec, out: Path, spec_text: str, console: Console) -> Iterator[TrialRunner]:
     """Start each backend's infrastructure once; yield a function that runs one probe."""
     backends = check_backends(list(spec.sweep.backend))
+    claim(out, spec.name, spec_text, [], resume=False)
     prepare_run_dir(out)
     write_run_file(out, spec, spec_text, "roboscale capacity search", backends)
     th = Thresholds(**spec.verdict.model_dump())

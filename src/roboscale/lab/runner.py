@@ -19,6 +19,7 @@ from roboscale.env.hostfacts import host_facts
 from roboscale.errors import UserError
 from roboscale.lab.envs import Environments, check_placement
 from roboscale.lab.nodes import NodeFailure
+from roboscale.lab.outdir import claim
 from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
 from roboscale.records.schema import FORMAT_VERSION, RUN_FILE
 from roboscale.records.store import (
@@ -144,11 +145,18 @@ def run_sweep(
     spec_text: str,
     command: str,
     console: Console,
+    resume: bool = False,
 ) -> RunOutcome:
+    """Run the trials; with `resume`, those `run_dir` holds finished already are kept."""
     backends = check_backends(sorted({t.backend for t in trials}))
     check_trials(trials, backends)
+    finished = claim(run_dir, spec.name, spec_text, trials, resume)
     prepare_run_dir(run_dir)
-    write_run_file(run_dir, spec, spec_text, command, backends)
+    if not (run_dir / RUN_FILE).exists():
+        write_run_file(run_dir, spec, spec_text, command, backends)
+    if finished:
+        console.print(f"resuming: {len(finished)} finished trials kept, {len(trials)} planned")
+        trials = [t for t in trials if t.trial not in finished]
     th = Thresholds(**spec.verdict.model_dump())
     failed = 0
     done = 0

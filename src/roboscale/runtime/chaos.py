@@ -111,6 +111,16 @@ def _number(value: Any) -> float | None:
     return n if math.isfinite(n) else None
 
 
+def _seed(value: Any) -> int:
+    """A whole number: YAML's 7, or the command line's '7' (never true, 2.5 or '2.5')."""
+    text = value if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if text is not None and text.strip().lstrip("-").isdigit():
+        return int(text)
+    raise ValueError(f"seed: {value!r} is not allowed; a whole number")
+
+
 def build_spec(values: dict[str, Any]) -> ChaosSpec:
     """Validate raw values (strings or YAML scalars); ValueError("key: problem") on the first."""
     for key in values:
@@ -140,12 +150,12 @@ def build_spec(values: dict[str, Any]) -> ChaosSpec:
             raise ValueError(f"target: {values['target']!r}; a path pattern such as /workers/*")
         spec["target"] = values["target"]
     if "seed" in values:
-        try:
-            spec["seed"] = int(values["seed"])
-        except (TypeError, ValueError):
-            raise ValueError(f"seed: {values['seed']!r} is not allowed; an integer") from None
+        spec["seed"] = _seed(values["seed"])
     if "log" in values:
-        spec["log"] = Path(str(values["log"]))
+        log = values["log"]
+        if not isinstance(log, str | Path) or not str(log).strip():
+            raise ValueError(f"log: {log!r} is not allowed; a file name for the JSON-lines log")
+        spec["log"] = Path(log)
     return ChaosSpec(**spec)
 
 

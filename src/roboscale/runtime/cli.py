@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from roboscale.cliargs import path as path_arg
 from roboscale.errors import UserError
 
 if TYPE_CHECKING:
@@ -89,9 +90,9 @@ def add_parsers(sub: Any) -> None:
         epilog=LAUNCH_EXAMPLES,
         formatter_class=fmt,
     )
-    p.add_argument("file", type=Path, help="launch file (YAML)")
+    p.add_argument("file", type=path_arg, help="launch file (YAML)")
     p.add_argument(
-        "--events", type=Path, help="append every supervision event to this JSON-lines file"
+        "--events", type=path_arg, help="append every supervision event to this JSON-lines file"
     )
     p.add_argument(
         "--chaos", metavar="KEY=VALUE,...", help=f"run the chaos monkey; keys: {', '.join(KEYS)}"
@@ -115,7 +116,7 @@ def add_parsers(sub: Any) -> None:
         epilog=CHAOS_EXAMPLES,
         formatter_class=fmt,
     )
-    c.add_argument("file", type=Path, help="launch file (YAML) of the tree to torment")
+    c.add_argument("file", type=path_arg, help="launch file (YAML) of the tree to torment")
     c.add_argument("--rate", help="kills per second (default 200)")
     c.add_argument("--duration", help="seconds (default 10)")
     c.add_argument(
@@ -127,9 +128,9 @@ def add_parsers(sub: Any) -> None:
     c.add_argument("--seed", help="random seed (default 0)")
     c.add_argument("--settle", help="seconds allowed for the last restarts (default 5)")
     c.add_argument(
-        "--log", type=Path, help="JSON-lines log (default results/chaos/NAME-TIME.jsonl)"
+        "--log", type=path_arg, help="JSON-lines log (default results/chaos/NAME-TIME.jsonl)"
     )
-    c.add_argument("--events", type=Path, help="append every supervision event to this file")
+    c.add_argument("--events", type=path_arg, help="append every supervision event to this file")
 
 
 # -- launch and chaos ------------------------------------------------------------------------
@@ -163,7 +164,7 @@ def _given(field: str, given: dict[str, Any]) -> bool:
 
 
 def _launch_file(path: Path) -> Path:
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"{path}: no such launch file", hint="see examples/launch/workers.yaml")
     return path
 

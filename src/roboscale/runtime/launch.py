@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import math
+import re
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -91,8 +92,16 @@ class _Checker:
         value = data.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
-            self.error((*loc, key), f"{value!r} is not allowed; a number >= {minimum:g}")
+        whole = key == "intensity"
+        kind = "a whole number" if whole else "a finite number"
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < minimum
+            or (whole and not float(value).is_integer())
+        ):
+            self.error((*loc, key), f"{value!r} is not allowed; {kind} >= {minimum:g}")
             return None
         return float(value)
 
@@ -207,12 +216,26 @@ def _command(
         check.error((*loc, "env"), "a mapping of variable names to strings")
         return None
     ready = data.get("ready_line")
-    if ready is not None and not isinstance(ready, str):
-        check.error((*loc, "ready_line"), "a regular expression (string)")
+    if ready is not None and (problem := _regex_problem(ready)):
+        check.error((*loc, "ready_line"), f"{ready!r} is not allowed ({problem}); allowed: {_RE}")
         return None
     from roboscale.runtime.process import CommandChild  # OS processes only when asked for
 
     return CommandChild(name, argv, env=env, ready_line=ready)
+
+
+_RE = "a Python regular expression matched against each line of output"
+
+
+def _regex_problem(value: Any) -> str:
+    """Why `value` is not a regular expression; empty when it is one."""
+    if not isinstance(value, str):
+        return "not a string"
+    try:
+        re.compile(value)
+    except re.error as e:
+        return str(e)
+    return ""
 
 
 def format_status(rows: list[dict[str, Any]]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -163,6 +164,35 @@ def variants(sw: Sweep) -> list[Variant]:
     return out
 
 
+def _has_pairs(var: Variant) -> bool:
+    """Whether the pairs axis multiplies this variant's trials."""
+    return var.workload == "echo"
+
+
+def count_trials(spec: Spec, backends: list[str] | None = None) -> int:
+    """len(plan(spec, backends)) from the lengths of the axes alone: a huge sweep is
+    counted, and refused, before a single trial is built."""
+    sw = spec.sweep
+    per_variant = sum(len(sw.pairs) if _has_pairs(v) else 1 for v in variants(sw))
+    axes = (sw.hosts, sw.link, sw.cpu, backends or sw.backend, sw.payload, sw.rate_hz)
+    return math.prod(len(a) for a in axes) * per_variant * spec.trial.runs
+
+
+def rate_samples(spec: Spec, backends: list[str] | None = None) -> list[tuple[TrialPlan, int]]:
+    """One trial of each rate, and how many trials of the sweep run at that rate: every
+    other axis varies as much at each rate, so the sweep's duration follows without
+    building it."""
+    sw = spec.sweep
+    each = count_trials(spec, backends) // len(sw.rate_hz)
+    first = (sw.hosts[0], sw.link[0], sw.cpu[0])
+    chosen = (backends or sw.backend)[0]
+    var = variants(sw)[0]
+    return [
+        (_trial(spec, chosen, var, sw.payload[0], first, sw.pairs[0], rate), each)
+        for rate in sw.rate_hz
+    ]
+
+
 def _senders(hosts: int, fraction: float) -> int:
     return 0 if hosts == 1 else min(hosts - 1, max(1, int(hosts * fraction)))
 
@@ -184,7 +214,7 @@ def plan(
     )
     trials = []
     for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate in combos:
-        if var.workload != "echo" and pairs_given != sw.pairs[0]:
+        if not _has_pairs(var) and pairs_given != sw.pairs[0]:
             continue  # one publisher per one-way trial: the pairs axis is echo's
         for run in range(t.runs):
             trials.append(

@@ -1,0 +1,60 @@
+"""The results folder a run writes into: never two experiments in one folder.
+
+A folder is taken when it is new or empty. A folder that already holds results of
+the same spec (same name, same text) is taken only with `--resume`: the trials it
+finished are kept and skipped, the others (failed or never run) run again. A
+folder holding another experiment's results, or files that are no results at
+all, is refused even with `--resume`, so one report never mixes two runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from roboscale.errors import UserError
+from roboscale.records.schema import RUN_FILE
+from roboscale.records.store import read_run, read_summary
+from roboscale.spec.planner import TrialPlan
+
+ELSEWHERE = "choose another folder with --out"
+
+
+def claim(out: Path, name: str, spec_text: str, trials: list[TrialPlan], resume: bool) -> set[str]:
+    """Check that the run may write into `out`; the ids of trials already finished there."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: is a file; --out names a results folder", hint=ELSEWHERE)
+    if not out.exists() or not any(out.iterdir()):
+        return set()
+    if not (out / RUN_FILE).is_file():
+        raise UserError(
+            f"{out}: is not empty and holds no roboscale results (no {RUN_FILE}); "
+            "allowed: a new or empty folder, or the folder of an unfinished run with --resume",
+            hint=ELSEWHERE,
+        )
+    run = read_run(out)
+    if run.get("spec_name") != name or run.get("spec") != spec_text:
+        raise UserError(
+            f"{out}: holds results of experiment {run.get('spec_name')!r} from another spec; "
+            "two experiments are never mixed in one folder, even with --resume",
+            hint=ELSEWHERE,
+        )
+    finished = _finished(read_summary(out)["trials"], trials)
+    if not resume:
+        raise UserError(
+            f"{out}: holds results of {name!r} already ({len(finished)} of {len(trials)} "
+            "trials finished); --resume keeps them and runs the others",
+            hint=ELSEWHERE,
+        )
+    return finished
+
+
+def _finished(entries: list[dict[str, Any]], trials: list[TrialPlan]) -> set[str]:
+    """Trials whose summary entry has no error and the very parameters planned now."""
+    by_id = {e["trial"]: e for e in entries if not e.get("error")}
+    done = set()
+    for t in trials:
+        entry = by_id.get(t.trial)
+        if entry is not None and all(entry.get(k) == v for k, v in t.params().items()):
+            done.add(t.trial)
+    return done

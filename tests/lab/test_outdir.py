@@ -1,0 +1,68 @@
+"""Which results folders a run may write into, and what --resume keeps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roboscale.errors import UserError
+from roboscale.lab.outdir import claim
+from roboscale.records.store import write_json
+from roboscale.spec.loader import load_spec
+from roboscale.spec.planner import TrialPlan, plan
+
+TEXT = "name: exp\nsweep:\n  rate_hz: [10, 20]\n"
+
+
+def trials(tmp_path: Path) -> list[TrialPlan]:
+    path = tmp_path / "s.yaml"
+    path.write_text(TEXT)
+    return plan(load_spec(path))
+
+
+def results(out: Path, name: str, text: str, entries: list[dict[str, object]]) -> Path:
+    out.mkdir()
+    write_json(out / "run.json", {"format_version": 1, "spec_name": name, "spec": text})
+    write_json(out / "summary.json", {"format_version": 1, "thresholds": None, "trials": entries})
+    return out
+
+
+def test_new_and_empty_folders_are_taken(tmp_path: Path) -> None:
+    assert claim(tmp_path / "new", "exp", TEXT, trials(tmp_path), resume=False) == set()
+    (tmp_path / "empty").mkdir()
+    assert claim(tmp_path / "empty", "exp", TEXT, trials(tmp_path), resume=True) == set()
+
+
+def test_resume_keeps_finished_trials_only(tmp_path: Path) -> None:
+    planned = trials(tmp_path)
+    done = {**planned[0].params(), "sent": 10, "sustained": True}
+    failed = {**planned[1].params(), "error": "node died", "sustained": False}
+    out = results(tmp_path / "r", "exp", TEXT, [done, failed])
+    assert claim(out, "exp", TEXT, planned, resume=True) == {planned[0].trial}
+    with pytest.raises(UserError, match=r"1 of 2 trials finished\); --resume keeps them"):
+        claim(out, "exp", TEXT, planned, resume=False)
+
+
+def test_a_trial_planned_differently_now_runs_again(tmp_path: Path) -> None:
+    planned = trials(tmp_path)
+    old = {**planned[0].params(), "messages": 5}
+    out = results(tmp_path / "r", "exp", TEXT, [old])
+    assert claim(out, "exp", TEXT, planned, resume=True) == set()
+
+
+@pytest.mark.parametrize(("name", "text"), [("other", TEXT), ("exp", TEXT + "seed: 3\n")])
+def test_another_experiment_is_refused_even_with_resume(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    out = results(tmp_path / "r", name, text, [])
+    with pytest.raises(UserError, match="from another spec; two experiments are never mixed"):
+        claim(out, "exp", TEXT, trials(tmp_path), resume=True)
+
+
+def test_files_that_are_no_results_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="is not empty and holds no roboscale results"):
+        claim(tmp_path, "exp", TEXT, [], resume=True)
+    with pytest.raises(UserError, match="is a file; --out names a results folder"):
+        claim(tmp_path / "notes.txt", "exp", TEXT, [], resume=False)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,3 +102,85 @@ def test_install_puts_this_roboscale_on_the_host(lab: SshLab, tmp_path: Path) ->
     done = lab.run([ROBOSCALE, "hosts", "check", str(inv), "--json", str(report)], 120)
     assert done.returncode == 1
     assert "hosts install" in json.loads(report.read_text())[0]["problem"]
+
+
+def hostfile(lab: SshLab, tmp_path: Path, run_dir: Path) -> Path:
+    from roboscale.env.inventory import load_inventory
+    from roboscale.lab.sshexec import HostFile, host_record
+
+    inv = load_inventory(inventory(lab, tmp_path, robot={"address": lab.remote(1).address}))
+    control = tmp_path / "ctl"
+    control.mkdir(exist_ok=True)
+    return HostFile(
+        host=host_record(inv.host("robot")),
+        control_dir=str(control),
+        run_dir=str(run_dir),
+        remote_run="runs/test",
+        lab_pythons=[sys.executable],
+    ).write(tmp_path / "robot.json")
+
+
+ECHO_AGENT = """\
+import json, os, sys
+cfg = json.load(open(sys.argv[1]))
+print("READY", os.environ["ROS_TEST"], flush=True)
+line = sys.stdin.readline().strip()
+open(cfg["output"], "w").write(line + " " + os.getcwd())
+print("DONE", flush=True)
+"""
+
+
+def test_sshexec_runs_a_command_on_the_host_as_if_here(lab: SshLab, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "raw").mkdir(parents=True)
+    cfg = run / "raw" / "a.json"
+    cfg.write_text(json.dumps({"output": str(run / "raw" / "a.out")}))
+    hf = hostfile(lab, tmp_path, run)
+    proc = subprocess.Popen(
+        [*lab.controller.argv_prefix(), "env", "ROS_TEST=1", sys.executable, "-m",
+         "roboscale.lab.sshexec", str(hf), "--", "/usr/bin/python3", "-c", ECHO_AGENT, str(cfg)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdout.readline().strip() == "READY 1"
+    proc.stdin.write("GO\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "DONE"
+    assert proc.wait(60) == 0
+    # The output came back from the host's mirror of the run folder.
+    text = (run / "raw" / "a.out").read_text()
+    assert text == f"GO {tmp_path / 'remote-robot'}"
+    assert (tmp_path / "remote-robot" / "runs" / "test" / "raw" / "a.json").exists()
+
+
+def test_a_killed_wrapper_leaves_nothing_on_the_host(lab: SshLab, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    hf = hostfile(lab, tmp_path, run)
+    marker = "roboscale-sshexec-orphan-test"
+    proc = subprocess.Popen(
+        [*lab.controller.argv_prefix(), sys.executable, "-m", "roboscale.lab.sshexec", str(hf),
+         "--", "/usr/bin/python3", "-c",
+         f"import time; print('up', flush=True); time.sleep(600)  # {marker}"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "up"
+    assert _processes_with(marker)
+    os.killpg(proc.pid, signal.SIGKILL)  # the controller dies: no cleanup of its own
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_text():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found

@@ -72,15 +72,13 @@ class Ssh:
         """Run argv in the host's working directory, with env, as one remote command.
         `exec` makes the remote process the shell itself, so signals reach it."""
         assignments = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
-        command = " ".join(
-            [
-                f"mkdir -p {self.host.workdir} && cd {self.host.workdir} &&",
-                "exec",
-                *(["env", *assignments] if assignments else []),
-                *(shlex.quote(a) for a in argv),
-            ]
-        )
-        return [*self.base_argv(), command]
+        words = [*(["env", *assignments] if assignments else []), *map(shlex.quote, argv)]
+        return self.shell_argv("exec " + " ".join(words))
+
+    def shell_argv(self, command: str) -> list[str]:
+        """A shell command line run in the host's working directory (made if missing)."""
+        workdir = self.host.workdir
+        return [*self.base_argv(), f"mkdir -p {workdir} && cd {workdir} && {command}"]
 
     def run(
         self, argv: list[str], timeout_s: float = 60, stdin: bytes | None = None

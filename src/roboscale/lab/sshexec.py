@@ -1,0 +1,201 @@
+"""Run one command on an inventory host as if it ran here: `python -m roboscale.lab.sshexec
+HOSTFILE -- ARGV...`, the argv prefix of a real host in a Placement.
+
+The lab starts agents and infrastructure with a prefix and an environment, talks to
+them over stdin/stdout and reads the files they write under the run folder. This
+wrapper keeps all of that true across SSH:
+- the lab's interpreter becomes the host's venv (`roboscale hosts install`);
+- every path under the run folder, in argv, in the environment and in an agent's
+  JSON configuration, becomes the same path under the host's mirror of the run
+  (`<workdir>/runs/<run>/...`); files the command reads are copied there first,
+  files it wrote are copied back when it ends;
+- the environment the lab set for it (ROS_*, ROBOSCALE_*, ...) is passed along;
+- stdin and stdout go straight through ssh, so the READY/GO/DONE protocol is the same;
+- on the host, a guard runs the command in its own process group and ends the group
+  when its stdin closes: when the lab closes the pipe, or the wrapper or ssh dies
+  (even by SIGKILL), or the connection drops. Nothing stays behind on the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from roboscale.env.inventory import InventoryHost
+from roboscale.env.ssh import Ssh
+
+FORWARDED = ("ROS_", "ROBOSCALE_", "ZENOH", "CYCLONEDDS", "RUST_LOG", "PYTHONUNBUFFERED")
+REMOTE_VENV_PYTHON = "venv/bin/python"
+REMOTE_PACKAGE = "pkg"  # a folder with a link to the venv's roboscale (hosts install)
+
+# The host-side guard (a fixed script of ours, run by the host's Python): start the
+# command in a new process group, feed it our stdin, and end the group on EOF.
+GUARD = """\
+import os, signal, subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, start_new_session=True)
+def end(*_):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(child.pid, sig)
+            child.wait(2)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+for s in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+    signal.signal(s, lambda *a: (end(), os._exit(143)))
+def feed():
+    for line in iter(sys.stdin.buffer.readline, b""):
+        try:
+            child.stdin.write(line); child.stdin.flush()
+        except OSError:
+            break
+    try:
+        child.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+    end()
+threading.Thread(target=feed, daemon=True).start()
+code = child.wait()
+os._exit(code if code >= 0 else 128 - code)  # not sys.exit: the feeder may hold stdin
+"""
+
+
+@dataclass(frozen=True)
+class HostFile:
+    """What the wrapper needs to know, written by the lab into the run's private folder."""
+
+    host: dict[str, Any]
+    control_dir: str
+    run_dir: str  # the local run folder
+    remote_run: str  # its mirror on the host, relative to the host's workdir
+    lab_pythons: list[str]  # local interpreters that mean "the host's venv"
+
+    def write(self, path: Path) -> Path:
+        path.write_text(json.dumps(asdict(self)))
+        return path
+
+    @classmethod
+    def read(cls, path: Path) -> HostFile:
+        return cls(**json.loads(path.read_text()))
+
+    def inventory_host(self) -> InventoryHost:
+        h = dict(self.host)
+        for key in ("identity_file", "ssh_config", "known_hosts"):
+            h[key] = Path(h[key]) if h.get(key) else None
+        h["roles"] = tuple(h.get("roles", ()))
+        return InventoryHost(**h)
+
+
+def host_record(host: InventoryHost) -> dict[str, Any]:
+    out = asdict(host)
+    for key in ("identity_file", "ssh_config", "known_hosts"):
+        out[key] = str(out[key]) if out[key] is not None else None
+    out["roles"] = list(host.roles)
+    return out
+
+
+class Mirror:
+    """Local paths under the run folder and their places on the host."""
+
+    def __init__(self, hf: HostFile) -> None:
+        self.local = Path(hf.run_dir)
+        self.remote = hf.remote_run.rstrip("/")
+        self.uploads: dict[str, bytes] = {}
+        self.downloads: dict[str, Path] = {}
+
+    def remote_path(self, value: str) -> str:
+        path = Path(value)
+        if not path.is_absolute() or not path.is_relative_to(self.local):
+            return value
+        return f"{self.remote}/{path.relative_to(self.local)}"
+
+    def arg(self, value: str) -> str:
+        """An argument: a file under the run folder is uploaded (an agent's JSON config
+        with its own paths mapped) and named by its remote path."""
+        mapped = self.remote_path(value)
+        if mapped == value or not Path(value).is_file():
+            return mapped
+        data = Path(value).read_bytes()
+        if value.endswith(".json"):
+            data = json.dumps(self._json(json.loads(data))).encode()
+        self.uploads[mapped] = data
+        return mapped
+
+    def _json(self, node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: self._json(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [self._json(v) for v in node]
+        if isinstance(node, str):
+            mapped = self.remote_path(node)
+            if mapped != node:
+                self.downloads[mapped] = Path(node)
+            return mapped
+        return node
+
+
+def remote_command(hf: HostFile, argv: list[str], environ: dict[str, str]) -> tuple[str, Mirror]:
+    mirror = Mirror(hf)
+    program = REMOTE_VENV_PYTHON if argv[0] in hf.lab_pythons else argv[0]
+    args = [program, *(mirror.arg(a) for a in argv[1:])]
+    env = {k: mirror.remote_path(v) for k, v in environ.items() if k.startswith(FORWARDED)}
+    if environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = REMOTE_PACKAGE
+    dirs = {str(Path(p).parent) for p in [*mirror.uploads, *mirror.downloads]}
+    dirs |= {v for k, v in env.items() if v.startswith(mirror.remote + "/")}
+    uploads = [
+        f"echo {base64.b64encode(data).decode()} | base64 -d > {shlex.quote(path)}"
+        for path, data in mirror.uploads.items()
+    ]
+    guard = base64.b64encode(GUARD.encode()).decode()
+    command = " && ".join(
+        [
+            *([f"mkdir -p {' '.join(shlex.quote(d) for d in sorted(dirs))}"] if dirs else []),
+            *uploads,
+            f"guard=$(echo {guard} | base64 -d)",
+            "exec env "
+            + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+            + f' {shlex.quote(hf.host.get("python") or "python3")} -c "$guard" '
+            + " ".join(shlex.quote(a) for a in args),
+        ]
+    )
+    return command, mirror
+
+
+def fetch(ssh: Ssh, mirror: Mirror) -> None:
+    """Copy back the files the command wrote under the run folder's mirror."""
+    for remote, local in mirror.downloads.items():
+        done = ssh.run(["sh", "-c", f"cat {shlex.quote(remote)} 2>/dev/null"], timeout_s=600)
+        if done.returncode == 0 and done.stdout:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(done.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 3 or args[1] != "--":
+        print("usage: python -m roboscale.lab.sshexec HOSTFILE -- ARGV...", file=sys.stderr)
+        return 2
+    hf = HostFile.read(Path(args[0]))
+    ssh = Ssh(hf.inventory_host(), Path(hf.control_dir))
+    command, mirror = remote_command(hf, args[2:], dict(os.environ))
+    proc = subprocess.Popen(ssh.shell_argv(command))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # Ending ssh closes the host's stdin: its guard ends the command's group.
+        signal.signal(sig, lambda *_: proc.kill())
+    code = proc.wait()
+    fetch(ssh, mirror)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

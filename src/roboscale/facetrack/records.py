@@ -1,0 +1,242 @@
+"""What every stack returns: per-frame, per-kill and per-process records, and their summary.
+Stdlib only.
+
+A stack logs two things while it runs, each on the side that sees it:
+- the camera's `Dispatched` (frame id, capture and dispatch time, worker, truth);
+- the controller's `Handled` (frame id, when the result and the command came, the
+  detected rectangle and the aggregator's estimate, the worker's own stamps).
+`assemble` joins them by frame id into `FrameRecord`s and attributes frames to kills,
+so every stack's figures are computed by the same code.
+
+Per frame: latency is capture to controller command; `jaccard` is the aggregator's
+estimate against the frame's true face box (None when the face is not in view; 0 for a
+frame that was never answered or had no estimate: the tracker knew nothing); the
+tracking error is the true face centre's distance to the view centre.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from roboscale.facetrack.config import TrackerConfig
+from roboscale.facetrack.geometry import Rect, jaccard, tracking_error
+
+RUN_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatched:
+    frame_id: int
+    capture_ns: int
+    dispatch_ns: int
+    worker: int
+    truth: Rect | None
+
+
+@dataclass(frozen=True, slots=True)
+class Handled:
+    frame_id: int
+    worker: int
+    result_ns: int  # the aggregator got the result
+    command_ns: int  # the controller decided
+    rect: Rect | None  # the worker's detection
+    estimate: Rect | None  # the aggregator's average after it
+    received_ns: int = 0  # the worker got the frame (its own stamp)
+    detected_ns: int = 0  # the worker's detector returned
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecord:
+    frame_id: int
+    capture_ns: int
+    worker: int
+    dispatch_ns: int
+    command_ns: int | None  # None: the frame was lost
+    detected: bool | None
+    jaccard: float | None
+    tracking_error: float | None
+    truth: Rect | None = None
+    rect: Rect | None = None
+    estimate: Rect | None = None
+    received_ns: int | None = None
+    detected_ns: int | None = None
+    late: bool = False
+
+    @property
+    def lost(self) -> bool:
+        return self.command_ns is None
+
+    @property
+    def latency_ms(self) -> float | None:
+        return None if self.command_ns is None else (self.command_ns - self.capture_ns) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class KillRecord:
+    worker: int
+    method: str
+    kill_ns: int
+    restarted_ns: int | None  # the new worker is ready (None: not within the run)
+    frames_lost: int = 0
+    frames_late: int = 0
+
+    @property
+    def restart_ms(self) -> float | None:
+        return None if self.restarted_ns is None else (self.restarted_ns - self.kill_ns) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUsage:
+    """One OS process of a stack: what it is, how many workers it hosts, CPU and memory.
+    PSS splits pages shared between processes (forked children, one VM) among them, so
+    summing it over a stack's processes does not count shared pages twice, as RSS does."""
+
+    role: str
+    pid: int
+    workers: int
+    cpu_s: float
+    rss_bytes: int
+    pss_bytes: int
+
+
+@dataclass
+class TrackerRun:
+    stack: str
+    config: TrackerConfig
+    frames: list[FrameRecord]
+    kills: list[KillRecord]
+    processes: list[ProcessUsage]
+    counters: dict[str, int] = field(default_factory=dict)  # malformed, dropped, ...
+    alive_workers: int | None = None  # workers running at the end
+    version: int = RUN_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> TrackerRun:
+        if raw.get("version") != RUN_VERSION:
+            raise ValueError(f"tracker run format {raw.get('version')!r} (want {RUN_VERSION})")
+        return cls(
+            stack=str(raw["stack"]),
+            config=TrackerConfig.from_dict(raw["config"]),
+            frames=[_record(FrameRecord, f) for f in raw["frames"]],
+            kills=[KillRecord(**k) for k in raw["kills"]],
+            processes=[ProcessUsage(**p) for p in raw["processes"]],
+            counters={str(k): int(v) for k, v in raw.get("counters", {}).items()},
+            alive_workers=raw.get("alive_workers"),
+        )
+
+
+def _record(cls: type[FrameRecord], raw: dict[str, Any]) -> FrameRecord:
+    values = dict(raw)
+    for key in ("truth", "rect", "estimate"):
+        if values.get(key) is not None:
+            values[key] = Rect(**values[key])
+    return cls(**values)
+
+
+def assemble(
+    cfg: TrackerConfig,
+    dispatched: Iterable[Dispatched],
+    handled: Iterable[Handled],
+    kills: Sequence[tuple[int, str, int, int | None]] = (),
+) -> tuple[list[FrameRecord], list[KillRecord]]:
+    """Join the camera's and the controller's logs; `kills` are (worker, method, kill_ns,
+    restarted_ns). A frame answered twice (a restarted worker redoing it) counts once."""
+    by_id: dict[int, Handled] = {}
+    for h in handled:
+        by_id.setdefault(h.frame_id, h)
+    late_ns = int(cfg.late_ms * 1e6)
+    frames = [_frame(cfg, d, by_id.get(d.frame_id), late_ns) for d in dispatched]
+    frames.sort(key=lambda f: f.frame_id)
+    return frames, _attribute(frames, kills)
+
+
+def _frame(cfg: TrackerConfig, d: Dispatched, h: Handled | None, late_ns: int) -> FrameRecord:
+    error = tracking_error(d.truth, cfg.view_w, cfg.view_h)
+    if h is None:
+        score = None if d.truth is None else 0.0
+        return FrameRecord(d.frame_id, d.capture_ns, d.worker, d.dispatch_ns, None, None,
+                           score, error, d.truth)  # fmt: skip
+    score = None
+    if d.truth is not None:
+        score = 0.0 if h.estimate is None else jaccard(h.estimate, d.truth)
+    return FrameRecord(
+        d.frame_id, d.capture_ns, d.worker, d.dispatch_ns, h.command_ns, h.rect is not None,
+        score, error, d.truth, h.rect, h.estimate, h.received_ns or None, h.detected_ns or None,
+        h.command_ns - d.capture_ns > late_ns,
+    )  # fmt: skip
+
+
+def _attribute(
+    frames: list[FrameRecord], kills: Sequence[tuple[int, str, int, int | None]]
+) -> list[KillRecord]:
+    """Frames a kill hit: sent to the killed worker before it was back, and not answered
+    before the kill. Each frame goes to the first kill that hit it."""
+    claimed: set[int] = set()
+    records = []
+    for worker, method, kill_ns, restarted_ns in sorted(kills, key=lambda k: k[2]):
+        back = restarted_ns if restarted_ns is not None else math.inf
+        lost = late = 0
+        for f in frames:
+            if f.worker != worker or f.frame_id in claimed or f.dispatch_ns >= back:
+                continue
+            if f.command_ns is not None and f.command_ns <= kill_ns:
+                continue
+            claimed.add(f.frame_id)
+            lost += f.lost
+            late += f.late
+        records.append(KillRecord(worker, method, kill_ns, restarted_ns, lost, late))
+    return records
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100), nearest rank; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def summarize(run: TrackerRun) -> dict[str, Any]:
+    """The figures of one run, as the report and the bench print them."""
+    frames = run.frames
+    latencies = [f.latency_ms for f in frames if f.latency_ms is not None]
+    scores = [f.jaccard for f in frames if f.jaccard is not None]
+    errors = [f.tracking_error for f in frames if f.tracking_error is not None]
+    restarts = [k.restart_ms for k in run.kills if k.restart_ms is not None]
+    workers = [p for p in run.processes if p.workers > 0]
+    pss = sum(p.pss_bytes for p in run.processes)
+    return {
+        "stack": run.stack,
+        "workers": run.config.workers,
+        "frames": len(frames),
+        "frames_lost": sum(f.lost for f in frames),
+        "frames_late": sum(f.late for f in frames),
+        "detected": sum(bool(f.detected) for f in frames),
+        "mean_jaccard": statistics.fmean(scores) if scores else None,
+        "latency_p50_ms": percentile(latencies, 50),
+        "latency_p99_ms": percentile(latencies, 99),
+        "latency_mean_ms": statistics.fmean(latencies) if latencies else None,
+        "tracking_error_mean_px": statistics.fmean(errors) if errors else None,
+        "kills": len(run.kills),
+        "restarted": len(restarts),
+        "restart_p50_ms": percentile(restarts, 50),
+        "restart_max_ms": max(restarts) if restarts else None,
+        "kill_frames_lost": sum(k.frames_lost for k in run.kills),
+        "kill_frames_late": sum(k.frames_late for k in run.kills),
+        "pss_total_mb": pss / 2**20,
+        "pss_per_worker_mb": pss / 2**20 / run.config.workers,
+        "rss_total_mb": sum(p.rss_bytes for p in run.processes) / 2**20,
+        "cpu_s": sum(p.cpu_s for p in run.processes),
+        "worker_processes": len(workers),
+        "alive_workers": run.alive_workers,
+        **{f"count_{k}": v for k, v in sorted(run.counters.items())},
+    }

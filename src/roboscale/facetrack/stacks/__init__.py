@@ -1,0 +1,1 @@
+"""Face-tracker stacks, registered by name in `facetrack.stack.STACKS`."""

@@ -3,6 +3,7 @@ dependency cannot be present; in CI (CI=true) a missing dependency fails them.""
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -22,6 +23,16 @@ def require(available: bool, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"CI must run this test, but: {reason}")
     pytest.skip(reason)
+
+
+def require_module(name: str, extra: str) -> None:
+    """At a test module's top: a Python package it imports (skipped only outside CI)."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        if IN_CI:
+            pytest.fail(f"CI must run this module, but {name} ({extra}) is missing")
+        pytest.skip(f"{name} is missing (make test installs {extra})", allow_module_level=True)
 
 
 def ros1_available() -> bool:
@@ -49,6 +60,20 @@ def zenoh() -> None:
     except ImportError:
         ok = False
     require(ok, "eclipse-zenoh is not installed (make test installs it into .venv)")
+
+
+def dds_available() -> bool:
+    try:
+        import cyclonedds  # noqa: F401
+    except ImportError:
+        return False
+    return shutil.which("ddsperf") is not None
+
+
+@pytest.fixture(scope="session")
+def dds() -> None:
+    """Cyclone DDS: the Python binding (the dds extra) and Debian's ddsperf."""
+    require(dds_available(), "Cyclone DDS is missing (make test installs cyclonedds and ddsperf)")
 
 
 @pytest.fixture(scope="session")

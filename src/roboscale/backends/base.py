@@ -108,6 +108,7 @@ REGISTRY: dict[str, str] = {
     "native-proc": "roboscale.backends.native:PROC_BACKEND",
     "zenoh": "roboscale.backends.zenoh",
     "ros1": "roboscale.backends.ros1",
+    "dds": "roboscale.backends.dds",
 }
 
 

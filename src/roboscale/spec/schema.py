@@ -8,7 +8,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from roboscale.spec.payloads import parse_payload
 
-BACKEND_NAMES = ("native", "native-proc", "zenoh", "ros1")
+BACKEND_NAMES = ("native", "native-proc", "zenoh", "ros1", "dds")
 MAX_RATE_HZ = 1_000_000.0
 # echo: sender/echoer round trips (the thesis). The others are the lab report's (seed 003):
 # fanout (one publisher, N listeners), ping (one listener) and chain (A -> B -> ... relays).

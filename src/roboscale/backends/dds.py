@@ -1,0 +1,361 @@
+"""The dds backend: Eclipse Cyclone DDS (PyPI `cyclonedds`, pinned) in ROS 2's wire format.
+
+Topics are `rt/<name>` and types `<pkg>::msg::dds_::<Type>_`, as rmw_cyclonedds
+names them; a message is the thesis's stamped message in ROS 2 form (`int32 id`,
+`builtin_interfaces/Time t`, then a real std_msgs/String, sensor_msgs/LaserScan,
+sensor_msgs/Image or `uint8[]`; see `dds_types`). The id and the stamp sit at
+fixed offsets (bytes 4-16 after the 4-byte encapsulation header) of every stamped
+type, so a publisher serializes its message once with the library and patches
+them per send, a subscriber reads them without decoding the payload, and an
+echoer forwards the received CDR unchanged: the Python work per message is the
+same few struct calls at every size, as for zenoh's attachment.
+
+Every participant is confined to one interface (`lo` on this machine, the host's
+own address on an emulated host), multicast off, peers named, and each trial
+leases a domain id of its own (`lease_domain`), so concurrent runs never meet.
+Subscriptions are drained by one thread per reader blocked in a Cyclone WaitSet.
+The driver half is stdlib only; the node half imports cyclonedds (venv nodes).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import socket
+import struct
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roboscale.backends.base import (
+    Callback,
+    Infrastructure,
+    MessageKind,
+    NodeContext,
+    Where,
+    current_python,
+)
+from roboscale.errors import BackendUnavailable
+
+PINNED = "11.0.1"
+INSTALL_HINT = "pip install 'roboscale[dds]' (Cyclone DDS's Python binding, cyclonedds==11.0.1)"
+# Cyclone's default port mapping: domain d uses UDP ports 7400 + 250 d + [0, 250).
+PORT_BASE, DOMAIN_GAIN, PARTICIPANT_GAIN, DISCOVERY_OFFSET = 7400, 250, 2, 10
+DOMAINS = range(1, 231)  # 0 is everyone's default; above 230 the ports leave 16 bits
+MAX_PARTICIPANT_INDEX = 119  # 10 + 2 * 119 + 1 = 249: the domain's last port
+STAMP = struct.Struct("<iiI")  # id, t.sec, t.nanosec after the encapsulation header
+CDR_HEADER = 4
+TAKE_BATCH = 64
+RECEIVE_BUFFER = "4MB"
+WAKE_S = 1.0  # a drain thread's longest sleep: it also checks whether its session closed
+
+DEFAULT_QOS = {"reliability": "reliable", "history": "keep_last", "depth": 0}
+DURABILITIES = ("volatile", "transient_local")
+
+
+def cyclone_xml(domain: int, interface: str, peers: list[str], max_index: int) -> str:
+    """Cyclone's configuration: one interface, no multicast, explicit unicast peers.
+
+    `interface` is a name (`lo`) or an address; peers are probed on the ports of
+    participant indexes 0..max_index.
+    """
+    attribute = "address" if interface[:1].isdigit() else "name"
+    peer_list = "".join(f'<Peer address="{p}"/>' for p in peers)
+    return (
+        f'<CycloneDDS><Domain id="{domain}">'
+        f'<General><Interfaces><NetworkInterface {attribute}="{interface}"/></Interfaces>'
+        "<AllowMulticast>false</AllowMulticast></General>"
+        "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
+        f"<MaxAutoParticipantIndex>{max_index}</MaxAutoParticipantIndex>"
+        f"<Peers>{peer_list}</Peers></Discovery>"
+        # Up to 4 MB of socket buffer (this kernel's rmem_max; "default" as the minimum,
+        # so a smaller limit elsewhere is no error): a 300 KB sample is 230 fragments.
+        f'<Internal><SocketReceiveBufferSize min="default" max="{RECEIVE_BUFFER}"/></Internal>'
+        "</Domain></CycloneDDS>"
+    )
+
+
+def domain_ports(domain: int) -> range:
+    base = PORT_BASE + DOMAIN_GAIN * domain
+    return range(base, base + DOMAIN_GAIN)
+
+
+@dataclass
+class DomainLease:
+    """A domain id held by this process until `release()` (or its death: flock)."""
+
+    domain: int
+    _fd: int
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _lock_dir() -> Path:
+    """The domain locks of this user: one folder per machine (not per session), so that
+    every run of this user sees every other; checked private (privdir)."""
+    from roboscale.privdir import private_dir
+
+    return private_dir(Path(tempfile.gettempdir()) / f"roboscale-dds-{os.getuid()}")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def lease_domain() -> DomainLease:
+    """A domain id no other roboscale run holds and no participant on this machine uses.
+
+    Runs hold a lock file per domain (flock: released when the holder dies, even by
+    SIGKILL); a domain whose first discovery port is taken is used by someone else.
+    """
+    folder = _lock_dir()
+    start = os.getpid() % len(DOMAINS)
+    for step in range(len(DOMAINS)):
+        domain = DOMAINS[(start + step) % len(DOMAINS)]
+        fd = os.open(folder / f"{domain}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                continue
+            raise
+        if _port_free(domain_ports(domain)[DISCOVERY_OFFSET]):
+            return DomainLease(domain, fd)
+        os.close(fd)
+    raise BackendUnavailable(
+        "no free DDS domain id: every domain in 1-230 is held by a run or in use",
+        hint="wait for other runs to finish",
+    )
+
+
+class DdsPublisher:
+    def __init__(self, writer: Any, kind: MessageKind) -> None:
+        from cyclonedds._clayer import ddspy_write
+
+        from roboscale.backends.dds_types import build_message
+
+        self._write: Any = ddspy_write
+        self._writer = writer  # the binding deletes the entity when this is collected
+        self._ref: int = writer._ref
+        cdr = build_message(kind).serialize()  # XCDR1, little endian, as ROS 2 sends
+        self._cdr = bytearray(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0"))
+        self.failed = 0
+
+    def send(self, seq: int, stamp_ns: int) -> None:
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        STAMP.pack_into(self._cdr, CDR_HEADER, seq, sec, nanosec)
+        if self._write(self._ref, self._cdr) < 0:
+            self.failed += 1
+
+    def forward(self, msg: object) -> None:
+        if self._write(self._ref, msg) < 0:
+            self.failed += 1
+
+
+def qos_policies(qos: dict[str, Any], queue: int) -> Any:
+    """A Cyclone Qos of the trial's settings; `depth` 0 takes the node's queue length,
+    and a queue of 0 (unbounded) keeps all."""
+    from cyclonedds.core import Policy, Qos
+    from cyclonedds.util import duration
+
+    reliable = qos["reliability"] == "reliable"
+    reliability = (
+        Policy.Reliability.Reliable(duration(seconds=1))
+        if reliable
+        else Policy.Reliability.BestEffort
+    )
+    depth = int(qos.get("depth") or queue)
+    keep_all = qos["history"] == "keep_all" or depth == 0
+    history = Policy.History.KeepAll if keep_all else Policy.History.KeepLast(depth)
+    durability = (
+        Policy.Durability.TransientLocal
+        if qos.get("durability") == "transient_local"
+        else Policy.Durability.Volatile
+    )
+    return Qos(reliability, history, durability)
+
+
+class DdsSession:
+    def __init__(self, ctx: NodeContext) -> None:
+        from cyclonedds.domain import Domain, DomainParticipant
+
+        cfg = ctx.config
+        self._domain_id = int(cfg["domain"])
+        self._domain: Any = Domain(self._domain_id, cfg["xml"])
+        self._participant: Any = DomainParticipant(self._domain_id)
+        self._qos: dict[str, Any] = {**DEFAULT_QOS, **cfg.get("qos", {})}
+        self._topics: dict[str, Any] = {}
+        self._closed = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pubs: list[DdsPublisher] = []
+        self.malformed = 0
+
+    def _topic(self, topic: str, kind: MessageKind) -> Any:
+        from cyclonedds.topic import Topic
+
+        from roboscale.backends.dds_types import type_of
+
+        name = ros2_topic(topic)
+        if name not in self._topics:
+            self._topics[name] = Topic(self._participant, name, type_of(kind.kind))
+        return self._topics[name]
+
+    def publisher(self, topic: str, kind: MessageKind, queue: int) -> DdsPublisher:
+        from cyclonedds.pub import DataWriter
+
+        writer = DataWriter(
+            self._participant, self._topic(topic, kind), qos=qos_policies(self._qos, queue)
+        )
+        self._pubs.append(DdsPublisher(writer, kind))
+        return self._pubs[-1]
+
+    def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
+        from cyclonedds.sub import DataReader
+
+        reader = DataReader(
+            self._participant, self._topic(topic, kind), qos=qos_policies(self._qos, queue)
+        )
+        thread = threading.Thread(target=self._drain, args=(reader, callback), daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _drain(self, reader: Any, callback: Callback) -> None:
+        from cyclonedds._clayer import ddspy_take
+        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
+
+        any_state = SampleState.Any | ViewState.Any | InstanceState.Any
+        waitset = WaitSet(self._participant)
+        waitset.attach(ReadCondition(reader, any_state))
+        timeout_ns = int(WAKE_S * 1e9)
+        while not self._closed.is_set():
+            waitset.wait(timeout_ns)
+            taken: Any = ddspy_take(reader._ref, any_state, TAKE_BATCH)
+            if isinstance(taken, int):
+                return  # the reader was deleted with the session
+            for data, info in taken:
+                if info.valid_data:
+                    self._deliver(data, callback)
+
+    def _deliver(self, data: bytes, callback: Callback) -> None:
+        # Byte 1 of the encapsulation header: 1 is CDR little endian, what ROS 2 sends.
+        if len(data) < CDR_HEADER + STAMP.size or data[1] != 1:
+            self.malformed += 1
+            return
+        seq, _sec, _nanosec = STAMP.unpack_from(data, CDR_HEADER)
+        callback(seq, data)
+
+    def close(self) -> None:
+        self._closed.set()
+        for thread in self._threads:
+            thread.join(WAKE_S * 2)
+        self._participant = None
+        self._domain = None  # the binding deletes entities when they are collected
+
+
+def ros2_topic(topic: str) -> str:
+    """ROS 2's DDS topic name of a ROS name: `/t0001/chatter` -> `rt/t0001/chatter`."""
+    return "rt/" + topic.strip("/")
+
+
+class DomainInfrastructure:
+    """The backend's part of a run: no process, but the domain lease of the current trial."""
+
+    def __init__(self, backend: DdsBackend) -> None:
+        self.env: dict[str, str] = {}
+        self._backend = backend
+
+    def stop(self) -> None:
+        self._backend.release()
+
+
+class DdsBackend:
+    name = "dds"
+    placement = "node"
+    qos_axes = frozenset({"reliability", "history", "durability"})
+
+    def __init__(self) -> None:
+        self._addresses: list[str] = ["127.0.0.1"]
+        self._trial = ""
+        self._lease: DomainLease | None = None
+
+    @property
+    def python(self) -> str:
+        return current_python()
+
+    def check(self) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            import cyclonedds  # noqa: F401
+
+            found = version("cyclonedds")
+        except (ImportError, PackageNotFoundError):
+            raise BackendUnavailable(
+                "backend 'dds' is not installed: the Python package cyclonedds is missing",
+                hint=INSTALL_HINT,
+            ) from None
+        if found != PINNED:
+            raise BackendUnavailable(
+                f"backend 'dds' needs cyclonedds {PINNED} (its octet fast path is built on "
+                f"that version's serializer), found {found}",
+                hint=INSTALL_HINT,
+            )
+
+    def version(self) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"cyclonedds {version('cyclonedds')} (Eclipse Cyclone DDS)"
+        except PackageNotFoundError:
+            return "cyclonedds (not installed)"
+
+    def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
+        self._addresses = list(where.addresses)
+        return DomainInfrastructure(self)
+
+    def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+        self._trial = ""
+
+    def domain_for(self, trial: str) -> int:
+        """The domain of a trial: a new lease when a new trial starts (trials run in turn)."""
+        if self._lease is None or trial != self._trial:
+            self.release()
+            self._lease = lease_domain()
+            self._trial = trial
+        return self._lease.domain
+
+    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+        own = trial.get(f"{role}_address", trial.get("flow_address", "127.0.0.1"))
+        local = len(self._addresses) == 1
+        participants = 2 * int(trial.get("pairs", 1)) + int(trial.get("listeners", 0))
+        participants += int(trial.get("chain_length", 0)) + 2
+        domain = self.domain_for(str(trial["trial"]))
+        xml = cyclone_xml(
+            domain,
+            "lo" if local else own,
+            ["127.0.0.1"] if local else self._addresses,
+            min(MAX_PARTICIPANT_INDEX, participants),
+        )
+        qos = {k: trial[k] for k in ("reliability", "history", "depth", "durability") if k in trial}
+        return {"domain": domain, "xml": xml, "qos": qos}
+
+    def open(self, ctx: NodeContext) -> DdsSession:
+        return DdsSession(ctx)
+
+
+BACKEND = DdsBackend()

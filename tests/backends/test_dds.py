@@ -1,0 +1,116 @@
+"""Real Cyclone DDS trials of every workload on loopback, each in its own leased domain,
+and the backend's configuration. Nothing asserts on elapsed time."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+from tests.backends.test_trials import RunTrial, check_complete, trial
+from tests.backends.test_trials import run as run_echo
+from tests.lab.test_flows import check_chain, check_fanout, flow
+from tests.lab.test_flows import run as run_flow
+
+from roboscale.backends import dds as backend
+from roboscale.backends.base import get_backend
+from roboscale.errors import BackendUnavailable
+
+
+@pytest.mark.dds
+@pytest.mark.parametrize(
+    ("payload", "size"), [("text", 11), ("laserscan", 4250), ("image", 307200), ("64KB", 65536)]
+)
+def test_dds_echo(run_trial: RunTrial, dds: None, payload: str, size: int) -> None:
+    tables, nodes = run_echo(run_trial, trial("dds", payload, size, pairs=2))
+    assert len(tables) == 2
+    for rows in tables:
+        check_complete(rows, 200)
+    assert all(n["malformed"] == 0 for n in nodes)
+    assert len({n["pid"] for n in nodes}) == 4  # one process per node
+
+
+@pytest.mark.dds
+@pytest.mark.parametrize(
+    ("workload", "ack"), [("fanout", False), ("fanout", True), ("ping", False), ("ping", True)]
+)
+def test_dds_one_to_many(run_trial: RunTrial, dds: None, workload: str, ack: bool) -> None:
+    t = flow("dds", workload, listeners=3 if workload == "fanout" else 1, ack=ack)
+    table, _ = run_flow(run_trial, t)
+    check_fanout(t, table)
+
+
+@pytest.mark.dds
+def test_dds_chain(run_trial: RunTrial, dds: None) -> None:
+    t = flow("dds", "chain", chain_length=5, ack=True)
+    table, _ = run_flow(run_trial, t)
+    check_chain(t, table)
+
+
+def test_configuration_is_loopback_without_multicast() -> None:
+    xml = backend.cyclone_xml(42, "lo", ["127.0.0.1"], 9)
+    assert '<Domain id="42">' in xml
+    assert '<NetworkInterface name="lo"/>' in xml
+    assert "<AllowMulticast>false</AllowMulticast>" in xml
+    assert '<Peers><Peer address="127.0.0.1"/></Peers>' in xml
+    assert "<MaxAutoParticipantIndex>9</MaxAutoParticipantIndex>" in xml
+    on_host = backend.cyclone_xml(42, "10.231.0.2", ["10.231.0.2", "10.231.0.3"], 9)
+    assert '<NetworkInterface address="10.231.0.2"/>' in on_host
+
+
+def test_domain_ports_stay_in_range() -> None:
+    for domain in backend.DOMAINS:
+        ports = backend.domain_ports(domain)
+        last = ports[
+            backend.DISCOVERY_OFFSET + backend.PARTICIPANT_GAIN * backend.MAX_PARTICIPANT_INDEX + 1
+        ]
+        assert last == ports[-1] < 65536
+
+
+def test_leases_never_share_a_domain() -> None:
+    first, second = backend.lease_domain(), backend.lease_domain()
+    try:
+        assert first.domain != second.domain
+    finally:
+        first.release()
+        second.release()
+
+
+def test_a_domain_held_elsewhere_is_skipped(tmp_path: Path) -> None:
+    lease = backend.lease_domain()
+    held = lease.domain
+    lease.release()
+    # Another run (another open file) holds the lock: the next lease must avoid it.
+    fd = os.open(backend._lock_dir() / f"{held}.lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        again = backend.lease_domain()
+        assert again.domain != held
+        again.release()
+    finally:
+        os.close(fd)
+
+
+def test_each_trial_gets_its_own_domain() -> None:
+    driver = backend.DdsBackend()
+    params = {"pairs": 1, "listeners": 0, "chain_length": 0}
+    one = driver.node_config("sender", 0, {**params, "trial": "a"})
+    same = driver.node_config("echoer", 0, {**params, "trial": "a"})
+    other = driver.node_config("sender", 0, {**params, "trial": "b"})
+    driver.release()
+    assert one["domain"] == same["domain"]
+    assert f'<Domain id="{other["domain"]}">' in other["xml"]
+
+
+def test_version_names_the_binding(dds: None) -> None:
+    assert get_backend("dds").version().startswith("cyclonedds 11.0.1")
+
+
+def test_missing_binding_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cyclonedds", None)  # import fails as if absent
+    with pytest.raises(BackendUnavailable) as err:
+        get_backend("dds").check()
+    assert "pip install 'roboscale[dds]'" in (err.value.hint or "")

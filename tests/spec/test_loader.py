@@ -113,7 +113,7 @@ def test_rate_above_one_megahertz(tmp_path: Path) -> None:
 def test_unknown_backend(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  backend: ros2\n") == [
         "F:4: sweep.backend: unknown backend 'ros2'; "
-        "allowed: one of native, native-proc, zenoh, ros1, or a list of them"
+        "allowed: one of native, native-proc, zenoh, ros1, dds, or a list of them"
     ]
 
 

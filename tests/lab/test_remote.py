@@ -90,6 +90,7 @@ def test_install_puts_this_roboscale_on_the_host(lab: SshLab, tmp_path: Path) ->
     assert done.returncode == 0, done.stdout + done.stderr
     remote_python = tmp_path / "remote-robot" / "venv" / "bin" / "python"
     assert remote_python.exists()  # a remote directory apart from this checkout
+    assert (tmp_path / "remote-robot" / "pkg" / "roboscale" / "__init__.py").exists()
     report = tmp_path / "check.json"
     done = lab.run([ROBOSCALE, "hosts", "check", str(inv), "--json", str(report)], 120)
     assert done.returncode == 0, done.stdout + done.stderr

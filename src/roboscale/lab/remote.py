@@ -26,6 +26,10 @@ from roboscale.errors import UserError
 from roboscale.lab.hostprobe import BOOTSTRAP, CLOCK_LOOP, fingerprint
 
 MIN_PYTHON = (3, 11)
+PACKAGE_LINK = (
+    "mkdir -p pkg && ln -sfn \"$(venv/bin/python -c 'import os, roboscale; "
+    "print(os.path.dirname(roboscale.__file__))')\" pkg/roboscale"
+)
 CLOCK_EXCHANGES = 16
 
 
@@ -197,6 +201,9 @@ def install(ssh: Ssh, wheels: Path, extras: str = "") -> None:
         ["venv/bin/pip", "install", "--quiet", "--no-index", "--find-links", "wheels", target],
         timeout_s=900,
     )
+    # Agents in the host's system Python (ros1) import roboscale through this link only,
+    # as they do here, so the venv's compiled packages stay out of that interpreter.
+    ssh.check_output(["sh", "-c", PACKAGE_LINK], timeout_s=60)
 
 
 def require_same_code(checks: list[HostCheck]) -> None:

@@ -20,6 +20,7 @@ Malformed messages are counted (`malformed`) and dropped.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from roboscale.facetrack import wire
 from roboscale.facetrack.aggregator import Aggregator
@@ -29,6 +30,9 @@ from roboscale.facetrack.dispatch import Dispatcher
 from roboscale.facetrack.messages import CameraCommand, DetectionResult
 from roboscale.facetrack.records import Dispatched, Handled
 
+if TYPE_CHECKING:
+    from roboscale.facetrack.detector import FaceDetector
+
 
 class CameraRole:
     def __init__(self, cfg: TrackerConfig) -> None:
@@ -37,7 +41,9 @@ class CameraRole:
         self.cfg = cfg
         self.scene = Scene(cfg)
         self.dispatcher = Dispatcher(cfg.dispatch, cfg.workers, cfg.seed)
-        self.outstanding = [0] * cfg.workers  # frames sent and not answered, per worker
+        # Per worker, the frames sent and not answered yet (id -> bytes): what a stack
+        # may send again when the worker restarts (`unanswered`).
+        self.pending: list[dict[int, bytes]] = [{} for _ in range(cfg.workers)]
         self.dispatched: list[Dispatched] = []
         self.malformed = 0
 
@@ -46,11 +52,19 @@ class CameraRole:
         frame = self.scene.capture(frame_id, time.monotonic_ns())
         worker = self.dispatcher.choose(self.outstanding)
         data = wire.encode_frame(frame)
-        self.outstanding[worker] += 1
+        self.pending[worker][frame.id] = data
         self.dispatched.append(
             Dispatched(frame.id, frame.capture_ns, time.monotonic_ns(), worker, frame.truth)
         )
         return data, worker
+
+    @property
+    def outstanding(self) -> list[int]:
+        return [len(p) for p in self.pending]
+
+    def unanswered(self, worker: int) -> list[bytes]:
+        """The frames worker `worker` holds and has not answered, oldest first."""
+        return [self.pending[worker][i] for i in sorted(self.pending[worker])]
 
     def apply(self, data: bytes) -> CameraCommand | None:
         """A command from the controller: frees its worker's slot; moves the view (closed)."""
@@ -60,21 +74,21 @@ class CameraRole:
             self.malformed += 1
             return None
         if 0 <= command.frame_id < len(self.dispatched):
-            worker = self.dispatched[command.frame_id].worker
-            self.outstanding[worker] = max(0, self.outstanding[worker] - 1)
+            self.pending[self.dispatched[command.frame_id].worker].pop(command.frame_id, None)
         if self.cfg.camera == "closed" and (command.pan or command.tilt):
             self.scene.command(command.frame_id, command.pan, command.tilt)
         return command
 
 
 class WorkerRole:
-    """One detector worker: frame bytes in, result bytes out."""
+    """One detector worker: frame bytes in, result bytes out. Workers of one process may
+    share a detector per thread (`detector`): loading the cascade takes about 0.3 s."""
 
-    def __init__(self, index: int, cascade: str | None = None) -> None:
-        from roboscale.facetrack.detector import DEFAULT_CASCADE, FaceDetector
+    def __init__(self, index: int, detector: FaceDetector | None = None) -> None:
+        from roboscale.facetrack.detector import FaceDetector
 
         self.index = index
-        self.detector = FaceDetector(cascade or DEFAULT_CASCADE)
+        self.detector = detector or FaceDetector()
         self.malformed = 0
 
     def handle(self, data: bytes) -> bytes | None:
@@ -92,13 +106,17 @@ class WorkerRole:
 
 
 class TrackerRole:
-    """The aggregator and the camera controller: result bytes in, command bytes out."""
+    """The aggregator and the camera controller: result bytes in, command bytes out.
+    A second result for a frame (a frame sent again after its worker restarted) is
+    counted in `duplicates` and dropped: it must not weigh twice in the average."""
 
     def __init__(self, cfg: TrackerConfig) -> None:
         self.aggregator = Aggregator(cfg.deque_len)
         self.controller = Controller(cfg.view_w, cfg.view_h, cfg.deadband)
         self.handled: list[Handled] = []
+        self.seen: set[int] = set()
         self.malformed = 0
+        self.duplicates = 0
 
     def handle(self, data: bytes) -> bytes | None:
         result_ns = time.monotonic_ns()
@@ -107,6 +125,10 @@ class TrackerRole:
         except wire.WireError:
             self.malformed += 1
             return None
+        if result.frame_id in self.seen:
+            self.duplicates += 1
+            return None
+        self.seen.add(result.frame_id)
         estimate = self.aggregator.add(result.rect)
         move = self.controller.decide(estimate)
         command_ns = time.monotonic_ns()

@@ -64,7 +64,10 @@ class Stack(Protocol):
 
 
 # name -> "module" or "module:ATTRIBUTE"; each stack module adds its line when it lands.
-STACKS: dict[str, str] = {}
+STACKS: dict[str, str] = {
+    "runtime": "roboscale.facetrack.stacks.runtime:INPROCESS",
+    "runtime-proc": "roboscale.facetrack.stacks.runtime:PROCESS",
+}
 
 
 def known_stacks() -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,12 @@ from typing import Any
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+# A shell without job control starts background jobs (`make test &`) with SIGINT
+# ignored, and exec passes that on: children the tests stop with SIGINT, as a user's
+# Ctrl-C would, then never stop. Restored here, so every child starts with the default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -19,6 +19,7 @@ import xmlrpc.client
 from pathlib import Path
 from typing import Any
 
+from roboscale import lifeline
 from roboscale.backends.base import Callback, MessageKind, NodeContext, Where, free_port
 from roboscale.backends.payload import TEXT, body
 from roboscale.errors import BackendUnavailable, UserError
@@ -161,7 +162,7 @@ class Roscore:
         self._log = (workdir / "roscore.log").open("wb")
         self._proc = subprocess.Popen(
             [*self.prefix, "roscore", "-p", str(port)],
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.env, **lifeline.child_env()},
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

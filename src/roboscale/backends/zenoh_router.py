@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from roboscale import lifeline
 from roboscale.backends.base import Where, current_python
 from roboscale.errors import UserError
 
@@ -65,7 +66,7 @@ class ZenohRouters:
         with log.open("wb") as err:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                start_new_session=True,
+                env={**os.environ, **lifeline.child_env()}, start_new_session=True,
             )  # fmt: skip
         ready = threading.Event()
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from roboscale import lifeline
 from roboscale.env import netcmd
 from roboscale.env.cleanup import (
     KILL_GRACE_S,
@@ -98,11 +99,11 @@ class Host:
         return {"ROBOSCALE_HOST": self.name, "ROBOSCALE_HOST_ADDRESS": self.address}
 
     def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        env = {**os.environ, **self.env(), **kwargs.pop("env", {})}
+        env = {**os.environ, **self.env(), **kwargs.pop("env", {}), **lifeline.child_env()}
         return subprocess.Popen([*self.argv_prefix(), *argv], env=env, **kwargs)
 
     def run(self, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, **self.env()}
+        env = {**os.environ, **self.env(), **lifeline.child_env()}
         return subprocess.run(
             [*self.argv_prefix(), *argv],
             env=env,
@@ -199,6 +200,9 @@ class HostSet:
         return self
 
     def _install_guards(self) -> None:
+        # Killed outright (SIGKILL), this process runs no teardown: its guardian ends
+        # the processes in the hosts (they carry its token) and removes the hosts.
+        lifeline.on_death("roboscale.env.cleanup:cleanup_stale")
         atexit.register(self.down)
         if threading.current_thread() is threading.main_thread():
             self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -310,6 +314,7 @@ class HostSet:
                 [*netcmd.netns_exec_prefix(self.switch_netns), sys.executable, "-m",
                  "roboscale.env.linkemu", str(path)],
                 stdout=subprocess.PIPE, stderr=log, text=True,
+                env={**os.environ, **lifeline.child_env()},
             )  # fmt: skip
         _await_ready(self._emulator, self._workdir / "linkemu.log")
         for host in self.hosts:

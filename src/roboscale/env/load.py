@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import time
 from types import TracebackType
 from typing import Any
 
+from roboscale import lifeline
 from roboscale.env.hosts import Host
 from roboscale.errors import UserError
 
@@ -128,8 +130,9 @@ def cpu_load(host: Host | None, duty: float, duration: float, workers: int = 1) 
     argv = _module("cpu", "--duty", str(duty), "--duration", str(duration))
     prefix = host.argv_prefix() if host else []
     # One process per worker (not a pool): terminating each ends its loop at once.
+    env = {**os.environ, **lifeline.child_env()}
     procs = [
-        subprocess.Popen([*prefix, *argv], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([*prefix, *argv], stdout=subprocess.PIPE, text=True, env=env)
         for _ in range(workers)
     ]
     return Load(procs, duration)

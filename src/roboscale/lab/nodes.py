@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import roboscale
+from roboscale import lifeline
 from roboscale.privdir import private_subdir
 
 # Variables of the lab's own interpreter that must not leak into system-Python agents.
@@ -81,7 +82,8 @@ class NodeProcess:
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(OSError):  # the agent is gone; so is the pipe
+                    stream.close()
 
 
 def spawn(
@@ -98,12 +100,16 @@ def spawn(
     log = workdir / f"{name}.log"
     base = {k: v for k, v in os.environ.items() if k not in _PYTHON_ENV}
     proc_env = {**base, **env, "PYTHONPATH": str(package_path()), "PYTHONUNBUFFERED": "1"}
+    proc_env.update(lifeline.child_env())  # ends with the lab, even on SIGKILL
     with log.open("wb") as err:
         proc = subprocess.Popen(
             [*(prefix or []), python, "-m", "roboscale.workloads.agent", str(cfg_path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=err,
+            # Unbuffered: a line to an agent that died fails in send() and is gone. A
+            # buffered pipe kept it and raised BrokenPipeError again when kill() closed it.
+            bufsize=0,
             env=proc_env,
             start_new_session=True,
         )

@@ -13,7 +13,10 @@ zygote reports its own), kills what is left of the dead child's group while
 its pid is still held, and reaps it: no zombies, no orphans. Children die with
 this process: a fresh Python sets PR_SET_PDEATHSIG itself, a command is wrapped
 in `setpriv --pdeathsig KILL` when available. PR_SET_PDEATHSIG follows the
-thread that forked, so every fork happens on the long-lived monitor thread.
+thread that forked, so every fork happens on the long-lived monitor thread. It
+reaches one generation only: every child also carries this process's lifeline
+token, and the guardian (`roboscale/lifeline.py`) ends whatever still holds it
+when this process dies, grandchildren in sessions of their own included.
 on_exit callbacks run on their own thread, so a supervisor may restart a child
 from inside the callback.
 """
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from roboscale import lifeline
 from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
 from roboscale.runtime.zygote import ExitStatus, Zygote, ZygoteError
 
@@ -169,7 +173,7 @@ class _Monitor:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=req.env,
+                env={**req.env, **lifeline.child_env()},
                 cwd=req.cwd,
                 pass_fds=(ready_w,) if req.ready_pipe else (),
                 start_new_session=True,
@@ -478,6 +482,7 @@ class CommandChild(_ProcessChild):
 
 
 def _launch_direct(name: str, request: _Launch) -> _Proc:
+    lifeline.ensure()  # here, not on the monitor thread, which must not wait on it
     try:
         return _monitor().launch(request)
     except OSError as exc:

@@ -25,7 +25,9 @@ On its stdout:
   {"event": "exit", "pid": 1234, "code": 0|null, "signal": null|9}
 The zygote reaps every child (SIGCHLD, waitid); children run in their own
 session and die with the zygote (PR_SET_PDEATHSIG), and the zygote dies when
-its client goes away (EOF on stdin, or its own death signal).
+its client goes away (EOF on stdin, or its own death signal). The zygote carries
+its client's lifeline token (`roboscale/lifeline.py`), and so do its children:
+whatever they start in sessions of their own ends with the client too.
 
 A target is `def main(config: dict, ready: Callable[[], None]) -> int | None`.
 List its module in the preloads too, so that children do not import it each time.
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roboscale import lifeline
 from roboscale.runtime.forkserver import SINGLE_THREAD_ENV, ZygoteError
 
 __all__ = ["ExitStatus", "ForkedChild", "Zygote", "ZygoteError"]
@@ -134,7 +137,7 @@ class Zygote:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
-                env=self.env,
+                env={**self.env, **lifeline.child_env()},
                 start_new_session=True,
             )
         finally:

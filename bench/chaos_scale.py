@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import tempfile
 import time
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from common import finish, header, parser, table, wait_for
-from restart_baselines import BASELINES
+from restart_baselines import BASELINES, percentiles
 from roboscale.backends.base import free_port
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.chaos import ChaosMonkey, ChaosReport, ChaosSpec, Method
@@ -136,7 +137,8 @@ class ChaosRun:
         if not self.logs or not self.tallies:  # only the kind of worker there is
             methods = ((Method.SIGKILL if self.logs else Method.EXCEPTION, 1.0),)
         spec = ChaosSpec(rate=a.kills_per_s, duration=a.duration, methods=methods,
-                         target="/*/w*", seed=a.seed, settle=SETTLE_S)  # fmt: skip
+                         target="/*/w*", seed=a.seed, settle=SETTLE_S,
+                         log=self.work / "chaos.jsonl")  # fmt: skip
         monkey = ChaosMonkey(self.rt, self.root, spec)
         print(f"chaos: {spec.kills} kills at {spec.rate:g}/s for {spec.duration:g} s on "
               f"{len(monkey.targets)} workers ({len(self.tallies)} in-process, "
@@ -150,6 +152,17 @@ class ChaosRun:
             print(f"[{time.monotonic() - t0:6.1f} s] kills={p['kills']} restarts={p['restarts']}"
                   f" pending={p['pending']} published={self.sent()}", flush=True)  # fmt: skip
         return future.result()
+
+    def restart_times(self) -> list[dict[str, Any]]:
+        """Kill to new instance ready, ms, per kind of worker (from the monkey's log)."""
+        ms: dict[str, list[float]] = {"in-process": [], "process": []}
+        for line in (self.work / "chaos.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if "restart_ms" in record:
+                kind = "process" if record["target"].startswith("/chaos/procs/") else "in-process"
+                ms[kind].append(record["restart_ms"])
+        rows = [percentiles(kind, samples) for kind, samples in ms.items() if samples]
+        return [{k.replace("_us", "_ms"): v for k, v in row.items()} for row in rows]
 
     def count(self) -> list[dict[str, Any]]:
         """Stop the source, wait for the last messages, count every worker."""
@@ -226,6 +239,7 @@ def main() -> None:
     ):
         run = ChaosRun(args, Path(tmp), st)
         chaos = run.run_monkey().to_dict()
+        restarts = run.restart_times()
         rows = run.count()
     print("\nchaos monkey:")
     table([chaos], ["kills", "skipped", "achieved_rate", "restarts", "restart_p50_ms",
@@ -234,6 +248,8 @@ def main() -> None:
         f"kills by method: {chaos['by_method']}; not running at the end: "
         f"{chaos['not_running'] or 'none'}; gave up: {chaos['gave_up'] or 'none'}"
     )
+    print("\nrestart time, kill to new instance ready (ms), per kind of worker:")
+    table(restarts, ["system", "n", "p50_ms", "p99_ms", "max_ms", "mean_ms"])
     print("\ndurable /data, per worker with any loss or duplicate (all others: exactly once):")
     bad = [r for r in rows if r["lost"] or r["duplicated"]]
     table(bad, ["worker", "kind", "published", "received", "lost", "lost_in_flight", "duplicated"])
@@ -241,7 +257,8 @@ def main() -> None:
     if procs:
         print(f"process workers: {sum(r['instances'] for r in procs)} instances in all")
     report["raw"] = {"workers": rows}
-    report["results"] = {"chaos": chaos, "published": rows[0]["published"] if rows else 0}
+    published = rows[0]["published"] if rows else 0
+    report["results"] = {"chaos": chaos, "restart_ms": restarts, "published": published}
     finish(report, goals(args, chaos, rows), args)
 
 

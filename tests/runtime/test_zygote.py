@@ -22,6 +22,10 @@ def idle(config, ready):
     time.sleep(config.get("sleep", 30))
     return config.get("code", 0)
 
+def loop_preloaded(config, ready):
+    import sys
+    return 0 if "uvloop" in sys.modules else 5
+
 def never_ready(config, ready):
     time.sleep(30)
 
@@ -99,8 +103,21 @@ def spawn_ready(z: Zygote, target: str = "zyg_targets:idle", **config: object) -
 @pytest.mark.zenoh
 def test_hello_reports_preloads_and_one_thread(zygote: Zygote) -> None:
     assert zygote.alive()
-    assert zygote.hello["preloaded"] == ["zenoh"]
+    assert zygote.hello["preloaded"] == ["uvloop", "zenoh"]  # the runtime's loop first
     assert zygote.hello["threads"] == 1
+
+
+@pytest.mark.zenoh
+def test_children_find_the_runtime_loop_already_imported(zygote: Zygote) -> None:
+    child = spawn_ready(zygote, "zyg_targets:loop_preloaded")
+    assert child.exited.wait(5.0)
+    assert child.status is not None and child.status.code == 0
+
+
+def test_no_loop_is_preloaded_when_the_runtime_uses_asyncio(tmp_path: Path) -> None:
+    env = {**write_targets(tmp_path), "ROBOSCALE_LOOP": "asyncio"}
+    with Zygote([], env=env) as z:
+        assert z.hello["preloaded"] == []
 
 
 @pytest.mark.zenoh

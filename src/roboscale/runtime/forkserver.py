@@ -261,6 +261,15 @@ def _signal_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
 
 
+def _loop_modules() -> list[str]:
+    """The event loop every process node's runtime starts: imported once here rather than
+    in each child, where importing uvloop took 45-80 ms of every restart (2 busy cores,
+    bench/chaos_scale.py)."""
+    from roboscale.runtime.executor import loop_kind
+
+    return ["uvloop"] if loop_kind() == "uvloop" else []
+
+
 def serve(preload: Sequence[str], parent_pid: int) -> int:
     die_with_parent(parent_pid)
     # The protocol gets private fds; stray prints of preloaded modules go to stderr.
@@ -272,6 +281,7 @@ def serve(preload: Sequence[str], parent_pid: int) -> int:
     server = _Server(proto_in, proto_out)
     t0 = time.perf_counter()
     try:
+        preload = [*_loop_modules(), *preload]
         for name in preload:
             importlib.import_module(name)
     except Exception as exc:

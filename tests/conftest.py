@@ -119,3 +119,19 @@ def run_trial(tmp_path: Path) -> RunTrial:
             infra.stop()
 
     return run
+
+
+def trial_params(**overrides: Any) -> dict[str, Any]:
+    """The parameters a planned trial records (run.json, metadata.json, summary entries),
+    for tests that write a results folder by hand."""
+    from roboscale.spec.planner import plan
+    from roboscale.spec.schema import Spec
+
+    spec = Spec.model_validate({"name": "t", "sweep": {"rate_hz": [10.0]}})
+    return {**plan(spec)[0].params(), **overrides}
+
+
+def distribution(**given: float | None) -> dict[str, float | None]:
+    """A latency distribution as summaries hold it; the keys not given are null."""
+    keys = ("p50", "p90", "p99", "p999", "max", "mean", "std", "ci80_low", "ci80_high")
+    return {k: given.get(k) for k in keys}

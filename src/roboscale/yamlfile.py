@@ -76,24 +76,37 @@ def _kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def read_text(path: Path, what: str, max_bytes: int = MAX_BYTES) -> str:
-    """A regular file's UTF-8 text, read without blocking and at most `max_bytes` long."""
+def _open_regular(path: Path, what: str) -> tuple[int, int]:
+    """A read-only descriptor of a regular file, opened without blocking, and its size."""
     file = str(path)
-    if not file:
-        raise UserError(f"the {what} path is empty; give a file name")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         raise UserError(f"{file}: no such {what}") from None
     except OSError as e:
         raise UserError(f"{file}: cannot open the {what}: {e.strerror}") from None
+    info = os.fstat(fd)
+    kind = _kind(info.st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise UserError(f"{file}: is {kind}; the {what} must be a regular file")
+    return fd, info.st_size
+
+
+def check_regular(path: Path, what: str) -> int:
+    """The size of a regular file; a FIFO, a directory or a device is an error (no hang)."""
+    fd, size = _open_regular(path, what)
+    os.close(fd)
+    return size
+
+
+def read_text(path: Path, what: str, max_bytes: int = MAX_BYTES) -> str:
+    """A regular file's UTF-8 text, read without blocking and at most `max_bytes` long."""
+    file = str(path)
+    fd, size = _open_regular(path, what)
     try:
-        info = os.fstat(fd)
-        kind = _kind(info.st_mode)
-        if kind is not None:
-            raise UserError(f"{file}: is {kind}; the {what} must be a regular file")
-        if info.st_size > max_bytes:
-            raise UserError(f"{file}: {info.st_size} bytes; a {what} is at most {max_bytes} bytes")
+        if size > max_bytes:
+            raise UserError(f"{file}: {size} bytes; a {what} is at most {max_bytes} bytes")
         data = os.read(fd, max_bytes + 1)
     except OSError as e:
         raise UserError(f"{file}: cannot read the {what}: {e.strerror}") from None

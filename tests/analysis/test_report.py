@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import trial_params
 
 from roboscale.analysis.report import render_report
 from roboscale.analysis.stats import summarize_trial
@@ -34,16 +35,18 @@ def make_run(
         for size, payload in ((11, "text"), (4250, "laserscan")):
             for (hosts, pairs), rate in itertools.product(scale, (10.0, 100.0)):
                 trial = f"t{len(trials):04d}-{backend}-{rate:g}-{payload}"
-                params = {"trial": trial, "backend": backend, "rate_hz": rate, "payload": payload,
-                          "payload_bytes": size, "pairs": pairs, "run": 0, "hosts": hosts,
-                          "link": "loopback" if hosts == 1 else "wifi"}  # fmt: skip
+                link = "loopback" if hosts == 1 else "wifi"
+                params = trial_params(trial=trial, backend=backend, rate_hz=rate,
+                                      payload=payload, payload_bytes=size, pairs=pairs, run=0,
+                                      hosts=hosts, link=link)  # fmt: skip
                 n = 50
                 sent = np.arange(1, n + 1, dtype=np.int64) * int(1e9 / rate)
                 rtt = rng.integers(100_000, 300_000, n)
                 cols = {"seq": np.arange(n), "t_intended": sent, "t_sent": sent,
                         "t_echoed": sent + rtt // 2, "t_received": sent + rtt}  # fmt: skip
                 table = records_table(trial, "sender_0", "local", size, cols)
-                write_trial(run_dir, trial, [table], {"format_version": 1, "params": params})
+                meta = {"format_version": 1, "params": params, "host": {}}
+                write_trial(run_dir, trial, [table], meta)
                 append_summary(run_dir, summarize_trial(table, params, TH), TH.to_dict())
                 trials.append(trial)
     return trials
@@ -84,8 +87,8 @@ def test_trial_missing_from_summary_is_recovered(tmp_path: Path) -> None:
 def test_failed_trial_is_listed(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     make_run(run_dir, backends=("zenoh",))
-    failed = {"trial": "t9999-zenoh", "backend": "zenoh", "rate_hz": 5.0, "payload": "text",
-              "payload_bytes": 11, "pairs": 1, "run": 0, "error": "echoer_0: no READY"}  # fmt: skip
+    failed = trial_params(trial="t9999-zenoh", backend="zenoh", rate_hz=5.0,
+                          error="echoer_0: no READY")  # fmt: skip
     append_summary(run_dir, {**failed, "sustained": False}, TH.to_dict())
     html, md = render_report(run_dir)
     assert "echoer_0: no READY" in html.read_text() and "Failed trials" in md.read_text()

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.conftest import distribution, trial_params
 
 from roboscale.capacity.data import Observation
 from roboscale.records.store import write_json
@@ -135,31 +136,40 @@ def write_results(
         usage = {"cpu_s_total": o.cpu_s, "peak_rss_kb_max": 30000}
         if o.cpu_ready_s is not None:
             usage["cpu_s_after_ready"] = o.cpu_ready_s
+        params = trial_params(
+            trial=o.trial,
+            backend=o.backend,
+            rate_hz=o.rate_hz,
+            payload=o.payload,
+            payload_bytes=o.payload_bytes,
+            pairs=o.pairs,
+            run=o.run,
+            messages=o.sent // o.pairs,
+            warmup=o.warmup,
+            drain_s=o.drain_s,
+        )
         trials.append(
             {
-                "trial": o.trial,
-                "backend": o.backend,
-                "rate_hz": o.rate_hz,
-                "payload": o.payload,
-                "payload_bytes": o.payload_bytes,
-                "pairs": o.pairs,
-                "run": o.run,
-                "messages": o.sent // o.pairs,
-                "warmup": o.warmup,
-                "drain_s": o.drain_s,
+                **params,
                 "sent": o.sent,
                 "received": o.received,
                 "lost": o.sent - o.received,
+                "loss": (o.sent - o.received) / o.sent if o.sent else 1.0,
                 "achieved_rate_hz": o.achieved_rate_hz,
-                "rtt_us": {"mean": o.rtt_mean_us, "std": o.rtt_std_us, "p50": o.rtt_p50_us},
+                "achieved_rate_min_hz": o.achieved_rate_hz,
+                "rtt_us": distribution(mean=o.rtt_mean_us, std=o.rtt_std_us, p50=o.rtt_p50_us),
+                "one_way_us": distribution(),
+                "send_lag_us": distribution(),
                 "sustained": o.sustained,
+                "verdict": {},
                 "usage": usage,
             }
         )
         if per_trial_host:
             meta = folder / "trials" / o.trial
             meta.mkdir(parents=True, exist_ok=True)
-            write_json(meta / "metadata.json", {"format_version": 1, "host": facts})
+            doc = {"format_version": 1, "params": params, "host": facts}
+            write_json(meta / "metadata.json", doc)
     write_json(folder / "summary.json", {"format_version": 1, "thresholds": {}, "trials": trials})
     return folder
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import trial_params
 
 from roboscale.errors import UserError
 from roboscale.records.schema import RECORD_COLUMNS
@@ -37,7 +38,8 @@ def cols(n: int) -> dict[str, np.ndarray]:
 
 def test_records_round_trip_with_loss_as_null(tmp_path: Path) -> None:
     table = records_table("t0", "sender_0", "local", 11, cols(4))
-    write_trial(tmp_path, "t0", [table], {"format_version": 1, "params": {"rate_hz": 10}})
+    meta = {"format_version": 1, "params": trial_params(trial="t0"), "host": {}}
+    write_trial(tmp_path, "t0", [table], meta)
     back = read_records(tmp_path, "t0")
     assert tuple(back.column_names) == RECORD_COLUMNS
     d = back.to_pydict()
@@ -45,7 +47,7 @@ def test_records_round_trip_with_loss_as_null(tmp_path: Path) -> None:
     assert d["t_echoed"] == [1200, None, 3200, 4200]
     assert d["bytes"] == [11] * 4
     assert d["node"] == ["sender_0"] * 4
-    assert read_metadata(tmp_path, "t0")["params"] == {"rate_hz": 10}
+    assert read_metadata(tmp_path, "t0")["params"] == trial_params(trial="t0")
 
 
 def test_failed_trial_has_empty_records(tmp_path: Path) -> None:
@@ -54,10 +56,10 @@ def test_failed_trial_has_empty_records(tmp_path: Path) -> None:
 
 
 def test_summary_append_replaces_same_trial(tmp_path: Path) -> None:
-    write_json(tmp_path / "run.json", {"format_version": 1})
-    append_summary(tmp_path, {"trial": "a", "x": 1}, {"max_loss": 0.01})
-    append_summary(tmp_path, {"trial": "b", "x": 2}, {"max_loss": 0.01})
-    append_summary(tmp_path, {"trial": "a", "x": 3}, {"max_loss": 0.01})
+    write_json(tmp_path / "run.json", {"format_version": 1, "spec_name": "t", "spec": ""})
+    for trial, x in (("a", 1), ("b", 2), ("a", 3)):
+        entry = trial_params(trial=trial, error="failed", x=x)
+        append_summary(tmp_path, entry, {"max_loss": 0.01})
     summary = read_summary(tmp_path)
     assert [(t["trial"], t["x"]) for t in summary["trials"]] == [("b", 2), ("a", 3)]
     assert summary["thresholds"] == {"max_loss": 0.01}

@@ -31,8 +31,7 @@ from roboscale.analysis.verdict import Thresholds
 from roboscale.errors import UserError
 from roboscale.records.schema import METADATA_FILE, RECORDS_FILE, TRIALS_DIR
 from roboscale.records.store import (
-    check_format,
-    read_json,
+    read_metadata,
     read_records,
     read_run,
     read_summary,
@@ -104,8 +103,7 @@ def _with_recovered(run_dir: Path, entries: list[Entry], th: Thresholds) -> list
         trial = meta_path.parent.name
         if trial in known or not (meta_path.parent / RECORDS_FILE).exists():
             continue
-        meta = read_json(meta_path)
-        check_format(meta_path, meta)
+        meta = read_metadata(run_dir, trial)
         if meta.get("error"):
             added.append({**meta["params"], "error": meta["error"], "sustained": False})
         else:

@@ -15,7 +15,7 @@ from typing import Any
 
 from roboscale.errors import UserError
 from roboscale.records.schema import METADATA_FILE, SUMMARY_FILE, TRIALS_DIR
-from roboscale.records.store import read_json, read_run, read_summary
+from roboscale.records.store import read_metadata, read_run, read_summary
 from roboscale.spec.payloads import is_numeric
 
 # Host facts that decide capacity. Kernel or Python patch updates are left out on
@@ -136,9 +136,7 @@ def host_facts(o: Observation) -> dict[str, Any]:
     """The host facts of one trial (its link and CPU quota as run), else of its run."""
     meta_path = Path(o.source) / TRIALS_DIR / o.trial / METADATA_FILE
     if meta_path.exists():
-        meta = read_json(meta_path)
-        if isinstance(meta, dict) and isinstance(meta.get("host"), dict):
-            return dict(meta["host"])
+        return dict(read_metadata(Path(o.source), o.trial)["host"])
     return dict(read_run(Path(o.source)).get("host") or {})
 
 
@@ -147,10 +145,7 @@ def _trial_host(run_dir: Path, trial: str, default: str) -> str:
     meta_path = run_dir / TRIALS_DIR / trial / METADATA_FILE
     if not meta_path.exists():
         return default
-    meta = read_json(meta_path)
-    if not isinstance(meta, dict) or "host" not in meta:
-        raise UserError(f"{meta_path}: field 'host' is missing")
-    return fingerprint(meta["host"])
+    return fingerprint(read_metadata(run_dir, trial)["host"])
 
 
 def _observation(run_dir: Path, path: Path, index: int, entry: Any, host: str) -> Observation:

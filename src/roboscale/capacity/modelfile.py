@@ -80,6 +80,54 @@ def _unnum(value: Any, where: str) -> float:
     return float(value)
 
 
+# Budgets a host has: above 0 (a link may be unbounded). Costs are fitted >= 0 (NNLS).
+BUDGETS = frozenset({"cslv_bytes_s", "cpu_budget_cores", "link_budget_bytes_s"})
+
+
+def _param(value: Any, where: str, name: str) -> float:
+    """A fitted parameter: a budget above 0 (inf allowed), a finite cost from 0."""
+    number = _unnum(value, where)
+    if name in BUDGETS:
+        if not number > 0:
+            raise UserError(f"{where}: {value!r} is not allowed; a budget above 0, or 'inf'")
+    elif not (math.isfinite(number) and number >= 0):
+        raise UserError(f"{where}: {value!r} is not allowed; a finite cost from 0")
+    return number
+
+
+def _mapping(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: must be a mapping, got {raw!r}"[:300])
+    return dict(raw)
+
+
+def _fit_options(raw: Any, where: str) -> dict[str, Any]:
+    """bootstrap (10 or more) and seed (from 0): whole numbers, as `capacity fit` takes them."""
+    options = _mapping(raw, where)
+    for key, low in (("bootstrap", 10), ("seed", 0)):
+        value = options.get(key, low)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise UserError(f"{where}.{key}: {value!r} is not allowed; a whole number from {low}")
+    return options
+
+
+def _range(raw: Any, where: str) -> FittedRange:
+    """The fitted span of nodes, rates and sizes: finite [low, high] pairs from 0."""
+    keys = ("nodes", "rate_hz", "size_bytes")
+    allowed = f"a mapping of {', '.join(keys)}, each [low, high] with 0 <= low <= high"
+    if not isinstance(raw, dict) or any(
+        not isinstance(raw.get(k), list) or len(raw[k]) != 2 for k in keys
+    ):
+        raise UserError(f"{where}.fitted_range: {allowed}")
+    for k in keys:
+        low, high = (_unnum(v, f"{where}.fitted_range.{k}") for v in raw[k])
+        if not (math.isfinite(low) and math.isfinite(high) and 0 <= low <= high):
+            raise UserError(f"{where}.fitted_range.{k}: {raw[k]!r} is not allowed; {allowed}")
+    return FittedRange.from_dict(raw)
+
+
 def encode(value: Any) -> Any:
     """JSON-safe copy: non-finite floats become strings, arrays lists."""
     if isinstance(value, np.ndarray):
@@ -157,10 +205,12 @@ def _fitted_model(path: Path, name: str, raw: Any) -> FittedModel:
         raise UserError(f"{where}: must be a mapping")
     names = PARAM_NAMES[name]
     params_raw = _get(raw, "params", where)
+    if not isinstance(params_raw, dict):
+        raise UserError(f"{where}.params: must be a mapping of {', '.join(names)}")
     params = {
-        k: _unnum(_get(params_raw, k, f"{where}.params"), f"{where}.params.{k}") for k in names
+        k: _param(_get(params_raw, k, f"{where}.params"), f"{where}.params.{k}", k) for k in names
     }
-    stderr_raw = raw.get("stderr") or {}
+    stderr_raw = _mapping(raw.get("stderr"), f"{where}.stderr")
     stderr = {
         k: None if stderr_raw.get(k) is None else _unnum(stderr_raw[k], f"{where}.stderr.{k}")
         for k in names
@@ -173,7 +223,8 @@ def _fitted_model(path: Path, name: str, raw: Any) -> FittedModel:
     draws: FloatArray = np.array(
         [[_unnum(v, f"{where}.draws") for v in r] for r in rows], dtype=np.float64
     ).reshape(-1, len(names))
-    return FittedModel(name, params, stderr, draws, dict(raw.get("details") or {}))
+    details = _mapping(raw.get("details"), f"{where}.details")
+    return FittedModel(name, params, stderr, draws, details)
 
 
 def load(path: Path) -> CapacityModel:
@@ -186,20 +237,21 @@ def load(path: Path) -> CapacityModel:
     unknown = sorted(set(models_raw) - set(MODEL_NAMES))
     if unknown:
         raise UserError(f"{path}: models: unknown model(s) {unknown}; known: {list(MODEL_NAMES)}")
-    try:
-        span = FittedRange.from_dict(_get(data, "fitted_range", where))
-    except (KeyError, TypeError, ValueError):
-        raise UserError(
-            f"{path}: fitted_range: must hold nodes, rate_hz and size_bytes as [low, high]"
-        ) from None
+    span = _range(_get(data, "fitted_range", where), where)
+    sources = _get(data, "sources", where)
+    if not isinstance(sources, list) or not all(isinstance(x, str) for x in sources):
+        raise UserError(f"{path}: sources: must be a list of results folders (strings)")
+    host = _get(data, "host", where)
+    if not isinstance(host, dict):
+        raise UserError(f"{path}: host: must be a mapping of host facts")
     return CapacityModel(
         backend=str(_get(data, "backend", where)),
-        host=dict(_get(data, "host", where) or {}),
-        sources=tuple(str(s) for s in _get(data, "sources", where)),
+        host=dict(host),
+        sources=tuple(sources),
         fitted_range=span,
         models={n: _fitted_model(path, n, raw) for n, raw in models_raw.items()},
-        trials=int(data.get("trials", 0)),
-        fit_options=dict(data.get("fit_options") or {}),
+        trials=int(_unnum(data.get("trials", 0), f"{where}: trials")),
+        fit_options=_fit_options(data.get("fit_options"), f"{where}: fit_options"),
         tool_version=str(data.get("tool_version", "unknown")),
-        created_unix_s=float(data.get("created_unix_s", 0.0)),
+        created_unix_s=_unnum(data.get("created_unix_s", 0.0), f"{where}: created_unix_s"),
     )

@@ -16,13 +16,18 @@ from roboscale.errors import UserError
 from roboscale.records.schema import (
     FORMAT_VERSION,
     METADATA_FILE,
+    RECORD_COLUMNS,
     RECORDS_FILE,
     RUN_FILE,
     SUMMARY_FILE,
     SUPPORTED_FORMAT_VERSIONS,
     TRIALS_DIR,
 )
+from roboscale.records.validate import RunFile, TrialMetadata, check, check_summary
+from roboscale.yamlfile import check_regular, read_text
 
+_COLUMNS = ", ".join(RECORD_COLUMNS)
+MAX_JSON_BYTES = 1 << 30  # a summary of 100,000 trials is a few hundred MB
 RECORD_SCHEMA = pa.schema(
     [
         ("trial", pa.string()),
@@ -46,12 +51,14 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
+    """A JSON file of a results folder or a model, read without blocking and bounded."""
+    text = read_text(path, "JSON file", MAX_JSON_BYTES)
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    except (RecursionError, ValueError) as e:  # nested too deeply; a number of 5000 digits
+        raise UserError(f"{path}: not valid JSON: {str(e) or 'nested too deeply'}") from None
 
 
 def records_table(
@@ -100,15 +107,36 @@ def write_trial(run_dir: Path, trial_id: str, tables: Sequence[pa.Table], meta: 
 
 
 def read_records(run_dir: Path, trial_id: str) -> pa.Table:
-    return pq.read_table(trial_dir(run_dir, trial_id) / RECORDS_FILE)
+    """A trial's records, refusing a truncated file or one of another schema."""
+    path = trial_dir(run_dir, trial_id) / RECORDS_FILE
+    check_regular(path, "records file")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise UserError(
+            f"{path}: not a readable Parquet file ({str(e).splitlines()[0][:200]})",
+            hint="the trial's records are damaged; rerun it (bench --resume reruns what is "
+            "missing once the folder is deleted)",
+        ) from None
+    for want in RECORD_SCHEMA:
+        if want.name not in table.schema.names:
+            raise UserError(f"{path}: column {want.name!r} is missing; allowed: {_COLUMNS}")
+        got = table.schema.field(want.name).type
+        if got != want.type:
+            raise UserError(f"{path}: column {want.name!r} is {got}, allowed: {want.type}")
+    return table.select(RECORD_SCHEMA.names)
 
 
 def read_metadata(run_dir: Path, trial_id: str) -> dict[str, Any]:
-    meta: dict[str, Any] = read_json(trial_dir(run_dir, trial_id) / METADATA_FILE)
-    return meta
+    path = trial_dir(run_dir, trial_id) / METADATA_FILE
+    meta = read_json(path)
+    check_format(path, meta)
+    return check(path, TrialMetadata, meta)
 
 
-def check_format(path: Path, data: dict[str, Any]) -> None:
+def check_format(path: Path, data: Any) -> None:
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: must be a JSON object, got {type(data).__name__}")
     version = data.get("format_version")
     if version not in SUPPORTED_FORMAT_VERSIONS:
         allowed = ", ".join(str(v) for v in sorted(SUPPORTED_FORMAT_VERSIONS))
@@ -126,9 +154,9 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     path = run_dir / RUN_FILE
     if not path.exists():
         raise UserError(f"{path}: missing; {run_dir} is not a roboscale results directory")
-    run: dict[str, Any] = read_json(path)
+    run = read_json(path)
     check_format(path, run)
-    return run
+    return check(path, RunFile, run)
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
@@ -136,9 +164,9 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     path = run_dir / SUMMARY_FILE
     if not path.exists():
         return {"format_version": FORMAT_VERSION, "thresholds": None, "trials": []}
-    summary: dict[str, Any] = read_json(path)
+    summary = read_json(path)
     check_format(path, summary)
-    return summary
+    return check_summary(path, summary)
 
 
 def append_summary(run_dir: Path, entry: dict[str, Any], thresholds: dict[str, Any]) -> None:

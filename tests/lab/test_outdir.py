@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.conftest import distribution
 
 from roboscale.errors import UserError
 from roboscale.lab.outdir import claim
@@ -28,6 +29,14 @@ def results(out: Path, name: str, text: str, entries: list[dict[str, object]]) -
     return out
 
 
+def measured(params: dict[str, object]) -> dict[str, object]:
+    """A summary entry of a finished trial, its figures made up."""
+    figures = {"sent": 10, "received": 10, "lost": 0, "loss": 0.0, "achieved_rate_hz": 10.0,
+               "achieved_rate_min_hz": 10.0, "rtt_us": distribution(), "verdict": {},
+               "one_way_us": distribution(), "send_lag_us": distribution()}  # fmt: skip
+    return {**params, **figures, "sustained": True}
+
+
 def test_new_and_empty_folders_are_taken(tmp_path: Path) -> None:
     assert claim(tmp_path / "new", "exp", TEXT, trials(tmp_path), resume=False) == set()
     (tmp_path / "empty").mkdir()
@@ -36,7 +45,7 @@ def test_new_and_empty_folders_are_taken(tmp_path: Path) -> None:
 
 def test_resume_keeps_finished_trials_only(tmp_path: Path) -> None:
     planned = trials(tmp_path)
-    done = {**planned[0].params(), "sent": 10, "sustained": True}
+    done = measured(planned[0].params())
     failed = {**planned[1].params(), "error": "node died", "sustained": False}
     out = results(tmp_path / "r", "exp", TEXT, [done, failed])
     assert claim(out, "exp", TEXT, planned, resume=True) == {planned[0].trial}
@@ -46,7 +55,7 @@ def test_resume_keeps_finished_trials_only(tmp_path: Path) -> None:
 
 def test_a_trial_planned_differently_now_runs_again(tmp_path: Path) -> None:
     planned = trials(tmp_path)
-    old = {**planned[0].params(), "messages": 5}
+    old = measured({**planned[0].params(), "messages": 5})
     out = results(tmp_path / "r", "exp", TEXT, [old])
     assert claim(out, "exp", TEXT, planned, resume=True) == set()
 

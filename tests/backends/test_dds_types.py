@@ -15,7 +15,7 @@ require_module("cyclonedds", "the dds extra")
 require_module("rosbags", "the data extra")
 
 from cyclonedds.idl import IdlStruct  # noqa: E402
-from cyclonedds.idl.types import int32, sequence, uint8, uint32  # noqa: E402
+from cyclonedds.idl.types import sequence, uint8, uint32  # noqa: E402
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore  # noqa: E402
 
 from roboscale.backends import dds as backend  # noqa: E402
@@ -24,6 +24,7 @@ from roboscale.backends.dds_types import (  # noqa: E402
     STAMPED_DEFINITIONS,
     Header,
     Image,
+    LibraryStampedBytes,
     OctetSequenceMachine,
     StampedBytes,
     Time,
@@ -31,15 +32,6 @@ from roboscale.backends.dds_types import (  # noqa: E402
 )
 
 SIZES = [0, 1, 7, 255, 65536]
-
-
-@dataclass
-class LibraryBytes(IdlStruct, typename="roboscale_msgs::msg::dds_::StampedBytes_"):
-    """StampedBytes as the library alone packs it: one element at a time."""
-
-    id: int32
-    t: Time
-    data: sequence[uint8]  # type: ignore[type-arg]
 
 
 @dataclass
@@ -63,7 +55,7 @@ def test_octets_serialize_as_the_library_does(size: int, version2: bool) -> None
     data = payload(size)
     t = Time(sec=12, nanosec=34)
     fast = StampedBytes(id=-5, t=t, data=data).serialize(use_version_2=version2)
-    library = LibraryBytes(id=-5, t=t, data=list(data)).serialize(use_version_2=version2)
+    library = LibraryStampedBytes(id=-5, t=t, data=list(data)).serialize(use_version_2=version2)
     assert fast == library
     back = StampedBytes.deserialize(fast)
     assert back.data == data and isinstance(back.data, bytes)
@@ -89,7 +81,7 @@ def test_the_declared_type_stays_an_octet_sequence() -> None:
     assert isinstance(machine, OctetSequenceMachine)
     # The type information sent on discovery is that of the library's own type.
     ours = StampedBytes.__idl__.get_type_info()  # type: ignore[no-untyped-call]
-    library = LibraryBytes.__idl__.get_type_info()  # type: ignore[no-untyped-call]
+    library = LibraryStampedBytes.__idl__.get_type_info()  # type: ignore[no-untyped-call]
     assert ours.serialize() == library.serialize()
 
 

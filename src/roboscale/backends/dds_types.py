@@ -163,6 +163,16 @@ class StampedBytes(IdlStruct, typename="roboscale_msgs::msg::dds_::StampedBytes_
     data: Octets
 
 
+@dataclass
+class LibraryStampedBytes(IdlStruct, typename="roboscale_msgs::msg::dds_::StampedBytes_"):
+    """StampedBytes left to the library's own machinery (one element at a time): the
+    reference the fast path is tested and measured against, never sent."""
+
+    id: int32
+    t: Time
+    data: Octets
+
+
 for _type in (Image, StampedBytes):
     fast_octets(_type)
 

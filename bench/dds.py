@@ -1,0 +1,244 @@
+"""Cyclone DDS's own benchmark beside the dds backend, zenoh and ros1, in one run.
+
+Round-trip latency on loopback at the lab report's sizes (256 B to 4 MB):
+
+- `ddsperf`: `ddsperf ping R size S` against `ddsperf pong` (Debian's
+  cyclonedds-tools, C), the native anchor. ddsperf prints HALF the round trip
+  (`update_roundtrip` divides by 2): every figure of it here is doubled. It
+  prints percentiles per second of run, not samples: its p50 here is the
+  count-weighted median of the per-second medians, after the first second.
+- the `dds` backend's echo (a sender and an echoer process, the lab's own trial),
+  and the same echo on `zenoh` and `ros1`.
+
+ddsperf and the dds backend use the same Cyclone configuration (`cyclone_xml`:
+interface lo, multicast off, peer 127.0.0.1, each in a domain leased for it).
+Rate: 200 Hz below 1 MB, 50 Hz from 1 MB, for everyone alike. Goal: the dds
+backend's p50 at most 1.5x ddsperf's at 64 KB and above; below, the ratio is
+reported (docs/dds.md says where the time goes).
+
+A second, small table prices the octet fast path: the library's own packing of
+`sequence<uint8>` against the backend's machine, same bytes.
+
+    .venv/bin/python bench/dds.py [--quick] [--json bench/out/dds.json] [--check]
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common import attempt, counted_args, finish, header, stop_group, table
+from roboscale.backends.base import get_backend
+from roboscale.backends.dds import cyclone_xml, lease_domain
+from roboscale.lab.envs import Placement
+from roboscale.lab.trial import collect, run_nodes
+from roboscale.spec.payloads import format_size
+from roboscale.spec.planner import TrialPlan
+
+SIZES = [256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20]
+QUICK_SIZES = [256, 65536]
+GOAL_FROM = 65536
+GOAL_RATIO = 1.5
+BACKENDS = ["dds", "zenoh", "ros1"]
+DDSPERF = "ddsperf"
+LINE = re.compile(
+    r"size (?P<size>\d+) mean \S+ min \S+ 50% (?P<p50>[\d.]+)(?P<unit>[mun]?s) "
+    r"90% \S+ 99% (?P<p99>[\d.]+)(?P<unit99>[mun]?s) max \S+ cnt (?P<cnt>\d+)"
+)
+UNITS = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def rate_for(size: int) -> float:
+    return 200.0 if size < 1 << 20 else 50.0
+
+
+def ddsperf_point(size: int, messages: int, trigger: str = "listener") -> dict[str, Any]:
+    """One size of ddsperf ping/pong; round trips (its printed figures doubled). ddsperf
+    takes samples in a listener on Cyclone's receive thread by default; `waitset` makes
+    it wake a thread of its own, as the dds backend's readers do."""
+    lease = lease_domain()
+    env = {**os.environ, "CYCLONEDDS_URI": cyclone_xml(lease.domain, "lo", ["127.0.0.1"], 4)}
+    rate = rate_for(size)
+    seconds = max(3, int(messages / rate) + 2)
+    base = [DDSPERF, "-i", str(lease.domain)]
+    pong = subprocess.Popen(
+        [*base, "pong", trigger], env=env, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        ping = subprocess.run(
+            [*base, "-D", str(seconds), "ping", f"{rate:g}Hz", "size", str(size), trigger],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=seconds + 30,
+            check=False,
+        )
+    finally:
+        stop_group(pong, grace_s=5.0)
+        lease.release()
+    point = summarize_ddsperf(ping.stdout, size, rate)
+    point["system"] = "ddsperf" if trigger == "listener" else f"ddsperf-{trigger}"
+    return point
+
+
+def summarize_ddsperf(output: str, size: int, rate: float) -> dict[str, Any]:
+    seconds = [m.groupdict() for m in LINE.finditer(output)]
+    if not seconds:
+        raise RuntimeError(f"ddsperf printed no latency line: {output[-400:]!r}")
+    kept = seconds[1:] or seconds  # the first second holds discovery and warm-up
+    p50s = [float(s["p50"]) * UNITS[s["unit"]] * 2 for s in kept]
+    p99s = [float(s["p99"]) * UNITS[s["unit99"]] * 2 for s in kept]
+    counts = [int(s["cnt"]) for s in kept]
+    weighted = [p for p, c in zip(p50s, counts, strict=True) for _ in range(c)]
+    return {
+        "system": "ddsperf",
+        "bytes": size,
+        "rate_hz": rate,
+        "n": sum(counts),
+        "p50_us": statistics.median(weighted),
+        "p99_us": max(p99s),
+        "raw_lines": [m.group(0) for m in LINE.finditer(output)],
+    }
+
+
+def echo_point(backend_name: str, size: int, messages: int, warmup: int) -> dict[str, Any]:
+    """One size of the lab's echo trial (one pair) on a backend: round trips of every
+    message, from the records the lab writes."""
+    t = TrialPlan(
+        index=1,
+        trial=f"bench-{backend_name}-{size}",
+        backend=backend_name,
+        rate_hz=rate_for(size),
+        payload=format_size(size),
+        payload_bytes=size,
+        pairs=1,
+        run=0,
+        messages=messages,
+        warmup=warmup,
+        drain_s=2.0,
+        pause_s=0.0,
+        publisher_queue=1000,
+        subscriber_queue=0,
+        mode="standard",
+        match_timeout_s=20.0,
+        seed=0,
+    )
+    backend = get_backend(backend_name)
+    backend.check()
+    with tempfile.TemporaryDirectory(prefix="roboscale-bench-dds-") as work:
+        infra = backend.start_infrastructure(Path(work), Placement())
+        raw = Path(work) / "raw"
+        raw.mkdir()
+        try:
+            run_nodes(backend, infra, t, raw)
+            tables, _ = collect(t, raw)
+        finally:
+            infra.stop()
+    rows = tables[0].to_pydict()
+    rtt = [
+        (r - s) / 1e3
+        for s, r in zip(rows["t_sent"], rows["t_received"], strict=True)
+        if r is not None
+    ]
+    if not rtt:
+        raise RuntimeError(f"{backend_name}: no echo came back at {size} B")
+    return {
+        "system": backend_name,
+        "bytes": size,
+        "rate_hz": t.rate_hz,
+        "n": len(rtt),
+        "lost": messages - len(rtt),
+        "p50_us": float(np.percentile(rtt, 50)),
+        "p99_us": float(np.percentile(rtt, 99)),
+    }
+
+
+def serializer_point(size: int, repeats: int) -> dict[str, Any]:
+    """The library's packing of sequence<uint8> against the fast machine (same bytes)."""
+    from roboscale.backends.dds_types import LibraryStampedBytes, StampedBytes, Time
+
+    data = bytes(size)
+    ours = StampedBytes(id=1, t=Time(sec=1, nanosec=1), data=data)
+    theirs = LibraryStampedBytes(id=1, t=Time(sec=1, nanosec=1), data=list(data))
+    if ours.serialize() != theirs.serialize():
+        raise RuntimeError(f"the fast path wrote other bytes at {size} B")
+
+    def best_ms(message: Any) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            message.serialize()
+            times.append(time.perf_counter() - t0)
+        return min(times) * 1e3
+
+    library_ms, fast_ms = best_ms(theirs), best_ms(ours)
+    return {"bytes": size, "library_ms": library_ms, "fast_ms": fast_ms,
+            "speedup": library_ms / fast_ms}  # fmt: skip
+
+
+def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
+    p50 = {(r["system"], r["bytes"]): r["p50_us"] for r in rows}
+    out = []
+    for size in sizes:
+        ours, anchor = p50.get(("dds", size)), p50.get(("ddsperf", size))
+        ratio = ours / anchor if ours is not None and anchor else None
+        if size >= GOAL_FROM:
+            out.append(
+                {
+                    "goal": f"dds p50 / ddsperf p50, {format_size(size)}",
+                    "measured": ratio,
+                    "target": f"<= {GOAL_RATIO}",
+                    "met": ratio is not None and ratio <= GOAL_RATIO,
+                }
+            )
+    return out
+
+
+def measure_size(size: int, counts: dict[str, int], missing: dict[str, str]) -> list[Any]:
+    """ddsperf, then every backend's echo at one size; what could not run is in `missing`."""
+    total, messages, warmup = counts["messages"] + counts["warmup"], *counts.values()
+    label = format_size(size)
+    points = [attempt(f"ddsperf {label}", lambda: ddsperf_point(size, total), missing)]
+    waitset = functools.partial(ddsperf_point, size, total, "waitset")
+    points.append(attempt(f"ddsperf waitset {label}", waitset, missing))
+    for name in BACKENDS:
+        echo = functools.partial(echo_point, name, size, messages, warmup)
+        points.append(attempt(f"{name} echo {label}", echo, missing))
+    return [p for p in points if p]
+
+
+def main() -> None:
+    args, counts = counted_args(
+        __doc__ or "", {"messages": 450, "warmup": 50}, {"messages": 60, "warmup": 10}
+    )
+    report = header()
+    sizes = QUICK_SIZES if args.quick else SIZES
+    report["sizes"] = sizes
+    missing: dict[str, str] = {}
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        rows += measure_size(size, counts, missing)
+    anchor = {r["bytes"]: r["p50_us"] for r in rows if r["system"] == "ddsperf"}
+    for r in rows:
+        r["vs_ddsperf"] = r["p50_us"] / anchor[r["bytes"]] if r["bytes"] in anchor else None
+    print("\nround trip on loopback (µs; ddsperf's printed figures doubled):")
+    table(rows, ["system", "bytes", "rate_hz", "n", "p50_us", "p99_us", "vs_ddsperf"])
+    repeats = 3 if args.quick else 10
+    serial = [serializer_point(s, repeats) for s in (256, 65536, 1 << 20, 4 << 20)]
+    print("\nserializing StampedBytes: the library's sequence<uint8> against the fast path:")
+    table(serial, ["bytes", "library_ms", "fast_ms", "speedup"])
+    report.update({"rows": rows, "serializer": serial, "missing": missing})
+    finish(report, goals(rows, sizes), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Smoke test of bench/dds.py with tiny counts (real ddsperf, Cyclone DDS, Zenoh and ROS 1),
+and its reading of ddsperf's output. No assertion on timing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import dds  # bench/dds.py, importable through tests/bench/conftest.py
+
+RunBench = Callable[[str, list[str]], dict[str, Any]]  # tests/bench/conftest.py
+
+LINE = "[16019] {t}  vm:2 size 65536 mean 1us min 1us 50% {p50} 90% 1us 99% {p99} max 9ms cnt {n}"
+DDSPERF_OUTPUT = "\n".join(
+    [
+        "[16019] participant vm:16019: new (self)",
+        LINE.format(t="1.000", p50="131.8us", p99="715.0us", n=196),
+        "[16019] 1.000  rss:9.4MB vcsw:1048 ivcsw:190 ddsperf:1%+1% recvUC:1%+0%",
+        LINE.format(t="2.000", p50="124.5us", p99="723.1us", n=198),
+        LINE.format(t="3.000", p50="120.0us", p99="1.5ms", n=100),
+    ]
+)
+
+
+def test_ddsperf_half_round_trips_are_doubled() -> None:
+    point = dds.summarize_ddsperf(DDSPERF_OUTPUT, 65536, 200.0)
+    # The first second is dropped; the median of 198 x 124.5 and 100 x 120.0 is 124.5.
+    assert point["n"] == 298
+    assert point["p50_us"] == pytest.approx(2 * 124.5)
+    assert point["p99_us"] == pytest.approx(2 * 1500.0)
+    assert len(point["raw_lines"]) == 3
+
+
+def test_no_latency_line_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="no latency line"):
+        dds.summarize_ddsperf("[1] participant vm:1: new (self)\n", 256, 200.0)
+
+
+@pytest.mark.dds
+@pytest.mark.zenoh
+@pytest.mark.ros1
+@pytest.mark.usefixtures("dds", "zenoh", "ros1")  # the fixture dds, not this module
+def test_quick_run_compares_every_system(run_bench: RunBench) -> None:
+    report = run_bench("dds.py", ["--quick"])
+    assert report["missing"] == {}
+    systems = {(r["system"], r["bytes"]) for r in report["rows"]}
+    for size in dds.QUICK_SIZES:
+        for system in ("ddsperf", "ddsperf-waitset", "dds", "zenoh", "ros1"):
+            assert (system, size) in systems
+    assert all(r["p50_us"] > 0 and r["vs_ddsperf"] > 0 for r in report["rows"])
+    assert [g["goal"] for g in report["goals"]] == ["dds p50 / ddsperf p50, 64KB"]
+    assert {s["bytes"] for s in report["serializer"]} == {256, 65536, 1 << 20, 4 << 20}

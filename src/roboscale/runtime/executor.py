@@ -9,6 +9,8 @@ watches liveness:
   past its deadline, raises `CallbackHung` inside the loop thread; the node's
   dispatcher catches it and fails that node with reason HUNG, and its
   supervisor restarts it like any other failure.
+The watchdog thread also gives freed heap memory back to the OS every
+`trim_period_s` (runtime/heap.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from roboscale.errors import UserError
 from roboscale.runtime.bus import Bus
 from roboscale.runtime.child import ExitReason
 from roboscale.runtime.events import EventSubscriber, SupervisionEvent
+from roboscale.runtime.heap import TRIM_PERIOD_S, heap_trimmer
 
 if TYPE_CHECKING:
     from roboscale.runtime.node import Node
@@ -73,11 +76,19 @@ class CallbackHung(BaseException):
 class Runtime:
     """The event loop, bus, worker pool and watchdogs shared by all nodes of a process."""
 
-    def __init__(self, *, workers: int = 4, watchdog_period_s: float = 0.02) -> None:
+    def __init__(
+        self,
+        *,
+        workers: int = 4,
+        watchdog_period_s: float = 0.02,
+        trim_period_s: float | None = TRIM_PERIOD_S,
+    ) -> None:
         self.loop = new_event_loop()
         self.subscribers: list[EventSubscriber] = []
         self.bus = Bus(self.loop, self.emit)
         self.watchdog_period_s = watchdog_period_s
+        self.trim_period_s = trim_period_s  # None: never give freed heap back (heap.py)
+        self.heap_trims = 0
         self._workers = workers
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._thread: threading.Thread | None = None
@@ -232,7 +243,13 @@ class LoopWatchdog:
 
     def _watch(self) -> None:
         rt = self.runtime
+        trim = heap_trimmer() if rt.trim_period_s is not None else None
+        next_trim = time.monotonic() + (rt.trim_period_s or 0.0)
         while not self._stop.wait(rt.watchdog_period_s):
+            if trim is not None and time.monotonic() >= next_trim:
+                trim()
+                rt.heap_trims += 1
+                next_trim = time.monotonic() + (rt.trim_period_s or 0.0)
             current = rt.current
             if current is None or time.monotonic() < current[1]:
                 continue

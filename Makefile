@@ -8,10 +8,10 @@ STAMP := $(VENV)/.installed
 # ROS 1 for the ros1 backend; Erlang for the OTP baselines (restart, face tracker);
 # iptables for link loss on emulated hosts; cyclonedds-tools for ddsperf, the DDS
 # anchor; openssh-server for the SSH hosts test; stress-ng for the loaded-machine
-# check. All from Debian's own packages.
+# check; openssl for the TLS test's certificates. All from Debian's own packages.
 SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
-	erlang-nox iptables cyclonedds-tools openssh-server stress-ng
-SYSTEM_COMMANDS := roscore erl iptables ddsperf sshd stress-ng
+	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl
+SYSTEM_COMMANDS := roscore erl iptables ddsperf sshd stress-ng openssl
 # make test installs the optional extras too (DDS, face tracker, bags); make demo does not.
 EXTRAS := dev,dds,facetrack,data
 EXTRAS_STAMP := $(VENV)/.extras

@@ -6,7 +6,7 @@ import pytest
 
 from roboscale.errors import SpecError, SpecErrors
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.launch import format_status, load_launch
+from roboscale.runtime.launch import format_status, load_launch, load_launch_file
 from roboscale.runtime.node import Node
 from roboscale.runtime.supervisor import Strategy, Supervisor
 
@@ -112,3 +112,66 @@ def test_command_child_needs_argv(rt: Runtime, tmp_path: Path) -> None:
     text = "name: r\nchildren:\n  - command: talker\n"
     with pytest.raises(SpecErrors, match=r"robot.yaml:3: children\[0\].argv: required"):
         load_launch(write(tmp_path, text), rt)
+
+
+BRIDGED = (
+    GOOD
+    + """\
+bridge:
+  listen: [tcp/0.0.0.0:7447]
+  export: [/chatter]
+"""
+)
+SECURED = (
+    BRIDGED
+    + """\
+security:
+  users_file: users.txt
+  access:
+    rules:
+      - allow: [subscribe]
+        topics: [/chatter]
+        users: [robot]
+"""
+)
+
+
+def line_of(text: str, start: str) -> int:
+    return next(n for n, line in enumerate(text.splitlines(), 1) if line.startswith(start))
+
+
+def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: Path) -> None:
+    with pytest.raises(SpecErrors) as info:
+        load_launch_file(write(tmp_path, BRIDGED), rt)
+    expected = f"robot.yaml:{line_of(BRIDGED, 'bridge:')}: bridge: tcp/0.0.0.0:7447 is beyond"
+    assert expected in str(info.value).replace(str(tmp_path) + "/", "")
+    (tmp_path / "users.txt").write_text("robot:secret\n")
+    _, bridge = load_launch_file(write(tmp_path, SECURED), rt)
+    assert bridge is not None and bridge.exports == ("/chatter",) and bridge.security is not None
+    assert bridge.security.users_file == tmp_path / "users.txt"  # beside the launch file
+    assert bridge.security.rules[0].users == ("robot",)
+
+
+@pytest.mark.parametrize(
+    ("change", "start", "expected"),
+    [
+        (("[subscribe]", "[read]"), "  access:",
+         "security.access: rules[0]: allow: allowed actions are publish, subscribe"),
+        (("users_file: users.txt", "users_file: nobody.txt"), "  users_file:",
+         "security.users_file: "),
+        (("  export: [/chatter]", "  export: [/chatter]\n  retain: 0"), "  retain:",
+         "bridge.retain: must be an integer >= 1"),
+        (("  export: [/chatter]", "  export: [/chatter]\n  durable: [/chatter]"), "  durable:",
+         "bridge.durable: durable topics need cursor files"),
+    ],
+)  # fmt: skip
+def test_launch_security_errors_name_file_line_and_field(
+    rt: Runtime, tmp_path: Path, change: tuple[str, str], start: str, expected: str
+) -> None:
+    (tmp_path / "users.txt").write_text("robot:secret\n")
+    text = SECURED.replace(*change)
+    with pytest.raises(SpecErrors) as info:
+        load_launch_file(write(tmp_path, text), rt)
+    assert f"robot.yaml:{line_of(text, start)}: {expected}" in str(info.value).replace(
+        str(tmp_path) + "/", ""
+    )

@@ -24,112 +24,34 @@ undecodable payload) are counted and dropped.
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from roboscale.errors import UserError
+from roboscale.runtime.bridgeconfig import (
+    BridgeConfig,
+    bridge_config,
+    bridge_settings,
+    session_config,
+)
 from roboscale.runtime.bus import Inbox, Topic
 from roboscale.runtime.durable import CursorLog, Resequencer, Retention
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.names import check_name
+from roboscale.runtime.security import check_reach
 from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_header
-from roboscale.runtime.zenoh_config import Settings, zenoh_config, zenoh_settings
 
-MODES = ("peer", "client")
-FIELDS = (
-    "mode", "listen", "connect", "export", "import", "durable", "retain", "prefix",
-    "shared_memory", "express",
-)  # fmt: skip
+__all__ = ["Bridge", "BridgeConfig", "bridge_config", "bridge_settings", "session_config"]
+
 BATCH = 256  # samples handed to the loop per wake-up at most
 BACKLOG = 64  # batches waiting for the loop at most
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeConfig:
-    mode: str = "peer"
-    listen: tuple[str, ...] = ()
-    connect: tuple[str, ...] = ()
-    exports: tuple[str, ...] = ()
-    imports: tuple[str, ...] = ()
-    durable: tuple[str, ...] = ()  # exported: retained; imported: resumed from a cursor
-    retain: int = 10_000
-    prefix: str = "rs"
-    shared_memory: bool = True  # off between emulated hosts: they share one kernel
-    # Express: each message leaves at once instead of waiting in Zenoh's batch timer, as
-    # rospy's tcp_nodelay; off trades latency for fewer packets at high rates.
-    express: bool = True
-
-
-def bridge_config(raw: Mapping[str, Any], where: str = "bridge") -> BridgeConfig:
-    """Validate a bridge section (launch file or dict); errors name `where` and the field."""
-    unknown = sorted(set(raw) - set(FIELDS))
-    if unknown:
-        raise UserError(f"{where}: unknown field {unknown[0]!r}: allowed are {', '.join(FIELDS)}")
-    mode = raw.get("mode", "peer")
-    if mode not in MODES:
-        raise UserError(f"{where}: mode: {mode!r} is not allowed: allowed are {', '.join(MODES)}")
-    retain = raw.get("retain", 10_000)
-    if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
-        raise UserError(f"{where}: retain: must be an integer >= 1, got {retain!r}")
-    flags = {name: raw.get(name, True) for name in ("shared_memory", "express")}
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise UserError(f"{where}: {name}: true or false, got {value!r}")
-    prefix = raw.get("prefix", "rs")
-    if not isinstance(prefix, str) or not prefix or "*" in prefix or prefix.strip("/") != prefix:
-        raise UserError(f"{where}: prefix: a Zenoh key without '*' or outer '/', got {prefix!r}")
-    config = BridgeConfig(
-        mode=mode,
-        listen=_endpoints(raw, "listen", where),
-        connect=_endpoints(raw, "connect", where),
-        exports=_topics(raw, "export", where),
-        imports=_topics(raw, "import", where),
-        durable=_topics(raw, "durable", where),
-        retain=retain,
-        prefix=prefix,
-        shared_memory=flags["shared_memory"],
-        express=flags["express"],
-    )
-    stray = set(config.durable) - set(config.exports) - set(config.imports)
-    if stray:
-        raise UserError(f"{where}: durable: {sorted(stray)[0]} is neither exported nor imported")
-    return config
-
-
-def _endpoints(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
-    value = raw.get(name, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) and "/" in v for v in value):
-        raise UserError(f"{where}: {name}: a list of endpoints like tcp/127.0.0.1:7447")
-    return tuple(value)
-
-
-def _topics(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
-    value = raw.get(name, [])
-    if not isinstance(value, list):
-        raise UserError(f"{where}: {name}: a list of topic names")
-    try:
-        return tuple(check_name(v) for v in value)
-    except UserError as e:
-        raise UserError(f"{where}: {name}: {e}") from None
-
-
-def bridge_settings(config: BridgeConfig) -> Settings:
-    """The session settings of a bridge (runtime.zenoh_config.zenoh_settings)."""
-    return zenoh_settings(
-        config.listen, config.connect, mode=config.mode, shared_memory=config.shared_memory
-    )
-
-
-def session_config(config: BridgeConfig) -> Any:
-    """The zenoh.Config of a bridge's session."""
-    return zenoh_config(bridge_settings(config))
+_log = logging.getLogger("roboscale.runtime")
 
 
 class _Export:
@@ -225,6 +147,8 @@ class Bridge:
         self.session: Any = None
         self.malformed = 0
         self.ignored = 0  # samples of topics this process does not import
+        self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
+        self.left = 0  # ... and those that left it
         self.imported: dict[str, _DurableImport | None] = {}
         self._entities: list[Any] = []
         self._retained: dict[str, Retention] = {}
@@ -245,8 +169,15 @@ class Bridge:
 
     # -- lifecycle (call from outside the loop; the tree's nodes must already subscribe) -----
     def open(self) -> Bridge:
+        cfg = self.config
+        insecure = check_reach(cfg.listen, cfg.connect, cfg.security, "bridge")
+        if insecure:
+            self.runtime.call(self._warn_insecure, insecure)
         self.session = self._open_session()
         try:
+            self._entities.append(
+                self.session.info.declare_transport_events_listener(self._on_transport)
+            )
             self.runtime.call(self._declare)
         except BaseException:
             self.close()  # never leave a half-declared session open
@@ -260,6 +191,27 @@ class Bridge:
             return zenoh.open(session_config(self.config))
         except zenoh.ZError as e:
             raise UserError(f"bridge: cannot open a Zenoh session: {e}") from e
+
+    def _warn_insecure(self, endpoints: list[str]) -> None:
+        detail = (
+            f"INSECURE: {', '.join(endpoints)} beyond loopback without authentication "
+            "(security.insecure: true): any peer that reaches it can read and write its topics"
+        )
+        _log.warning("bridge: %s", detail)
+        self.emit("insecure", detail)
+
+    def _on_transport(self, event: Any) -> None:
+        """On a Zenoh thread (rare): a peer's transport opened (admitted) or closed."""
+        import zenoh
+
+        opened = event.kind == zenoh.SampleKind.PUT
+        if opened:
+            self.admitted += 1
+        else:
+            self.left += 1
+        detail = f"{'admitted' if opened else 'left'}: {event.transport.zid}"
+        with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
+            self.runtime.loop.call_soon_threadsafe(self.emit, "peer", detail)
 
     def _declare(self) -> None:
         cfg, bus = self.config, self.runtime.bus
@@ -496,6 +448,7 @@ class Bridge:
         return {
             "malformed": self.malformed,
             "ignored": self.ignored,
+            "peers": {"admitted": self.admitted, "left": self.left},
             "durable": durable,
             "evicted": evicted,
         }

@@ -33,6 +33,8 @@ EVENT_KINDS = frozenset(
         "overflow",  # a bounded queue dropped a message (counted, never silent)
         "gap",  # a durable subscriber missed messages the publisher no longer retained
         "malformed",  # the bridge dropped samples it could not decode (counted)
+        "peer",  # a Zenoh peer was admitted to the bridge's session, or left it
+        "insecure",  # a bridge reaches beyond loopback without authentication (opted in)
     }
 )
 

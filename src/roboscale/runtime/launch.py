@@ -17,6 +17,11 @@
       - command: talker             # an OS process (runtime.process.CommandChild)
         argv: [rosrun, pkg, talker]
         ready_line: "ready"         # optional regex on its output meaning "ready"
+    bridge:                         # optional: topics to and from other processes (Zenoh)
+      listen: [tcp/127.0.0.1:7447]
+      export: [/camera/image]
+    security: {...}                 # optional: the bridge's users, TLS and access rules
+                                    # (runtime/security.py, docs/security.md)
 
 Every mistake is a SpecError naming file, line, field and what is allowed.
 """
@@ -33,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.runtime.bridge import Bridge
+from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_config
 from roboscale.runtime.child import ChildHandle, ChildStartError
 from roboscale.runtime.events import JsonLinesRecorder, log_event
 from roboscale.runtime.executor import Runtime
@@ -42,7 +49,8 @@ from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Restart, Strategy, Supervisor
 from roboscale.yamlfile import LineMap, dotted, line_for, load_yaml
 
-_SUP_KEYS = {"name", "strategy", "intensity", "period_s", "children", "chaos"}  # chaos.py reads it
+# chaos.py reads chaos; bridge and security: runtime/bridgeconfig.py, runtime/security.py
+_SUP_KEYS = {"name", "strategy", "intensity", "period_s", "children", "chaos", "bridge", "security"}
 _CHILD_KEYS = {
     "node": {"node", "class", "params", "restart", "shutdown_s", "heartbeat_s", "deadline_s"},
     "supervisor": {"supervisor", "strategy", "intensity", "period_s", "children", "restart",
@@ -108,15 +116,48 @@ class _Checker:
 
 def load_launch(path: Path, runtime: Runtime) -> Supervisor:
     """Parse and validate a launch file into a supervision tree (not started)."""
+    return load_launch_file(path, runtime)[0]
+
+
+def load_launch_file(path: Path, runtime: Runtime) -> tuple[Supervisor, BridgeConfig | None]:
+    """The supervision tree of a launch file and its bridge, if it has one (not started)."""
     data, lines = load_yaml(path, "launch file")
     check = _Checker(path, lines)
     if not isinstance(data, dict):
         raise SpecError(str(path), 1, "", "a launch file is a mapping with name and children")
     root = _supervisor(check, data, (), runtime, data.get("name"))
+    bridge = _bridge(check, data, path)
     if check.errors:
         raise SpecErrors(check.errors)
     assert root is not None
-    return root
+    return root, bridge
+
+
+def _bridge(check: _Checker, data: dict[str, Any], path: Path) -> BridgeConfig | None:
+    """The `bridge:` section, with the top-level `security:` applying to it."""
+    raw, security = data.get("bridge"), data.get("security")
+    if raw is None:
+        if security is not None:
+            check.error(("security",), "secures the bridge: add a bridge section")
+        return None
+    if not isinstance(raw, dict):
+        check.error(("bridge",), "a mapping: listen, connect, export, import...")
+        return None
+    if "durable" in raw:
+        check.error(("bridge", "durable"), "durable topics need cursor files: use the Python API")
+        return None
+    try:
+        return bridge_config(
+            {**raw, "security": security} if security is not None else raw, "", path.parent
+        )
+    except UserError as e:  # "<field>: <field>: problem": the deepest field with a line
+        parts = str(e).removeprefix(": ").split(": ")
+        loc: tuple[str | int, ...] = ("security",) if parts[0] == "security" else ("bridge",)
+        parts = parts[1:] if parts[0] == "security" else parts
+        while len(parts) > 1 and (*loc, parts[0]) in check.lines:
+            loc, parts = (*loc, parts[0]), parts[1:]
+        check.error(loc, ": ".join(parts))
+        return None
 
 
 def _supervisor(
@@ -268,7 +309,8 @@ def run_launch(
     recorder = JsonLinesRecorder(events) if events is not None else None
     if recorder is not None:
         rt.subscribers.append(recorder)
-    root = load_launch(path, rt)  # every error is reported before anything starts
+    root, bridge_cfg = load_launch_file(path, rt)  # every error is reported before starting
+    bridge = Bridge(rt, bridge_cfg) if bridge_cfg is not None else None
 
     async def main() -> int:
         stop = asyncio.Event()
@@ -278,6 +320,12 @@ def run_launch(
             await root.start_async()
         except ChildStartError as e:  # every started child was stopped again, in order
             raise UserError(f"{path}: the tree did not start: {e}") from None
+        if bridge is not None:  # the nodes subscribe first: no sample comes before an inbox
+            try:
+                await rt.loop.run_in_executor(None, bridge.open)
+            except UserError:
+                await root.stop_async()
+                raise
         assert root.ended is not None
         stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         ended: asyncio.Future[Any] = root.ended
@@ -293,6 +341,8 @@ def run_launch(
             if extra is not None and not extra.done():
                 extra.cancel()
                 await asyncio.gather(extra, return_exceptions=True)
+            if bridge is not None:
+                await rt.loop.run_in_executor(None, bridge.close)
             if ended not in done:
                 await root.stop_async()
         return 0 if code is None else code

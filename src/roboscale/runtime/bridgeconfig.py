@@ -1,0 +1,116 @@
+"""A bridge's configuration: the typed object the Python API takes and the validation of
+a launch file's `bridge:` section, and the Zenoh session settings made of it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roboscale.errors import UserError
+from roboscale.runtime.names import check_name
+from roboscale.runtime.security import Security, check_reach, security_config, security_settings
+from roboscale.runtime.zenoh_config import Settings, zenoh_config, zenoh_settings
+
+MODES = ("peer", "client")
+FIELDS = (
+    "mode", "listen", "connect", "export", "import", "durable", "retain", "prefix",
+    "shared_memory", "express", "security",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeConfig:
+    mode: str = "peer"
+    listen: tuple[str, ...] = ()
+    connect: tuple[str, ...] = ()
+    exports: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+    durable: tuple[str, ...] = ()  # exported: retained; imported: resumed from a cursor
+    retain: int = 10_000
+    prefix: str = "rs"
+    shared_memory: bool = True  # off between emulated hosts: they share one kernel
+    # Express: each message leaves at once instead of waiting in Zenoh's batch timer, as
+    # rospy's tcp_nodelay; off trades latency for fewer packets at high rates.
+    express: bool = True
+    # Authentication and access control (runtime/security.py); None: none, loopback only.
+    security: Security | None = None
+
+
+def bridge_config(
+    raw: Mapping[str, Any], where: str = "bridge", base: Path | None = None
+) -> BridgeConfig:
+    """Validate a bridge section (launch file or dict); errors name `where` and the field.
+    Relative paths of its `security` are taken from `base` (the launch file's folder)."""
+    unknown = sorted(set(raw) - set(FIELDS))
+    if unknown:
+        raise UserError(f"{where}: unknown field {unknown[0]!r}: allowed are {', '.join(FIELDS)}")
+    mode = raw.get("mode", "peer")
+    if mode not in MODES:
+        raise UserError(f"{where}: mode: {mode!r} is not allowed: allowed are {', '.join(MODES)}")
+    retain = raw.get("retain", 10_000)
+    if not isinstance(retain, int) or isinstance(retain, bool) or retain < 1:
+        raise UserError(f"{where}: retain: must be an integer >= 1, got {retain!r}")
+    flags = {name: raw.get(name, True) for name in ("shared_memory", "express")}
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise UserError(f"{where}: {name}: true or false, got {value!r}")
+    prefix = raw.get("prefix", "rs")
+    if not isinstance(prefix, str) or not prefix or "*" in prefix or prefix.strip("/") != prefix:
+        raise UserError(f"{where}: prefix: a Zenoh key without '*' or outer '/', got {prefix!r}")
+    config = BridgeConfig(
+        mode=mode,
+        listen=_endpoints(raw, "listen", where),
+        connect=_endpoints(raw, "connect", where),
+        exports=_topics(raw, "export", where),
+        imports=_topics(raw, "import", where),
+        durable=_topics(raw, "durable", where),
+        retain=retain,
+        prefix=prefix,
+        shared_memory=flags["shared_memory"],
+        express=flags["express"],
+        security=(
+            security_config(raw["security"], f"{where}: security", base)
+            if "security" in raw
+            else None
+        ),
+    )
+    check_reach(config.listen, config.connect, config.security, where)
+    stray = set(config.durable) - set(config.exports) - set(config.imports)
+    if stray:
+        raise UserError(f"{where}: durable: {sorted(stray)[0]} is neither exported nor imported")
+    return config
+
+
+def _endpoints(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
+    value = raw.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and "/" in v for v in value):
+        raise UserError(f"{where}: {name}: a list of endpoints like tcp/127.0.0.1:7447")
+    return tuple(value)
+
+
+def _topics(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:
+    value = raw.get(name, [])
+    if not isinstance(value, list):
+        raise UserError(f"{where}: {name}: a list of topic names")
+    try:
+        return tuple(check_name(v) for v in value)
+    except UserError as e:
+        raise UserError(f"{where}: {name}: {e}") from None
+
+
+def bridge_settings(config: BridgeConfig) -> Settings:
+    """The session settings of a bridge (runtime.zenoh_config.zenoh_settings), with its
+    authentication and access control."""
+    settings = zenoh_settings(
+        config.listen, config.connect, mode=config.mode, shared_memory=config.shared_memory
+    )
+    if config.security is not None:
+        settings += security_settings(config.security, config.prefix)
+    return settings
+
+
+def session_config(config: BridgeConfig) -> Any:
+    """The zenoh.Config of a bridge's session."""
+    return zenoh_config(bridge_settings(config))

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from roboscale.errors import SpecError, SpecErrors
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.launch import format_status, load_launch, load_launch_file
+from roboscale.runtime.launch import format_status, load_launch, load_launch_file, run_launch
 from roboscale.runtime.node import Node
 from roboscale.runtime.supervisor import Strategy, Supervisor
 
@@ -175,3 +176,34 @@ def test_launch_security_errors_name_file_line_and_field(
     assert f"robot.yaml:{line_of(text, start)}: {expected}" in str(info.value).replace(
         str(tmp_path) + "/", ""
     )
+
+
+@pytest.mark.zenoh
+def test_run_launch_opens_the_secured_bridge_after_the_tree(zenoh: None, tmp_path: Path) -> None:
+    import json
+
+    import zenoh as z
+
+    from roboscale.backends.base import free_port
+    from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
+
+    (tmp_path / "users.txt").write_text("robot:secret\n")
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    text = SECURED.replace("tcp/0.0.0.0:7447", endpoint)
+    login = ("transport/auth/usrpwd", json.dumps({"user": "robot", "password": "secret"}))
+
+    def read_one_sample() -> int:
+        session = z.open(zenoh_config([*zenoh_settings([], [endpoint]), login]))
+        try:
+            sub = session.declare_subscriber("rs/chatter", z.handlers.FifoChannel(16))
+            deadline = time.monotonic() + 20.0  # the talker publishes every millisecond
+            while (sample := sub.try_recv()) is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            return 0 if sample is not None and sample.payload.to_bytes() == b"hi" else 3
+        finally:
+            session.close()
+
+    async def session(rt: Runtime, root: Supervisor) -> int:
+        return await rt.loop.run_in_executor(None, read_one_sample)
+
+    assert run_launch(write(tmp_path, text), session=session) == 0

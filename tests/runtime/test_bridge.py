@@ -279,3 +279,30 @@ def test_an_escaping_exception_leaves_the_other_inboxes_of_the_batch_scheduled(
 
     assert rt.call(on_samples) == "escaped"
     wait_until(lambda: got == [b"y"])  # delivered in a later turn, not stranded
+
+
+@pytest.mark.zenoh
+def test_rosbags_messages_cross_as_cdr_into_a_topic_of_their_type(
+    pair: tuple[Runtime, Runtime, str],
+) -> None:
+    from rosbags.typesys import Stores, get_typestore
+
+    vector = get_typestore(Stores.LATEST).types["geometry_msgs/msg/Vector3"]
+    a, b, endpoint = pair
+    got: list[Any] = []
+
+    class VectorSink(Node):
+        def on_start(self) -> None:
+            self.subscribe("/vec", got.append, msg_type=vector)
+
+    sup = Supervisor(b, "s", [ChildSpec(NodeHandle(b, "sink", VectorSink))])
+    b.wait(sup.start_async())
+    with (
+        Bridge(a, bridge_config({"listen": [endpoint], "export": ["/vec"]})),
+        Bridge(b, bridge_config({"connect": [endpoint], "import": ["/vec"]})) as bb,
+    ):
+        publish = lambda: a.bus.topic("/vec").publish(vector(1.0, 2.0, 3.0))  # noqa: E731
+        # Sessions connect asynchronously: publish until one arrives.
+        wait_until(lambda: a.call(publish) > 0 and bool(got), timeout_s=10.0)
+        assert isinstance(got[0], vector) and (got[0].y, got[0].z) == (2.0, 3.0)
+        assert bb.stats()["malformed"] == 0

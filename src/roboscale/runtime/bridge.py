@@ -300,9 +300,13 @@ class Bridge:
                 except Exception:
                     return  # the channel closed with the subscriber
             batch: list[tuple[str, bytes, bytes]] = []
+            closed = False
             while sample is not None and len(batch) < BATCH:
                 batch.append(self._row(sample, prefix))
-                sample = sub.try_recv()  # a full batch leaves this one for the next
+                try:
+                    sample = sub.try_recv()  # a full batch leaves this one for the next
+                except Exception:  # the channel closed with the subscriber, mid-batch
+                    sample, closed = None, True
             # At most BACKLOG batches wait for the loop: past that this thread waits, the
             # channel fills, and Zenoh applies back-pressure to the publishers.
             if self._posted - self._taken >= BACKLOG and not self._wait_for_room():
@@ -312,6 +316,8 @@ class Bridge:
                 loop.call_soon_threadsafe(self._on_samples, batch)
             except RuntimeError:
                 return  # the loop is closed: the process is ending
+            if closed:
+                return
 
     def _wait_for_room(self) -> bool:
         """Block until the loop takes a batch; False once the bridge is closed."""

@@ -89,19 +89,27 @@ def test_ping_pong_round_trip() -> None:
 
 def test_flow_figures_and_table() -> None:
     from roboscale.analysis.flowplots import flow_boxes, flow_means, mean_ci80
-    from roboscale.analysis.tables import flow_table, percentile_table
+    from roboscale.analysis.report import _figure_specs, _tables, by_workload
+    from roboscale.analysis.tables import flow_table
 
     hop1 = [s + 50_000 for s in SENT]
     rows = table({"hop01_t0000": hop1, "hop02_t0000": [h + 70_000 for h in hop1]})
     entry = summarize_trial(rows, params("chain", chain_length=3, listeners=0), Thresholds())
     entry.update(trial="t0", backend="zenoh", payload="64B", payload_bytes=64, run=0)
-    echo_only = [{**entry, "workload": "echo"}]
-    assert flow_boxes(echo_only, lambda _t: rows) is None
+    echo_only = {**entry, "workload": "echo"}
+    groups = by_workload([echo_only, entry])
+    # The report gives each figure the entries of the workloads that draw it.
+    drawn = {spec.title: given for spec, given in _figure_specs(groups)}
+    assert drawn["One-way latency by payload size"] == [entry]
+    assert drawn["Round trip by payload size"] == [echo_only]
     assert flow_means([entry], lambda _t: rows) is not None
     assert flow_boxes([entry], lambda _t: rows) is not None
     head, body = flow_table([entry]) or ([], [])
     assert body[0][head.index("p50 per listener or hop")] == "50 / 70"
     assert body[0][head.index("reached all/sent")] == "4/4"
-    assert percentile_table([entry])[1] == []  # echo's table holds echo trials only
+    # Echo's tables hold echo trials only; a chain alone has the one-way table only.
+    assert [title for title, _ in _tables(by_workload([entry]))[0]] == [
+        "One-way workloads per trial"
+    ]
     mean, half = mean_ci80(np.array([1.0, 3.0]))
     assert (mean, half) == pytest.approx((2.0, 1.2815515655446004 * np.sqrt(2) / np.sqrt(2)))

@@ -31,12 +31,8 @@ Pooled = dict[Panel, dict[str, dict[int, FloatArray]]]  # panel -> series -> siz
 
 
 def flow_entries(entries: Sequence[Entry]) -> list[Entry]:
-    """Finished one-way trials (echo trials have their own figures)."""
-    return [
-        e
-        for e in entries
-        if e.get("workload", "echo") != "echo" and not e.get("error") and e.get("received", 0)
-    ]
+    """Finished trials (the report passes the entries of one-way workloads only)."""
+    return [e for e in entries if not e.get("error") and e.get("received", 0)]
 
 
 def _order(label: str) -> tuple[int, str]:

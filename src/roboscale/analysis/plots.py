@@ -32,14 +32,10 @@ def to_data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def echo(entries: Sequence[Entry]) -> list[Entry]:
-    """Echo trials: these figures draw round trips (one-way workloads: flowplots.py)."""
-    return [e for e in entries if e.get("workload", "echo") == "echo"]
-
-
 def ok(entries: Sequence[Entry]) -> list[Entry]:
-    """Echo trials that produced records (a failed trial has an error and no figures)."""
-    return [e for e in echo(entries) if not e.get("error") and e.get("received", 0) > 0]
+    """Trials that produced records (a failed trial has an error and no figures). These
+    figures draw round trips: the report passes the entries of workloads that have them."""
+    return [e for e in entries if not e.get("error") and e.get("received", 0) > 0]
 
 
 def series_key(e: Entry) -> tuple[str, str, int, str]:
@@ -180,7 +176,7 @@ def _size_label(size: int) -> str:
 
 def rate_and_loss(entries: Sequence[Entry]) -> Figure | None:
     """Where a configuration stops keeping up: achieved/target rate and loss by target rate."""
-    groups = _group([e for e in echo(entries) if not e.get("error")], series_key)
+    groups = _group([e for e in entries if not e.get("error")], series_key)
     if not groups or all(len({e["rate_hz"] for e in g}) < 2 for g in groups.values()):
         return None
     fig = Figure(figsize=(10, 3.8), layout="constrained")

@@ -9,24 +9,15 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
 from html import escape
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from roboscale.analysis import flowplots, plots
+from roboscale.analysis import plots
 from roboscale.analysis.stats import summarize_trial
-from roboscale.analysis.tables import (
-    Table,
-    comparison_table,
-    echo_entries,
-    flow_table,
-    percentile_table,
-    to_html,
-    to_markdown,
-)
+from roboscale.analysis.tables import Table, to_html, to_markdown
 from roboscale.analysis.verdict import Thresholds
 from roboscale.errors import UserError
 from roboscale.records.schema import METADATA_FILE, RECORDS_FILE, TRIALS_DIR
@@ -37,32 +28,43 @@ from roboscale.records.store import (
     read_summary,
     write_json,
 )
+from roboscale.workloads.base import (
+    FigureSpec,
+    TableSpec,
+    get_workload,
+    known_workloads,
+    name_of,
+)
 
 Entry = dict[str, Any]
-COMPARISON = "Backends side by side"
-FIGURES: list[tuple[str, str, Callable[..., Any], bool]] = [
-    ("Latency against message id", "Thesis Figure 3.5 style: round trip of each message id, "
-     "mean over runs and senders, one line per rate.", plots.latency_by_id, True),
-    ("Mean latency against rate", "Mean round trip with one standard deviation; hollow markers "
-     "are configurations that were not sustained.", plots.mean_vs_rate, True),
-    ("Round trip by payload size", "Lab-report style box plots (median, quartiles, 1.5 IQR "
-     "whiskers, outliers), backends side by side.", plots.box_by_size, True),
-    ("Latency against node count", "Thesis Figure 4.4 style: mean round trip (log scale) "
-     "against nodes, N = 2 x pairs, one line per rate, with one standard deviation.",
-     plots.latency_vs_nodes, True),
-    ("Latency against host count", "Thesis Experiment 9: mean round trip against the number "
-     "of emulated hosts, half of them senders talking to every echoer host.",
-     plots.latency_vs_hosts, True),
-    ("One-way latency by payload size", "Lab-report style box plots of the one-way workloads: "
-     "a box per listener count (fan-out, pooled over listeners), per ping mode (the ack's "
-     "round trip beside it), or per chain hop (arrival minus the previous hop's) and end to "
-     "end.", flowplots.flow_boxes, True),
-    ("One-way mean latency with CI80", "Mean with its 80 % confidence interval per payload "
-     "size, same series as the box plots.", flowplots.flow_means, True),
-    ("Achieved rate and loss", "Where a configuration stops keeping up: the slowest sender's "
-     "achieved rate over the target, and the share of messages never echoed.",
-     plots.rate_and_loss, False),
-]  # fmt: skip
+
+
+def by_workload(entries: list[Entry]) -> dict[str, list[Entry]]:
+    """Entries grouped by workload, in the registry's order."""
+    groups = {name: [e for e in entries if name_of(e) == name] for name in known_workloads()}
+    return {name: group for name, group in groups.items() if group}
+
+
+def _figure_specs(groups: dict[str, list[Entry]]) -> list[tuple[FigureSpec, list[Entry]]]:
+    """Each workload's figures with its entries; workloads naming one figure share it."""
+    out: dict[str, tuple[FigureSpec, list[Entry]]] = {}
+    for name, group in groups.items():
+        for spec in get_workload(name).figures():
+            out.setdefault(spec.title, (spec, []))[1].extend(group)
+    return list(out.values())
+
+
+def _tables(groups: dict[str, list[Entry]]) -> tuple[list[tuple[str, Table]], int]:
+    """Each workload's tables over its entries, those shown before the figures first, and
+    how many these are; tables with nothing to show are left out."""
+    out: dict[str, tuple[TableSpec, list[Entry]]] = {}
+    for name, group in groups.items():
+        for spec in get_workload(name).tables():
+            out.setdefault(spec.title, (spec, []))[1].extend(group)
+    specs = sorted(out.values(), key=lambda sg: not sg[0].lead)
+    built = [(spec, spec.build(group)) for spec, group in specs]
+    shown = [(spec, table) for spec, table in built if table is not None]
+    return [(spec.title, table) for spec, table in shown], sum(s.lead for s, _ in shown)
 
 
 def render_report(run_dir: Path) -> tuple[Path, Path]:
@@ -71,18 +73,13 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     th = Thresholds.from_dict(summary.get("thresholds"), str(run_dir / "summary.json"))
     entries = _with_recovered(run_dir, summary["trials"], th)
     records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, run_dir))
-    figures = _figures(entries, records_of)
-    tables = [("Percentiles per trial", percentile_table(entries))]
-    if (flows := flow_table(entries)) is not None:
-        tables = [("One-way workloads per trial", flows)]
-        if echo_entries(entries):
-            tables.insert(0, ("Percentiles per trial", percentile_table(entries)))
-    if (compare := comparison_table(entries)) is not None:
-        tables.insert(0, (COMPARISON, compare))
+    groups = by_workload(entries)
+    figures = _figures(groups, records_of)
+    tables, leading = _tables(groups)
     html = run_dir / "report.html"
     md = run_dir / "summary.md"
     try:
-        html.write_text(_html(run, th, entries, figures, tables))
+        html.write_text(_html(run, th, entries, figures, tables, leading))
         md.write_text(_markdown(run, th, entries, tables))
     except OSError as e:
         raise UserError(f"{run_dir}: cannot write the report ({e.strerror or e})") from None
@@ -116,12 +113,12 @@ def _with_recovered(run_dir: Path, entries: list[Entry], th: Thresholds) -> list
     return entries
 
 
-def _figures(entries: list[Entry], records_of: Any) -> list[tuple[str, str, str]]:
+def _figures(groups: dict[str, list[Entry]], records_of: Any) -> list[tuple[str, str, str]]:
     out = []
-    for title, caption, draw, needs_records in FIGURES:
-        fig = draw(entries, records_of) if needs_records else draw(entries)
+    for spec, entries in _figure_specs(groups):
+        fig = spec.draw(entries, records_of) if spec.needs_records else spec.draw(entries)
         if fig is not None:
-            out.append((title, caption, plots.to_data_uri(fig)))
+            out.append((spec.title, spec.caption, plots.to_data_uri(fig)))
     return out
 
 
@@ -162,6 +159,7 @@ def _html(
     entries: list[Entry],
     figures: list[tuple[str, str, str]],
     tables: list[tuple[str, Table]],
+    leading: int,
 ) -> str:
     facts = "".join(
         f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in _facts(run, th, entries)
@@ -173,15 +171,14 @@ def _html(
     ]
     if not entries:
         parts.append("<p class='err'>No trial finished; nothing to show.</p>")
-    lead = [t for t in tables if t[0] == COMPARISON]
-    for title, table in lead:
+    for title, table in tables[:leading]:
         parts.append(f"<h2>{escape(title)}</h2>{to_html(table)}")
     for title, caption, uri in figures:
         parts.append(
             f"<h2>{escape(title)}</h2><figure><img alt='{escape(title)}' src='{uri}'>"
             f"<figcaption>{escape(caption)}</figcaption></figure>"
         )
-    for title, table in tables[len(lead) :]:
+    for title, table in tables[leading:]:
         parts.append(f"<h2>{escape(title)}</h2>{to_html(table)}")
     parts.append(_errors_html(entries))
     parts.append("</body></html>\n")

@@ -14,6 +14,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from roboscale.analysis.verdict import Thresholds, Verdict, judge
+from roboscale.workloads.base import workload_of
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -62,11 +63,15 @@ def quarter_medians(rtt_us: FloatArray) -> tuple[float | None, float | None]:
 
 
 def summarize_trial(table: pa.Table, params: dict[str, Any], th: Thresholds) -> dict[str, Any]:
-    """One summary.json entry: the trial's parameters, its figures and its verdict."""
-    if params.get("workload", "echo") != "echo":
-        from roboscale.analysis.oneway import summarize_oneway  # it builds on this module
+    """One summary.json entry: the trial's parameters, its figures and its verdict, as the
+    trial's workload summarizes its records."""
+    return workload_of(params).summarize(table, params, th)
 
-        return summarize_oneway(table, params, th)
+
+def summarize_round_trips(
+    table: pa.Table, params: dict[str, Any], th: Thresholds
+) -> dict[str, Any]:
+    """A round-trip trial's entry: each sender's rows, `t_received` the reply back."""
     table = table.sort_by([("node", "ascending"), ("seq", "ascending")])
     senders = _sender_masks(table)
     sent_ns, recv_ns = column(table, "t_sent"), column(table, "t_received")

@@ -38,10 +38,6 @@ def _verdict(e: Entry) -> str:
     return "no: " + ", ".join(reasons) if reasons else "no"
 
 
-def echo_entries(entries: Sequence[Entry]) -> list[Entry]:
-    return [e for e in entries if e.get("workload", "echo") == "echo"]
-
-
 def _variant(e: Entry) -> str:
     if e["workload"] == "chain":
         return f"chain of {e['chain_length']}" + (" ack" if e["ack"] else "")
@@ -59,7 +55,7 @@ def _nodes_cell(e: Entry) -> str:
 def flow_table(entries: Sequence[Entry]) -> Table | None:
     """One-way trials: delivery to every listener (or the last hop), one-way latency
     (end to end for a chain), the ack round trip, and p50 per listener or per hop."""
-    flows = [e for e in entries if e.get("workload", "echo") != "echo"]
+    flows = list(entries)
     if not flows:
         return None
     head = [
@@ -92,7 +88,7 @@ def percentile_table(entries: Sequence[Entry]) -> Table:
         "sustained",
     ]  # fmt: skip
     rows = []
-    for e in echo_entries(entries):
+    for e in entries:
         if e.get("error"):
             rows.append([e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}",
                          e["payload"], str(e["pairs"]), str(e["run"]), *["-"] * 10,
@@ -115,7 +111,6 @@ def percentile_table(entries: Sequence[Entry]) -> Table:
 
 def comparison_table(entries: Sequence[Entry]) -> Table | None:
     """Backends side by side: median of per-run p50 RTT and whether every run held."""
-    entries = echo_entries(entries)
     backends = sorted({e["backend"] for e in entries})
     if len(backends) < 2:
         return None

@@ -14,13 +14,14 @@ run in Debian's system Python. A backend has two halves:
 
 from __future__ import annotations
 
-import importlib
 import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from roboscale.registry import load_registered
 
 # Message ids below zero are probes that establish the echo path before counting.
 PROBE_SEQ_BASE = -1
@@ -98,7 +99,7 @@ class Backend(Protocol):
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure: ...
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]: ...
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]: ...
 
     def open(self, ctx: NodeContext) -> Session: ...
 
@@ -118,15 +119,7 @@ def known_backends() -> list[str]:
 
 def get_backend(name: str) -> Backend:
     """Import a backend module only when it is chosen, so a missing one breaks no other."""
-    if name not in REGISTRY:
-        from roboscale.errors import UserError
-
-        raise UserError(
-            f"backend {name!r} is not available in this roboscale; "
-            f"known backends: {', '.join(REGISTRY)}"
-        )
-    module_name, _, attribute = REGISTRY[name].partition(":")
-    backend: Backend = getattr(importlib.import_module(module_name), attribute or "BACKEND")
+    backend: Backend = load_registered(REGISTRY, name, "backend", "BACKEND")
     return backend
 
 

@@ -179,7 +179,7 @@ class NativeBackend:
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         return NoInfrastructure()
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
         return {}
 
     def open(self, ctx: NodeContext) -> NativeSession:
@@ -208,10 +208,10 @@ class NativeProcBackend(NativeBackend):
 
         return ZENOH.start_infrastructure(workdir, where)  # routers, when asked for
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
         from roboscale.backends.zenoh import BACKEND as ZENOH
 
-        return ZENOH.node_config(role, pair, trial)
+        return ZENOH.node_config(role, key, trial)
 
     def open(self, ctx: NodeContext) -> NativeProcSession:
         return NativeProcSession(ctx)

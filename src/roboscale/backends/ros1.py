@@ -256,7 +256,7 @@ class Ros1Backend:
     def start_infrastructure(self, workdir: Path, where: Where) -> Roscore:
         return Roscore(workdir, where.prefixes[0], where.addresses[0])
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
         # The thesis's nodes used rospy's default (Nagle on); standard mode turns it off.
         return {"tcp_nodelay": trial.get("mode") != "thesis_compat"}
 

@@ -144,36 +144,27 @@ class ZenohBackend:
         self._router_port = free_port()
         return ZenohRouters(workdir, where, self._router_port)
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
-        if trial.get("zenoh_routers"):  # a client of the router on its own host
-            own = trial.get(f"{role}_address", trial.get("flow_address", "127.0.0.1"))
-            router = f"tcp/{own}:{self._router_port}"
-            local = trial.get("hosts", 1) == 1
-            return {"mode": "client", "listen": [], "connect": [router], "shared_memory": local}
-        if "flow_links" in trial:
-            return self._flow_config(role, pair, trial)
-        port = self._ports.setdefault((str(trial["trial"]), pair), free_port())
-        endpoint = f"tcp/{trial.get('echoer_address', '127.0.0.1')}:{port}"
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+        """A node listens on its own port when the workload says so (`listen`, its endpoint
+        `key`) and connects to the nodes in `links` (key -> address); with routers, it is
+        a client of the router on its own host."""
+        own = trial.get("node_address", "127.0.0.1")
         # Separate emulated hosts must not share memory; one machine may.
         local = trial.get("hosts", 1) == 1
-        if role == "echoer":
-            return {"listen": [endpoint], "connect": [], "shared_memory": local}
-        return {"listen": [], "connect": [endpoint], "shared_memory": local}
-
-    def _flow_config(self, role: str, node: int, trial: dict[str, Any]) -> dict[str, Any]:
-        """A one-way workload's node (`pair` is its index): measuring nodes listen; each
-        node connects to the nodes named in `flow_links` (index -> address)."""
+        if trial.get("zenoh_routers"):
+            router = f"tcp/{own}:{self._router_port}"
+            return {"mode": "client", "listen": [], "connect": [router], "shared_memory": local}
 
         def endpoint(index: int, address: str) -> str:
-            port = self._ports.setdefault((f"{trial['trial']}/flow", index), free_port())
+            port = self._ports.setdefault((str(trial["trial"]), index), free_port())
             return f"tcp/{address}:{port}"
 
-        links: dict[str, str] = trial["flow_links"]
+        links: dict[str, str] = trial.get("links", {})
         return {
-            "listen": [endpoint(node, trial["flow_address"])] if role == "sink" else [],
+            "listen": [endpoint(key, own)] if trial.get("listen") else [],
             "connect": [endpoint(int(k), a) for k, a in links.items()],
-            "shared_memory": trial.get("hosts", 1) == 1,
-            "retry_ms": 50,
+            "shared_memory": local,
+            "retry_ms": 50,  # peers started together connect to each other: retry soon
         }
 
     def open(self, ctx: NodeContext) -> ZenohSession:

@@ -18,6 +18,7 @@ from roboscale.backends.base import Backend, Infrastructure
 from roboscale.errors import UserError
 from roboscale.lab.nodes import NodeProcess, await_line, spawn
 from roboscale.spec.planner import TrialPlan
+from roboscale.workloads.base import AgentConfig, AgentProtocol, get_workload
 
 LOCAL_ADDRESS = "127.0.0.1"
 
@@ -46,30 +47,18 @@ class Placement:
 
 
 def spawn_node(
-    backend: Backend, infra: Infrastructure, cfg: dict[str, Any], raw: Path, where: Placement
+    backend: Backend, infra: Infrastructure, cfg: AgentConfig, raw: Path, where: Placement
 ) -> NodeProcess:
     """Start one agent on the host its config names."""
-    host = cfg["host_index"]
+    host = cfg.host_index
     env = {**infra.env, **where.envs[host]}
     return spawn(backend.python, cfg, raw, env, where.prefixes[host])
-
-
-@dataclass(frozen=True)
-class AgentProtocol:
-    """How a workload's agents are driven: which roles pace (GO, then DONE) and which
-    are stopped after them (STOP, then DONE), with the bounds of each wait."""
-
-    pacers: tuple[str, ...]
-    stopped: tuple[str, ...]
-    done_timeout_s: float
-    stop_timeout_s: float
-    close: bool = False  # a final CLOSE, so that every node drains before any closes
 
 
 def run_stages(
     backend: Backend,
     infra: Infrastructure,
-    stages: list[list[dict[str, Any]]],
+    stages: list[list[AgentConfig]],
     raw: Path,
     where: Placement,
     ready_timeout_s: float,
@@ -102,11 +91,11 @@ def run_stages(
 
 
 def check_placement(backend: Backend, t: TrialPlan) -> None:
-    if t.workload != "echo" and t.emulated:
+    if t.emulated and not get_workload(t.workload).emulated_hosts:
         raise UserError(
             f"workload {t.workload!r} runs on this machine only for now (trial {t.trial} asks "
             f"for {t.hosts} hosts, link {t.link}, cpu {t.cpu})",
-            hint="use hosts: 1, link: loopback and cpu: null with fanout, ping and chain",
+            hint=f"use hosts: 1, link: loopback and cpu: null with {t.workload}",
         )
     if backend.placement == "pair" and t.hosts > 1:
         raise UserError(

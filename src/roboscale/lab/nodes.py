@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import selectors
 import signal
@@ -12,11 +11,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import roboscale
 from roboscale import lifeline
 from roboscale.privdir import private_subdir
+from roboscale.workloads.base import AgentConfig
 
 # Variables of the lab's own interpreter that must not leak into system-Python agents.
 _PYTHON_ENV = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONSTARTUP")
@@ -88,15 +87,15 @@ class NodeProcess:
 
 def spawn(
     python: str,
-    config: dict[str, Any],
+    config: AgentConfig,
     workdir: Path,
     env: dict[str, str],
     prefix: list[str] | None = None,
 ) -> NodeProcess:
     """Start an agent; `prefix` runs it on an emulated host (namespace, CPU group)."""
-    name = config["name"]
+    name = config.name
     cfg_path = workdir / f"{name}.json"
-    cfg_path.write_text(json.dumps(config))
+    cfg_path.write_text(config.to_json())
     log = workdir / f"{name}.log"
     base = {k: v for k, v in os.environ.items() if k not in _PYTHON_ENV}
     proc_env = {**base, **env, "PYTHONPATH": str(package_path()), "PYTHONUNBUFFERED": "1"}
@@ -113,7 +112,7 @@ def spawn(
             env=proc_env,
             start_new_session=True,
         )
-    return NodeProcess(name, config["role"], Path(config["output"]), proc, log)
+    return NodeProcess(name, config.role, Path(config.nodes[0].output), proc, log)
 
 
 def await_line(nodes: list[NodeProcess], expected: str, timeout_s: float) -> None:

@@ -31,6 +31,7 @@ from roboscale.records.store import (
 )
 from roboscale.spec.planner import TrialPlan
 from roboscale.spec.schema import Spec
+from roboscale.workloads.base import workload_of
 
 TRIAL_OVERHEAD_S = 1.5  # process start and connection, for the ETA only
 
@@ -198,12 +199,11 @@ def _log_trial(console: Console, e: dict[str, Any]) -> None:
     if e.get("error"):
         console.print(f"  [red]✗ {e['trial']}: {e['error']}[/red]")
         return
-    one_way = e.get("workload", "echo") != "echo"
-    rtt = e["one_way_us"] if one_way else e["rtt_us"]
+    key, arrived, what = workload_of(e).log_words
+    rtt = e[key]
     mark = "[green]✓[/green]" if e["sustained"] else "[yellow]✗[/yellow]"
     p50 = "-" if rtt["p50"] is None else f"{rtt['p50']:.0f}"
     p99 = "-" if rtt["p99"] is None else f"{rtt['p99']:.0f}"
-    arrived, what = ("reached all", "one-way") if one_way else ("back", "RTT")
     console.print(
         f"  {mark} {e['trial']}: {e['received']}/{e['sent']} {arrived}, "
         f"{e['achieved_rate_hz']:.0f} Hz achieved, {what} p50 {p50} µs p99 {p99} µs"

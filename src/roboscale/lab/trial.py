@@ -1,4 +1,6 @@
-"""One trial: start echoers, then senders, say GO, collect raw files into records."""
+"""One trial of any workload: its processes stage by stage (each READY before the next),
+GO, DONE, STOP; then its raw files become record tables. The workload plans the nodes
+and reads the files; this module only runs them."""
 
 from __future__ import annotations
 
@@ -6,67 +8,61 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from roboscale.backends.base import Backend, Infrastructure
-from roboscale.lab.envs import AgentProtocol, Placement, run_stages
-from roboscale.lab.flows import collect_flow, run_flow_nodes
+from roboscale.lab.envs import Placement, run_stages
 from roboscale.lab.nodes import READY_GRACE_S
-from roboscale.records.raw import read_raw
-from roboscale.records.store import records_table
 from roboscale.spec.planner import TrialPlan
+from roboscale.workloads.base import (
+    AgentConfig,
+    NodePlan,
+    NodeSpec,
+    ProcessPlan,
+    Workload,
+    get_workload,
+)
 
 
-def _echo_config(t: TrialPlan, pair: int) -> dict[str, Any]:
-    prefix = f"t{t.index:04d}"
-    return {
-        "pair": pair,
-        "topic_out": f"/{prefix}/chatter_m_{pair}",
-        "topic_back": f"/{prefix}/chatter_s_{pair}",
-        **t.stream_settings(),
-    }
-
-
-def _node_config(
-    backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path, where: Placement
+def _backend_config(
+    backend: Backend, wl: Workload, t: TrialPlan, node: NodePlan, where: Placement
 ) -> dict[str, Any]:
-    name = f"{role}_{pair}_t{t.index:04d}"
-    addresses = {r: where.addresses[t.host_of(r, pair)] for r in ("sender", "echoer")}
-    trial = {**t.params(), "sender_address": addresses["sender"]}
-    trial["echoer_address"] = addresses["echoer"]
-    return {
-        "backend": backend.name,
-        "role": role,
-        "name": name,
-        "host": where.names[t.host_of(role, pair)],
-        "host_index": t.host_of(role, pair),
-        "node_config": backend.node_config(role, pair, trial),
-        "echo": _echo_config(t, pair),
-        "output": str(raw / f"{name}.raw"),
+    """The backend's settings of one node: its address, whether it listens, whom it
+    connects to (endpoint key -> address), for backends that connect nodes explicitly."""
+    trial = {
+        **t.params(),
+        "node_address": where.addresses[node.host],
+        "listen": node.listens,
+        "links": {str(k): where.addresses[wl.host_of(t, k)] for k in node.connects},
     }
+    return backend.node_config(node.role, node.key, trial)
 
 
-def _agent_config(
-    backend: Backend, t: TrialPlan, role: str, pair: int, raw: Path, where: Placement
-) -> dict[str, Any]:
-    if role == "pair":
-        return _pair_config(backend, t, pair, raw, where)
-    return _node_config(backend, t, role, pair, raw, where)
-
-
-def _pair_config(
-    backend: Backend, t: TrialPlan, pair: int, raw: Path, where: Placement
-) -> dict[str, Any]:
-    """One agent running both nodes of a pair (placement "pair"), on the sender's host."""
-    per_role = {r: _node_config(backend, t, r, pair, raw, where) for r in ("echoer", "sender")}
-    return {
-        **per_role["sender"],
-        "role": "pair",
-        "name": f"pair_{pair}_t{t.index:04d}",
-        "names": {r: c["name"] for r, c in per_role.items()},
-        "outputs": {r: c["output"] for r, c in per_role.items()},
-    }
+def agent_config(
+    backend: Backend, t: TrialPlan, process: ProcessPlan, raw: Path, where: Placement
+) -> AgentConfig:
+    wl = get_workload(t.workload)
+    nodes = tuple(
+        NodeSpec(
+            name=n.name,
+            role=n.role,
+            output=str(raw / f"{n.name}.raw"),
+            backend_config=_backend_config(backend, wl, t, n, where),
+            program=n.program,
+        )
+        for n in process.nodes
+    )
+    return AgentConfig(
+        backend=backend.name,
+        workload=t.workload,
+        name=process.name,
+        role=process.role,
+        host=where.names[process.host],
+        host_index=process.host,
+        nodes=nodes,
+        # A process holding every node drains them all before DONE.
+        close=wl.drive(t).close and len(nodes) == 1,
+    )
 
 
 def run_nodes(
@@ -78,37 +74,20 @@ def run_nodes(
 ) -> None:
     """Run every node of the trial to completion; any failure kills them all."""
     where = where or Placement()
-    if t.workload != "echo":
-        run_flow_nodes(backend, infra, t, raw, where)
-        return
-    roles = ["pair"] if backend.placement == "pair" else ["echoer", "sender"]
-    stages = [[_agent_config(backend, t, r, p, raw, where) for p in range(t.pairs)] for r in roles]
-    protocol = AgentProtocol(
-        pacers=("sender", "pair"),
-        stopped=("echoer",),
-        done_timeout_s=t.intended_duration_s * 3 + t.drain_s + 30,
-        stop_timeout_s=30,
-    )
-    run_stages(backend, infra, stages, raw, where, t.match_timeout_s + READY_GRACE_S, protocol)
+    wl = get_workload(t.workload)
+    stages = [
+        [agent_config(backend, t, process, raw, where) for process in stage]
+        for stage in wl.processes(t, together=backend.placement == "pair")
+    ]
+    ready_s = t.match_timeout_s + READY_GRACE_S
+    run_stages(backend, infra, stages, raw, where, ready_s, wl.drive(t))
 
 
 def collect(
     t: TrialPlan, raw: Path, where: Placement | None = None
 ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
-    """Join each sender's rows with its echoer's arrival times into record tables."""
-    if t.workload != "echo":
-        return collect_flow(t, raw, where or Placement())
-    names = (where or Placement()).names
-    tables, nodes = [], []
-    for pair in range(t.pairs):
-        s_head, s_cols = read_raw(raw / f"sender_{pair}_t{t.index:04d}.raw")
-        e_head, e_cols = read_raw(raw / f"echoer_{pair}_t{t.index:04d}.raw")
-        cols = {k: np.frombuffer(v, dtype=np.int64) for k, v in s_cols.items()}
-        cols["t_echoed"] = np.frombuffer(e_cols["t_echoed"], dtype=np.int64)
-        host = names[t.host_of("sender", pair)]
-        tables.append(records_table(t.trial, s_head["node"], host, t.payload_bytes, cols))
-        nodes += [s_head, e_head]
-    return tables, nodes
+    """The trial's record tables and its nodes' raw headers."""
+    return get_workload(t.workload).collect(t, raw, (where or Placement()).names)
 
 
 def _cpu_s(usage: dict[str, float]) -> float:

@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from roboscale.errors import SpecError, SpecErrors, UserError
-from roboscale.spec.schema import ALLOWED, ONE_WAY, Spec
+from roboscale.spec.schema import ALLOWED, WORKLOADS, Spec, Sweep, either
+from roboscale.workloads.base import get_workload
 from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
 
 Path_ = KeyPath
@@ -127,20 +128,20 @@ def check_workloads(spec: Spec, file: str, lines: LineMap) -> None:
     sweep never silently ignores what was asked."""
     sw = spec.sweep
     named = ", ".join(sw.workload)
-    problems: list[tuple[str, bool, str]] = [
-        ("listeners", sw.listeners != [1] and "fanout" not in sw.workload, "fanout"),
-        ("chain_length", sw.chain_length != [5] and "chain" not in sw.workload, "chain"),
-        ("ack", True in sw.ack and not set(sw.workload) & set(ONE_WAY), "fanout, ping or chain"),
-        ("pairs", sw.pairs != [1] and "echo" not in sw.workload, "echo"),
-    ]
-    for field, bad, users in problems:
-        if bad:
+    users_of: dict[str, list[str]] = {}
+    for name in WORKLOADS:
+        for axis in get_workload(name).axes:
+            users_of.setdefault(axis, []).append(name)
+    for field, users in users_of.items():
+        default = Sweep.model_fields[field].default
+        if getattr(sw, field) != default and not set(users) & set(sw.workload):
+            allowed = either(users)
             raise SpecError(
                 file,
                 line_for(("sweep", field), lines),
                 f"sweep.{field}",
-                f"applies to workload {users} only, but sweep.workload is [{named}]; "
-                f"add {users} to sweep.workload or remove sweep.{field}",
+                f"applies to workload {allowed} only, but sweep.workload is [{named}]; "
+                f"add {allowed} to sweep.workload or remove sweep.{field}",
             )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from roboscale.spec.payloads import payload_kind
 from roboscale.spec.schema import Spec, Sweep
+from roboscale.workloads.base import DEFAULT_WORKLOAD, Variant, Workload, get_workload
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class TrialPlan:
     zenoh_routers: bool = False  # zenoh-based nodes are clients of a router per host
     load_cpu: float = 0.0  # background busy-loop duty cycle on every host
     load_net_mbit: float = 0.0  # background UDP from the first to the last host
-    workload: str = "echo"
+    workload: str = DEFAULT_WORKLOAD
     listeners: int = 0  # fanout and ping: listeners on the topic
     chain_length: int = 0  # chain: nodes A -> B -> ..., the first one publishing
     ack: bool = False  # one-way workloads: every measuring node acknowledges (ping-pong)
@@ -99,19 +100,12 @@ class TrialPlan:
 
     @property
     def measured_nodes(self) -> int:
-        """Nodes that record arrivals: listeners of a fanout or ping, hops of a chain."""
-        if self.workload == "chain":
-            return self.chain_length - 1
-        return self.listeners if self.workload in ("fanout", "ping") else self.pairs
+        """Nodes that record arrivals (senders, listeners, hops), as the workload says."""
+        return get_workload(self.workload).measured_nodes(self)
 
     def flow_host(self, node: int) -> int:
-        """The host of node 0 (the publisher) or of measuring node 1..K of a one-way workload:
-        a chain walks the hosts in turn; listeners spread over the hosts but the publisher's."""
-        if self.hosts == 1:
-            return 0
-        if self.workload == "chain":
-            return node % self.hosts
-        return 0 if node == 0 else 1 + (node - 1) % (self.hosts - 1)
+        """The host of the workload's node whose endpoint key is `node`."""
+        return get_workload(self.workload).host_of(self, node)
 
     @property
     def intended_duration_s(self) -> float:
@@ -129,44 +123,14 @@ def _env_label(hosts: int, link: str, cpu: float | None) -> str:
     return "".join(f"-{p}" for p in parts)
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One workload as it runs: its own axes fixed, `pairs` applying to echo only."""
-
-    workload: str
-    listeners: int = 0
-    chain_length: int = 0
-    ack: bool = False
-
-    @property
-    def label(self) -> str:
-        base = {
-            "echo": "",
-            "ping": "pingpong" if self.ack else "ping",
-            "fanout": f"fanout{self.listeners}" + ("ack" if self.ack else ""),
-            "chain": f"chain{self.chain_length}" + ("ack" if self.ack else ""),
-        }[self.workload]
-        return f"{base}-" if base else ""
-
-
-def variants(sw: Sweep) -> list[Variant]:
+def variants(sw: Sweep) -> list[tuple[Workload, Variant]]:
     """The workloads of a sweep, each crossed only with the axes it uses."""
-    out: list[Variant] = []
-    for name in sw.workload:
-        if name == "echo":
-            out.append(Variant("echo"))
-        elif name == "ping":
-            out += [Variant("ping", 1, 0, ack) for ack in sw.ack]
-        elif name == "fanout":
-            out += [Variant("fanout", n, 0, ack) for n in sw.listeners for ack in sw.ack]
-        else:
-            out += [Variant("chain", 0, n, ack) for n in sw.chain_length for ack in sw.ack]
-    return out
+    return [(wl, v) for wl in map(get_workload, sw.workload) for v in wl.variants(sw)]
 
 
-def _has_pairs(var: Variant) -> bool:
+def _has_pairs(var: tuple[Workload, Variant]) -> bool:
     """Whether the pairs axis multiplies this variant's trials."""
-    return var.workload == "echo"
+    return "pairs" in var[0].axes
 
 
 def count_trials(spec: Spec, backends: list[str] | None = None) -> int:
@@ -215,7 +179,7 @@ def plan(
     trials = []
     for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate in combos:
         if not _has_pairs(var) and pairs_given != sw.pairs[0]:
-            continue  # one publisher per one-way trial: the pairs axis is echo's
+            continue  # one publisher per trial when the workload has no pairs axis
         for run in range(t.runs):
             trials.append(
                 _trial(spec, backend, var, (payload, size), (hosts, link, cpu), pairs_given, rate)
@@ -234,7 +198,7 @@ def plan(
 def _trial(
     spec: Spec,
     backend: str,
-    var: Variant,
+    var: tuple[Workload, Variant],
     payload: tuple[str, int],
     where: tuple[int, str, float | None],
     pairs_given: int,
@@ -244,11 +208,14 @@ def _trial(
     t, env = spec.trial, spec.env
     hosts, link, cpu = where
     senders = _senders(hosts, env.sender_hosts)
-    pairs = pairs_given if var.workload == "echo" else 1
-    if env.pairs_per == "host_pair" and hosts > 1 and var.workload == "echo":
+    workload, variant = var
+    paired = _has_pairs(var)
+    pairs = pairs_given if paired else 1
+    if env.pairs_per == "host_pair" and hosts > 1 and paired:
         pairs = pairs_given * senders * (hosts - senders)
-    label = f"{backend}-{var.label}{_rate_label(rate)}hz-{payload[0]}-p{pairs}"
-    return TrialPlan(
+    label = "".join(f"{p}-" for p in (backend, variant.label) if p)
+    label += f"{_rate_label(rate)}hz-{payload[0]}-p{pairs}"
+    trial = TrialPlan(
         index=0,
         trial=label + _env_label(hosts, link, cpu),
         backend=backend,
@@ -276,11 +243,9 @@ def _trial(
         zenoh_routers=env.zenoh_routers,
         load_cpu=env.load_cpu,
         load_net_mbit=env.load_net_mbit,
-        workload=var.workload,
-        listeners=var.listeners,
-        chain_length=var.chain_length,
-        ack=var.ack,
+        workload=workload.name,
     )
+    return replace(trial, **variant.fields)
 
 
 def _with_index(trial: TrialPlan, index: int) -> TrialPlan:

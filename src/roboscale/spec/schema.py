@@ -4,22 +4,33 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from roboscale.spec.payloads import parse_payload
+from roboscale.workloads.base import DEFAULT_WORKLOAD, known_workloads
 
 BACKEND_NAMES = ("native", "native-proc", "zenoh", "ros1", "dds")
 MAX_RATE_HZ = 1_000_000.0
-# echo: sender/echoer round trips (the thesis). The others are the lab report's (seed 003):
-# fanout (one publisher, N listeners), ping (one listener) and chain (A -> B -> ... relays).
-WORKLOADS = ("echo", "fanout", "ping", "chain")
-ONE_WAY = ("fanout", "ping", "chain")
+WORKLOADS = tuple(known_workloads())  # registered in workloads/base.py
 MAX_LISTENERS = 32
 MAX_CHAIN = 16
 
 
 def _as_list(value: Any) -> Any:
     return value if isinstance(value, list) else [value]
+
+
+def either(names: list[str], quote: str = "") -> str:
+    quoted = [f"{quote}{n}{quote}" for n in names]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0]
+
+
+def _workload(name: str) -> str:
+    if name not in WORKLOADS:
+        expected = either(list(WORKLOADS), "'")
+        raise PydanticCustomError("literal_error", f"Input should be {expected}")
+    return name
 
 
 def _payload(value: Any) -> tuple[str, int]:
@@ -60,10 +71,10 @@ class Sweep(Strict):
     ] = [LOOPBACK]
     cpu: Annotated[list[Quota | None], BeforeValidator(_as_list), Field(min_length=1)] = [None]
     workload: Annotated[
-        list[Literal["echo", "fanout", "ping", "chain"]],
+        list[Annotated[str, AfterValidator(_workload)]],
         BeforeValidator(_as_list),
         Field(min_length=1),
-    ] = ["echo"]
+    ] = [DEFAULT_WORKLOAD]
     listeners: Annotated[list[Listeners], BeforeValidator(_as_list), Field(min_length=1)] = [1]
     chain_length: Annotated[list[ChainLength], BeforeValidator(_as_list), Field(min_length=1)] = [5]
     ack: Annotated[list[bool], BeforeValidator(_as_list), Field(min_length=1)] = [False]
@@ -146,7 +157,7 @@ ALLOWED: dict[str, str] = {
     "sweep.hosts": "a number of emulated hosts from 1 to 64 (1: this machine), or a list",
     "sweep.link": "loopback (no emulation), ethernet, wifi or a profile of env.profiles, or a list",
     "sweep.cpu": "a CPU quota per host in cores above 0 (1.0, 0.75, 0.5), null for none, or a list",
-    "sweep.workload": "echo, fanout, ping or chain, or a list of them",
+    "sweep.workload": f"{either(list(WORKLOADS))}, or a list of them",
     "sweep.listeners": f"listeners of a fanout, 1 to {MAX_LISTENERS}, or a list of them",
     "sweep.chain_length": f"nodes in a chain (A -> B -> ...), 2 to {MAX_CHAIN}, or a list",
     "sweep.ack": "false (one-way) or true (each listener acknowledges: ping-pong), or a list",

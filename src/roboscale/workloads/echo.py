@@ -1,9 +1,13 @@
-"""Sender and echoer of the thesis's round-trip experiment, paced open-loop.
+"""The echo workload: the thesis's round trips between senders and echoers.
 
 The sender aims every message at an absolute deadline `start + i/rate` and
 records that deadline beside the real send time, so a stalled sender shows up
 as `t_sent - t_intended` instead of silently lowering the rate (no coordinated
 omission). Replies are matched by id; a reply that never comes stays 0 (lost).
+
+Pair p has a sender and an echoer; the echoer listens (its endpoint key is p), the
+sender connects to it (key pairs + p). Stdlib only at import: the driver half
+imports numpy, pyarrow and the analysis inside its methods.
 """
 
 from __future__ import annotations
@@ -11,96 +15,47 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Self
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from roboscale.backends.base import MessageKind, Publisher, Session
+from roboscale.backends.base import Publisher, Session
 from roboscale.records.raw import new_column
+from roboscale.workloads.base import (
+    AgentProtocol,
+    Entry,
+    FigureSpec,
+    NodePlan,
+    ProcessPlan,
+    Program,
+    ProgramConfig,
+    TableSpec,
+    Variant,
+)
+from roboscale.workloads.stream import Counters, StreamConfig, pace, probe_until_matched
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from roboscale.analysis.verdict import Thresholds
+    from roboscale.spec.planner import TrialPlan
+    from roboscale.spec.schema import Sweep
+
+__all__ = ["WORKLOAD", "EchoConfig", "Echoer", "Sender", "pace"]
+NAME = "echo"
 monotonic_ns = time.monotonic_ns
-PROBE_INTERVAL_S = 0.05
 
 
-@dataclass(kw_only=True)
-class StreamConfig:
-    """How a paced stream is sent and received: what every workload shares."""
-
-    kind: MessageKind
-    rate_hz: float
-    messages: int
-    warmup: int
-    drain_s: float
-    publisher_queue: int
-    subscriber_queue: int
-    wait_for_match: bool
-    match_timeout_s: float
-
-    @property
-    def total(self) -> int:
-        return self.warmup + self.messages
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Self:
-        fields = dict(d)
-        fields["kind"] = MessageKind(**d["kind"])
-        return cls(**fields)
-
-
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class EchoConfig(StreamConfig):
     pair: int
     topic_out: str
     topic_back: str
 
 
-def probe_until_matched(pub: Publisher, matched: threading.Event, cfg: StreamConfig) -> bool:
-    """Send probes (negative ids) until `matched` is set by their answers, or time out."""
-    if not cfg.wait_for_match:
-        return True
-    deadline = time.monotonic() + cfg.match_timeout_s
-    probe = -1
-    while time.monotonic() < deadline:
-        pub.send(probe, monotonic_ns())
-        if matched.wait(PROBE_INTERVAL_S):
-            return True
-        probe -= 1
-    return False
-
-
-@dataclass
-class Counters:
-    received: int = 0
-    duplicates: int = 0
-    out_of_range: int = 0
-    probes: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
-
-
-def pace(
-    send: Callable[[int, int], None],
-    total: int,
-    rate_hz: float,
-    t_intended: array[int],
-    t_sent: array[int],
-    start_ns: int,
-) -> None:
-    """Send `total` messages on absolute deadlines; behind schedule, send at once."""
-    period_ns = 1e9 / rate_hz
-    sleep = time.sleep
-    clock = monotonic_ns
-    for i in range(total):
-        intended = start_ns + int(i * period_ns)
-        delay = intended - clock()
-        if delay > 0:
-            sleep(delay * 1e-9)
-        now = clock()
-        t_intended[i] = intended
-        t_sent[i] = now
-        send(i, now)
-
-
 class Sender:
+    paces = True
+
     def __init__(self, session: Session, cfg: EchoConfig) -> None:
         self.cfg = cfg
         self.counters = Counters()
@@ -129,6 +84,15 @@ class Sender:
         """Probe until one echo returns, so that connection setup is never counted as loss."""
         return probe_until_matched(self._pub, self._matched, self.cfg)
 
+    def no_match(self) -> str:
+        return f"no echo within {self.cfg.match_timeout_s:g} s"
+
+    def finish(self) -> None:
+        return None
+
+    def header(self) -> dict[str, Any]:
+        return {"pair": self.cfg.pair}
+
     def run(self) -> None:
         start = monotonic_ns() + 1_000_000
         pace(self._pub.send, self.cfg.total, self.cfg.rate_hz, self.t_intended, self.t_sent, start)
@@ -150,6 +114,8 @@ class Sender:
 class Echoer:
     """Republishes every message unchanged and notes when each one arrived."""
 
+    paces = False
+
     def __init__(self, session: Session, cfg: EchoConfig) -> None:
         self.cfg = cfg
         self.counters = Counters()
@@ -166,6 +132,153 @@ class Echoer:
             self.counters.out_of_range += 1
         self._pub.forward(msg)
 
+    def wait_for_match(self) -> bool:
+        return True
+
+    def no_match(self) -> str:
+        return ""
+
+    def run(self) -> None:
+        return None
+
+    def finish(self) -> None:
+        return None
+
+    def header(self) -> dict[str, Any]:
+        return {"pair": self.cfg.pair}
+
     def columns(self) -> dict[str, array[int]]:
         w = self.cfg.warmup
         return {"seq": array("q", range(self.cfg.messages)), "t_echoed": self.t_echoed[w:]}
+
+
+def node_name(t: TrialPlan, role: str, pair: int) -> str:
+    return f"{role}_{pair}_t{t.index:04d}"
+
+
+class EchoWorkload:
+    """Round trips: the sender's rows, `t_echoed` at the echoer, `t_received` back home."""
+
+    name = NAME
+    axes = ("pairs",)
+    emulated_hosts = True
+    log_words = ("rtt_us", "back", "RTT")
+
+    def variants(self, sweep: Sweep) -> list[Variant]:
+        return [Variant()]
+
+    def measured_nodes(self, t: TrialPlan) -> int:
+        return t.pairs
+
+    def host_of(self, t: TrialPlan, key: int) -> int:
+        """Keys 0..pairs-1 are the echoers, pairs.. the senders."""
+        return t.host_of("echoer", key) if key < t.pairs else t.host_of("sender", key - t.pairs)
+
+    def _config(self, t: TrialPlan, pair: int) -> EchoConfig:
+        prefix = f"t{t.index:04d}"
+        return EchoConfig(
+            pair=pair,
+            topic_out=f"/{prefix}/chatter_m_{pair}",
+            topic_back=f"/{prefix}/chatter_s_{pair}",
+            **t.stream_settings(),
+        )
+
+    def _nodes(self, t: TrialPlan, pair: int) -> tuple[NodePlan, NodePlan]:
+        cfg = self._config(t, pair)
+        echoer = NodePlan(
+            node_name(t, "echoer", pair), "echoer", t.host_of("echoer", pair), pair, cfg,
+            listens=True,
+        )  # fmt: skip
+        sender = NodePlan(
+            node_name(t, "sender", pair), "sender", t.host_of("sender", pair), t.pairs + pair,
+            cfg, connects=(pair,),
+        )  # fmt: skip
+        return echoer, sender
+
+    def processes(self, t: TrialPlan, together: bool) -> list[list[ProcessPlan]]:
+        """Echoers first, then senders; `together`: each pair in one process (placement
+        "pair", one host only)."""
+        pairs = [self._nodes(t, p) for p in range(t.pairs)]
+        if together:
+            return [
+                [ProcessPlan(f"pair_{p}_t{t.index:04d}", "pair", n) for p, n in enumerate(pairs)]
+            ]
+        return [
+            [ProcessPlan(e.name, e.role, (e,)) for e, _ in pairs],
+            [ProcessPlan(s.name, s.role, (s,)) for _, s in pairs],
+        ]
+
+    def drive(self, t: TrialPlan) -> AgentProtocol:
+        return AgentProtocol(
+            pacers=("sender", "pair"),
+            stopped=("echoer",),
+            done_timeout_s=t.intended_duration_s * 3 + t.drain_s + 30,
+            stop_timeout_s=30,
+        )
+
+    def read_program(self, role: str, data: dict[str, Any]) -> EchoConfig:
+        return EchoConfig.from_dict(data)
+
+    def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:
+        assert isinstance(cfg, EchoConfig)
+        return Sender(session, cfg) if role == "sender" else Echoer(session, cfg)
+
+    def collect(
+        self, t: TrialPlan, raw: Path, hosts: list[str]
+    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+        """Join each sender's rows with its echoer's arrival times into record tables."""
+        import numpy as np
+
+        from roboscale.records.raw import read_raw
+        from roboscale.records.store import records_table
+
+        tables, nodes = [], []
+        for pair in range(t.pairs):
+            s_head, s_cols = read_raw(raw / f"{node_name(t, 'sender', pair)}.raw")
+            e_head, e_cols = read_raw(raw / f"{node_name(t, 'echoer', pair)}.raw")
+            cols = {k: np.frombuffer(v, dtype=np.int64) for k, v in s_cols.items()}
+            cols["t_echoed"] = np.frombuffer(e_cols["t_echoed"], dtype=np.int64)
+            host = hosts[t.host_of("sender", pair)]
+            tables.append(records_table(t.trial, s_head["node"], host, t.payload_bytes, cols))
+            nodes += [s_head, e_head]
+        return tables, nodes
+
+    def summarize(self, table: pa.Table, params: dict[str, Any], th: Thresholds) -> Entry:
+        from roboscale.analysis.stats import summarize_round_trips
+
+        return summarize_round_trips(table, params, th)
+
+    def figures(self) -> list[FigureSpec]:
+        from roboscale.analysis import plots
+
+        return [
+            FigureSpec("Latency against message id", "Thesis Figure 3.5 style: round trip of "
+                       "each message id, mean over runs and senders, one line per rate.",
+                       plots.latency_by_id),
+            FigureSpec("Mean latency against rate", "Mean round trip with one standard "
+                       "deviation; hollow markers are configurations that were not sustained.",
+                       plots.mean_vs_rate),
+            FigureSpec("Round trip by payload size", "Lab-report style box plots (median, "
+                       "quartiles, 1.5 IQR whiskers, outliers), backends side by side.",
+                       plots.box_by_size),
+            FigureSpec("Latency against node count", "Thesis Figure 4.4 style: mean round "
+                       "trip (log scale) against nodes, N = 2 x pairs, one line per rate, with "
+                       "one standard deviation.", plots.latency_vs_nodes),
+            FigureSpec("Latency against host count", "Thesis Experiment 9: mean round trip "
+                       "against the number of emulated hosts, half of them senders talking to "
+                       "every echoer host.", plots.latency_vs_hosts),
+            FigureSpec("Achieved rate and loss", "Where a configuration stops keeping up: the "
+                       "slowest sender's achieved rate over the target, and the share of "
+                       "messages never echoed.", plots.rate_and_loss, needs_records=False),
+        ]  # fmt: skip
+
+    def tables(self) -> list[TableSpec]:
+        from roboscale.analysis.tables import comparison_table, percentile_table
+
+        return [
+            TableSpec("Backends side by side", comparison_table, lead=True),
+            TableSpec("Percentiles per trial", percentile_table),
+        ]
+
+
+WORKLOAD = EchoWorkload()

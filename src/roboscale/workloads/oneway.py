@@ -9,7 +9,11 @@ the message id and the node: `id * ACK_SLOTS + node`, negated for probes.
 
 Probes (negative ids) go out until every measuring node acknowledged one, so the
 whole path (every listener, every hop) is matched before counting. Nodes always
-acknowledge probes, with or without `ack`. Stdlib only (ros1 agents).
+acknowledge probes, with or without `ack`.
+
+Registered as three workloads (FANOUT, PING, CHAIN), one OneWay class: a chain's
+measuring nodes are relays (hops), the others listeners. Stdlib only at import (ros1
+agents): the driver half imports numpy, pyarrow and the analysis inside its methods.
 """
 
 from __future__ import annotations
@@ -18,11 +22,30 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from roboscale.backends.base import MessageKind, Session
 from roboscale.records.raw import new_column
-from roboscale.workloads.echo import Counters, StreamConfig, pace, probe_until_matched
+from roboscale.workloads.base import (
+    AgentProtocol,
+    Entry,
+    FigureSpec,
+    NodePlan,
+    ProcessPlan,
+    Program,
+    ProgramConfig,
+    TableSpec,
+    Variant,
+)
+from roboscale.workloads.stream import Counters, StreamConfig, pace, probe_until_matched
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from roboscale.analysis.verdict import Thresholds
+    from roboscale.spec.planner import TrialPlan
+    from roboscale.spec.schema import Sweep
 
 monotonic_ns = time.monotonic_ns
 ACK_SLOTS = 64  # > the most measuring nodes; ids stay in ROS 1's int32 up to 30 M messages
@@ -40,7 +63,7 @@ def split_ack(ack: int) -> tuple[int, int]:
     return (seq, node) if ack >= 0 else (-seq, node)
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class FlowConfig(StreamConfig):
     workload: str
     node: int  # 0: the publisher; 1..nodes: measuring nodes
@@ -59,6 +82,8 @@ def _wait(done: Any, seconds: float) -> None:
 
 class Source:
     """Node 0: publishes the stream and notes each node's acknowledgement."""
+
+    paces = True
 
     def __init__(self, session: Session, cfg: FlowConfig) -> None:
         self.cfg = cfg
@@ -94,6 +119,15 @@ class Source:
         """Probe until every measuring node acknowledged one probe."""
         return probe_until_matched(self._pub, self._matched, self.cfg)
 
+    def no_match(self) -> str:
+        return f"not every node answered within {self.cfg.match_timeout_s:g} s"
+
+    def finish(self) -> None:
+        return None
+
+    def header(self) -> dict[str, Any]:
+        return {"pair": 0, "flow_node": self.cfg.node}
+
     def run(self) -> None:
         cfg = self.cfg
         start = monotonic_ns() + 1_000_000
@@ -116,6 +150,8 @@ class Source:
 
 class Sink:
     """A listener or a chain hop: notes arrivals, forwards (chain), acknowledges."""
+
+    paces = False
 
     def __init__(self, session: Session, cfg: FlowConfig) -> None:
         self.cfg = cfg
@@ -146,10 +182,190 @@ class Sink:
         if seq < 0 or self.cfg.ack:
             self._ack.send(ack_id(seq, self.cfg.node), now)
 
-    def drain(self) -> None:
+    def wait_for_match(self) -> bool:
+        return True
+
+    def no_match(self) -> str:
+        return ""
+
+    def run(self) -> None:
+        return None
+
+    def finish(self) -> None:
         """After the publisher finished: wait for the stream's tail, up to drain_s."""
         _wait(lambda: self.counters.received >= self.cfg.total, self.cfg.drain_s)
+
+    def drain(self) -> None:
+        self.finish()
+
+    def header(self) -> dict[str, Any]:
+        return {"pair": 0, "flow_node": self.cfg.node}
 
     def columns(self) -> dict[str, array[int]]:
         w = self.cfg.warmup
         return {"seq": array("q", range(self.cfg.messages)), "t_echoed": self.t_echoed[w:]}
+
+
+class OneWay:
+    """fanout, ping or chain. Node 0 publishes; measuring nodes 1..K listen on their own
+    endpoints (key = node); the publisher connects to every one, a chain hop also to the
+    hop before it. Names sort in flow order, so analysis finds hop k after hop k-1."""
+
+    emulated_hosts = False  # on this machine only, for now
+    log_words = ("one_way_us", "reached all", "one-way")
+
+    def __init__(self, name: str, axes: tuple[str, ...], relays: bool) -> None:
+        self.name = name
+        self.axes = axes
+        self.relays = relays  # measuring nodes forward to the next one (a chain)
+
+    def variants(self, sweep: Sweep) -> list[Variant]:
+        """Each run of the workload, crossed only with the axes it uses."""
+        axis = "chain_length" if self.relays else "listeners"
+        counted = axis in self.axes  # ping has one listener
+        out = []
+        for n in getattr(sweep, axis) if counted else [1]:
+            for ack in sweep.ack:
+                label = f"{self.name}{n}{'ack' if ack else ''}" if counted else self.name
+                label += "" if counted or not ack else "pong"
+                out.append(Variant({axis: n, "ack": ack}, label))
+        return out
+
+    def measured_nodes(self, t: TrialPlan) -> int:
+        return t.chain_length - 1 if self.relays else t.listeners
+
+    def host_of(self, t: TrialPlan, key: int) -> int:
+        """Node 0 (the publisher) or measuring node 1..K: a chain walks the hosts in turn;
+        listeners spread over the hosts but the publisher's."""
+        if t.hosts == 1:
+            return 0
+        if self.relays:
+            return key % t.hosts
+        return 0 if key == 0 else 1 + (key - 1) % (t.hosts - 1)
+
+    def node_name(self, t: TrialPlan, node: int) -> str:
+        if node == 0:
+            return f"source_t{t.index:04d}"
+        role = "hop" if self.relays else "listener"
+        return f"{role}{node:02d}_t{t.index:04d}"
+
+    def _topics(self, t: TrialPlan, node: int) -> tuple[str, str]:
+        """(topic read, topic written) of a node; chain hop k reads hop_k, writes hop_k+1."""
+        prefix = f"/t{t.index:04d}"
+        if not self.relays:
+            return ("", f"{prefix}/flow") if node == 0 else (f"{prefix}/flow", "")
+        last = node == self.measured_nodes(t)
+        return (
+            f"{prefix}/hop_{node}" if node else "",
+            "" if last else f"{prefix}/hop_{node + 1}",
+        )
+
+    def config(self, t: TrialPlan, node: int) -> FlowConfig:
+        topic_in, topic_out = self._topics(t, node)
+        return FlowConfig(
+            workload=self.name,
+            node=node,
+            nodes=self.measured_nodes(t),
+            topic_in=topic_in,
+            topic_out=topic_out,
+            topic_ack=f"/t{t.index:04d}/ack",
+            ack=t.ack,
+            **t.stream_settings(),
+        )
+
+    def _node(self, t: TrialPlan, node: int) -> NodePlan:
+        if node == 0:
+            connects = tuple(range(1, self.measured_nodes(t) + 1))
+        else:
+            connects = (node - 1,) if self.relays and node > 1 else ()
+        return NodePlan(
+            self.node_name(t, node), "source" if node == 0 else "sink", self.host_of(t, node),
+            node, self.config(t, node), listens=node > 0, connects=connects,
+        )  # fmt: skip
+
+    def processes(self, t: TrialPlan, together: bool) -> list[list[ProcessPlan]]:
+        """Measuring nodes first, then the publisher; `together`: all in one process
+        (placement "pair": in-process delivery), the publisher last."""
+        sinks = [self._node(t, k) for k in range(1, self.measured_nodes(t) + 1)]
+        source = self._node(t, 0)
+        if together:
+            return [[ProcessPlan(f"group_t{t.index:04d}", "group", (*sinks, source))]]
+        return [
+            [ProcessPlan(n.name, n.role, (n,)) for n in sinks],
+            [ProcessPlan(source.name, source.role, (source,))],
+        ]
+
+    def drive(self, t: TrialPlan) -> AgentProtocol:
+        return AgentProtocol(
+            pacers=("source", "group"),
+            stopped=("sink",),
+            done_timeout_s=t.intended_duration_s * 3 + t.drain_s * 2 + 30,
+            stop_timeout_s=t.drain_s + 30,
+            close=True,  # nodes keep their sessions open until every node drained
+        )
+
+    def read_program(self, role: str, data: dict[str, Any]) -> FlowConfig:
+        return FlowConfig.from_dict(data)
+
+    def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:
+        assert isinstance(cfg, FlowConfig)
+        return Source(session, cfg) if cfg.node == 0 else Sink(session, cfg)
+
+    def collect(
+        self, t: TrialPlan, raw: Path, hosts: list[str]
+    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+        """One record table per measuring node, joined with the publisher's send times:
+        `t_echoed` = arrival at node k, `t_received` = node k's ack back (null without)."""
+        import numpy as np
+
+        from roboscale.records.raw import read_raw
+        from roboscale.records.store import records_table
+
+        src_head, src = read_raw(raw / f"{self.node_name(t, 0)}.raw")
+        sent = {k: np.frombuffer(src[k], dtype=np.int64) for k in ("seq", "t_intended", "t_sent")}
+        tables, heads = [], [src_head]
+        for k in range(1, self.measured_nodes(t) + 1):
+            head, cols = read_raw(raw / f"{self.node_name(t, k)}.raw")
+            acked = src.get(f"t_ack_{k}")
+            columns = {
+                **sent,
+                "t_echoed": np.frombuffer(cols["t_echoed"], dtype=np.int64),
+                "t_received": (
+                    np.frombuffer(acked, dtype=np.int64)
+                    if acked is not None
+                    else np.zeros(len(sent["seq"]), dtype=np.int64)
+                ),
+            }
+            host = hosts[self.host_of(t, k)]
+            tables.append(records_table(t.trial, head["node"], host, t.payload_bytes, columns))
+            heads.append(head)
+        return tables, heads
+
+    def summarize(self, table: pa.Table, params: dict[str, Any], th: Thresholds) -> Entry:
+        from roboscale.analysis.oneway import summarize_oneway
+
+        return summarize_oneway(table, params, th)
+
+    def figures(self) -> list[FigureSpec]:
+        from roboscale.analysis import flowplots
+
+        return [
+            FigureSpec("One-way latency by payload size", "Lab-report style box plots of the "
+                       "one-way workloads: a box per listener count (fan-out, pooled over "
+                       "listeners), per ping mode (the ack's round trip beside it), or per chain "
+                       "hop (arrival minus the previous hop's) and end to end.",
+                       flowplots.flow_boxes),
+            FigureSpec("One-way mean latency with CI80", "Mean with its 80 % confidence "
+                       "interval per payload size, same series as the box plots.",
+                       flowplots.flow_means),
+        ]  # fmt: skip
+
+    def tables(self) -> list[TableSpec]:
+        from roboscale.analysis.tables import flow_table
+
+        return [TableSpec("One-way workloads per trial", flow_table)]
+
+
+FANOUT = OneWay("fanout", ("listeners", "ack"), relays=False)
+PING = OneWay("ping", ("ack",), relays=False)
+CHAIN = OneWay("chain", ("chain_length", "ack"), relays=True)

@@ -1,0 +1,90 @@
+"""What every workload's nodes share: the paced stream's settings, its counters, open-loop
+pacing and the probes that match a path before counting. Stdlib only (ros1 agents)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Self
+
+from roboscale.backends.base import MessageKind, Publisher
+
+monotonic_ns = time.monotonic_ns
+PROBE_INTERVAL_S = 0.05
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamConfig:
+    """How a paced stream is sent and received: what every workload shares."""
+
+    kind: MessageKind
+    rate_hz: float
+    messages: int
+    warmup: int
+    drain_s: float
+    publisher_queue: int
+    subscriber_queue: int
+    wait_for_match: bool
+    match_timeout_s: float
+
+    @property
+    def total(self) -> int:
+        return self.warmup + self.messages
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        fields = dict(d)
+        fields["kind"] = MessageKind(**d["kind"])
+        return cls(**fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def probe_until_matched(pub: Publisher, matched: threading.Event, cfg: StreamConfig) -> bool:
+    """Send probes (negative ids) until `matched` is set by their answers, or time out."""
+    if not cfg.wait_for_match:
+        return True
+    deadline = time.monotonic() + cfg.match_timeout_s
+    probe = -1
+    while time.monotonic() < deadline:
+        pub.send(probe, monotonic_ns())
+        if matched.wait(PROBE_INTERVAL_S):
+            return True
+        probe -= 1
+    return False
+
+
+@dataclass
+class Counters:
+    received: int = 0
+    duplicates: int = 0
+    out_of_range: int = 0
+    probes: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def pace(
+    send: Callable[[int, int], None],
+    total: int,
+    rate_hz: float,
+    t_intended: array[int],
+    t_sent: array[int],
+    start_ns: int,
+) -> None:
+    """Send `total` messages on absolute deadlines; behind schedule, send at once."""
+    period_ns = 1e9 / rate_hz
+    sleep = time.sleep
+    clock = monotonic_ns
+    for i in range(total):
+        intended = start_ns + int(i * period_ns)
+        delay = intended - clock()
+        if delay > 0:
+            sleep(delay * 1e-9)
+        now = clock()
+        t_intended[i] = intended
+        t_sent[i] = now
+        send(i, now)

@@ -80,8 +80,11 @@ def run_stages(
         for n in stopped:
             n.send("STOP")
         await_line(stopped, "DONE", protocol.stop_timeout_s)
-        for n in nodes if protocol.close else []:
-            n.send("CLOSE")
+        # Only agents that wait for it: one that exited after DONE leaves a closed pipe.
+        waiting = {cfg.name for configs in stages for cfg in configs if cfg.close}
+        for n in nodes:
+            if n.name in waiting:
+                n.send("CLOSE")
         for n in nodes:
             with contextlib.suppress(Exception):
                 n.proc.wait(10)

@@ -340,7 +340,7 @@ class DdsBackend:
         return self._lease.domain
 
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
-        own = trial.get(f"{role}_address", trial.get("flow_address", "127.0.0.1"))
+        own = trial.get("node_address", "127.0.0.1")
         local = len(self._addresses) == 1
         participants = 2 * int(trial.get("pairs", 1)) + int(trial.get("listeners", 0))
         participants += int(trial.get("chain_length", 0)) + 2

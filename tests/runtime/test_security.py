@@ -226,6 +226,24 @@ def test_only_authenticated_allowed_sessions_publish_to_or_read_from_a_secured_t
             session.close()
 
 
+@pytest.mark.zenoh
+def test_a_bridge_whose_login_is_refused_does_not_open(
+    secured_runtime: Secured, tmp_path: Path
+) -> None:
+    (tmp_path / "wrong.pw").write_text("wrong\n")
+    security = Security(user="robot", password_file=tmp_path / "wrong.pw")
+    config = BridgeConfig(
+        mode="client", connect=(secured_runtime.endpoint,), imports=("/state",), security=security
+    )
+    rt = Runtime().start()
+    try:
+        with pytest.raises(UserError, match=r"(?s)cannot open a Zenoh session.*does it accept"):
+            Bridge(rt, config).open()
+    finally:
+        rt.close()
+    assert secured_runtime.bridge.admitted == 0
+
+
 def make_certificates(folder: Path, names: tuple[str, ...]) -> None:
     """A test CA and one certificate per name (its common name), for 127.0.0.1, by openssl."""
     require(shutil.which("openssl") is not None, "openssl is missing (make test installs it)")

@@ -190,7 +190,13 @@ class Bridge:
         try:
             return zenoh.open(session_config(self.config))
         except zenoh.ZError as e:
-            raise UserError(f"bridge: cannot open a Zenoh session: {e}") from e
+            hint = None
+            if self.config.connect:  # a refused handshake looks like an unreachable peer
+                hint = (
+                    f"is {', '.join(self.config.connect)} listening, and does it accept this "
+                    "bridge's user, password or certificate? (docs/security.md)"
+                )
+            raise UserError(f"bridge: cannot open a Zenoh session: {e}", hint=hint) from e
 
     def _warn_insecure(self, endpoints: list[str]) -> None:
         detail = (

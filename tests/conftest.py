@@ -22,6 +22,10 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 REPO = Path(__file__).resolve().parent.parent
+# How long a test waits for an event (a process up or gone, a message, a restart)
+# before it calls it a hang. A safety net, never a measure: every wait ends on its
+# event, so this is generous enough for a machine with every core busy.
+EVENT_TIMEOUT_S = 60.0
 
 
 def require(available: bool, reason: str) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import IN_CI, require
+from tests.conftest import EVENT_TIMEOUT_S, IN_CI, require
 
 from roboscale.env import netcmd
 from roboscale.env.cleanup import cleanup_stale, leftovers
@@ -98,7 +98,7 @@ def test_loss_only_profile_uses_iptables(root: None) -> None:
 
 
 CHILD = """
-import os, signal, sys, time
+import os, signal, sys
 from roboscale.env.cpu import CpuLimit
 from roboscale.env.hosts import HostSet
 from roboscale.env.links import BUILTIN
@@ -106,13 +106,17 @@ hs = HostSet(2, BUILTIN[sys.argv[1]], cpu=CpuLimit(quota=0.5), verify_link=False
 print(hs.run_id, flush=True)
 if sys.argv[2] == "crash":
     os.kill(os.getpid(), signal.SIGKILL)
-time.sleep(30)
+sys.stdin.read()  # until the test closes stdin, or a signal ends it
 """
 
 
 def start_child(profile: str, how: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, profile, how], stdout=subprocess.PIPE, text=True, cwd=REPO
+        [sys.executable, "-c", CHILD, profile, how],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
     )
     assert proc.stdout is not None
     run_id = proc.stdout.readline().strip()
@@ -123,7 +127,7 @@ def start_child(profile: str, how: str) -> tuple[subprocess.Popen[str], str]:
 @pytest.mark.netns
 def test_stale_hosts_of_a_crashed_run_are_removed(root: None) -> None:
     proc, run_id = start_child("wifi", "crash")
-    proc.wait(10)
+    proc.wait(EVENT_TIMEOUT_S)
     assert proc.returncode == -signal.SIGKILL
     assert any(name.endswith("-h1") for name in leftovers(run_id))
     assert run_id in cleanup_stale()
@@ -148,7 +152,7 @@ def test_cleanup_keeps_runs_of_live_owners(root: None) -> None:
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(60)  # bounds a hang; teardown takes well under a second
+            proc.wait(EVENT_TIMEOUT_S)  # teardown takes well under a second
         finally:
             proc.kill()
     assert proc.returncode != -signal.SIGKILL, "SIGINT did not end the HostSet's owner"

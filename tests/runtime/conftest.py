@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from tests.conftest import EVENT_TIMEOUT_S
 
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
@@ -25,7 +26,7 @@ def events(rt: Runtime) -> list[SupervisionEvent]:
     return seen
 
 
-def wait_until(predicate: Callable[[], object], timeout_s: float = 10.0) -> None:
+def wait_until(predicate: Callable[[], object], timeout_s: float = EVENT_TIMEOUT_S) -> None:
     """Poll until `predicate()` is true; fail (not hang) after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while not predicate():

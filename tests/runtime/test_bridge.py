@@ -59,11 +59,11 @@ def test_bridged_topics_carry_bytes_typed_and_plain_data(
         Bridge(a, bridge_config(exports)),
         Bridge(b, bridge_config({"connect": [endpoint], "import": ["/points", "/any"]})) as bb,
     ):
-        wait_until(lambda: _connected(a, b, got), timeout_s=10.0)
+        wait_until(lambda: _connected(a, b, got))
         a.call(lambda: a.bus.topic("/any").publish(b"raw"))
         a.call(lambda: a.bus.topic("/any").publish({"k": (1, 2)}))
         a.call(lambda: a.bus.topic("/points").publish(Point(5)))
-        wait_until(lambda: len([m for m in got if m != b"probe"]) == 3, timeout_s=10.0)
+        wait_until(lambda: len([m for m in got if m != b"probe"]) == 3)
         raw, obj, point = [m for m in got if m != b"probe"]
         assert raw == b"raw" and obj == {"k": [1, 2]}  # msgpack: tuples arrive as lists
         assert isinstance(point, Point) and point.x == 5
@@ -90,7 +90,7 @@ def raw_peer_into(
     try:
         with Bridge(b, bridge_config({"connect": [endpoint], "import": ["/any"]})) as bridge:
             hello = pack_header(Codec.RAW, 0, 1, 1)
-            wait_until(lambda: _put(session, b"hello", hello) and bool(got), timeout_s=10.0)
+            wait_until(lambda: _put(session, b"hello", hello) and bool(got))
             yield bridge, session, got
     finally:
         session.close()
@@ -107,7 +107,7 @@ def test_malformed_samples_are_counted_and_dropped(
         session.put("rs/any", b"\x81", attachment=pack_header(Codec.MSGPACK, 0, 1, 2))
         session.put("rs/other", b"x", attachment=good)  # not imported: ignored
         session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 0, 1, 3))
-        wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
+        wait_until(lambda: got[-1] == b"last")
         assert bridge.malformed == 3 and bridge.ignored >= 1
         assert set(got) == {b"hello", b"last"}
 
@@ -136,7 +136,7 @@ def test_a_pickle_published_raw_is_dropped_counted_and_never_loaded(
         session.put("rs/any", evil, attachment=pack_header(Codec.MSGPACK, 0, 1, 4))
         session.put("rs/any", evil, attachment=pack_header(Codec.TYPED, 0, 1, 5))
         session.put("rs/any", b"last", attachment=pack_header(Codec.RAW, 0, 1, 6))
-        wait_until(lambda: got[-1] == b"last", timeout_s=10.0)
+        wait_until(lambda: got[-1] == b"last")
         assert bridge.stats()["malformed"] == 4
     assert not (tmp_path / "pwned").exists()
     assert set(got) == {b"hello", b"last"}  # hello: probes until connected

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.conftest import EVENT_TIMEOUT_S
 
 from roboscale.backends.base import free_port
 
@@ -27,7 +28,7 @@ def spawn(program: str, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_ready(proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+def wait_ready(proc: subprocess.Popen[bytes], timeout_s: float = EVENT_TIMEOUT_S) -> None:
     """Read the 'ready' line; fail with the program's stderr if it does not come."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
@@ -88,11 +89,11 @@ def test_subscriber_killed_20_times_loses_only_what_was_in_flight(
             wait_ready(subscriber)
             time.sleep(rng.uniform(0.0, 0.15))
             subscriber.kill()  # SIGKILL: no cleanup, no goodbye
-            subscriber.wait(timeout=10)
+            subscriber.wait(timeout=EVENT_TIMEOUT_S)
         subscriber = spawn("bridge_sub.py", endpoint, str(cursor), str(out))
         wait_ready(subscriber)
         stop_file.touch()
-        deadline = time.monotonic() + 15.0
+        deadline = time.monotonic() + EVENT_TIMEOUT_S
         while not count_file.exists() or not count_file.read_text():
             assert time.monotonic() < deadline, "the publisher did not stop"
             time.sleep(0.01)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.conftest import EVENT_TIMEOUT_S
 
 from roboscale.errors import UserError
 from roboscale.runtime.events import SupervisionEvent
@@ -17,6 +19,8 @@ from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 from .conftest import wait_until
+
+RELEASE_THREAD = threading.Event()
 
 
 @pytest.fixture(params=["uvloop", "asyncio"])
@@ -77,7 +81,9 @@ class Stuck(Node):
         await asyncio.Event().wait()
 
     def stuck_thread(self, _: Any) -> None:
-        time.sleep(0.3)  # a worker thread cannot be interrupted: it is abandoned
+        # A worker thread cannot be interrupted: it is abandoned. It stays stuck until
+        # the test has seen the watchdog fire, however late a loaded machine runs it.
+        RELEASE_THREAD.wait(EVENT_TIMEOUT_S)
 
     def stuck_loop(self, _: Any) -> None:
         while True:  # blocks the event loop itself
@@ -96,10 +102,14 @@ def test_watchdog_declares_a_coroutine_stuck_in_await_hung(
 def test_watchdog_declares_a_worker_thread_callback_hung(
     rt: Runtime, events: list[SupervisionEvent]
 ) -> None:
+    RELEASE_THREAD.clear()
     sup = start(rt, NodeHandle(rt, "stuck", Stuck, {"how": "thread"}))
-    poke(rt, "/go")
-    wait_until(lambda: sup.restarts("stuck") == 1)
-    assert hung_exits(events)
+    try:
+        poke(rt, "/go")
+        wait_until(lambda: sup.restarts("stuck") == 1)
+        assert hung_exits(events)
+    finally:
+        RELEASE_THREAD.set()
 
 
 def test_loop_watchdog_interrupts_a_callback_blocking_the_loop(

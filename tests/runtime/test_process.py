@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import EVENT_TIMEOUT_S
 
 from roboscale.runtime.child import ChildHandle, ChildStartError, ExitCallback, ExitReason
 from roboscale.runtime.process import CommandChild, ProcessNode
@@ -85,7 +86,7 @@ def gone(pid: int) -> bool:
     return state == "Z"
 
 
-def wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
+def wait_gone(pid: int, timeout_s: float = EVENT_TIMEOUT_S) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if gone(pid):
@@ -106,7 +107,7 @@ def test_zygote_node_kill_is_reported_as_killed(zygote: Zygote, env: dict[str, s
     node.start(on_exit)
     assert node.started_via == "zygote" and node.alive() and node.pid
     os.kill(node.pid, signal.SIGKILL)
-    assert exits.get(timeout=5.0) == ("cam", ExitReason.KILLED, "killed by SIGKILL")
+    assert exits.get(timeout=EVENT_TIMEOUT_S) == ("cam", ExitReason.KILLED, "killed by SIGKILL")
     assert not node.alive()
 
 
@@ -115,7 +116,7 @@ def test_fresh_python_node_exit_code_is_a_crash(env: dict[str, str]) -> None:
     node = ProcessNode("n", "proc_targets:idle", {"sleep": 0.05, "code": 3}, env=env)
     node.start(on_exit)
     assert node.started_via == "python"
-    assert exits.get(timeout=5.0) == ("n", ExitReason.CRASH, "exit code 3")
+    assert exits.get(timeout=EVENT_TIMEOUT_S) == ("n", ExitReason.CRASH, "exit code 3")
 
 
 @pytest.mark.zenoh
@@ -124,7 +125,7 @@ def test_exception_in_node_is_a_crash_with_its_output(zygote: Zygote, tmp_path: 
     log = tmp_path / "n.log"
     node = ProcessNode("n", "proc_targets:crash", zygote=zygote, log=log)
     node.start(on_exit)
-    assert exits.get(timeout=5.0) == ("n", ExitReason.CRASH, "exit code 1")
+    assert exits.get(timeout=EVENT_TIMEOUT_S) == ("n", ExitReason.CRASH, "exit code 1")
     assert "RuntimeError: node bug" in log.read_text()
 
 
@@ -132,7 +133,7 @@ def test_exception_in_node_is_a_crash_with_its_output(zygote: Zygote, tmp_path: 
 def test_normal_exit_is_normal(zygote: Zygote) -> None:
     exits, on_exit = recorder()
     ProcessNode("n", "proc_targets:idle", {"sleep": 0.01}, zygote=zygote).start(on_exit)
-    assert exits.get(timeout=5.0) == ("n", ExitReason.NORMAL, "exit code 0")
+    assert exits.get(timeout=EVENT_TIMEOUT_S) == ("n", ExitReason.NORMAL, "exit code 0")
 
 
 @pytest.mark.parametrize("via_zygote", [True, False])
@@ -197,7 +198,7 @@ def test_fifty_kills_restarted_from_on_exit_leave_no_zombie(zygote: Zygote) -> N
         pid = node.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        assert restarted.acquire(timeout=5.0)
+        assert restarted.acquire(timeout=EVENT_TIMEOUT_S)
     assert node.started_via == "zygote"
     node.stop(timeout_s=2.0)
     assert zombies_of(zygote.pid) == []
@@ -253,7 +254,7 @@ def test_command_crash_by_signal_kills_its_orphans(tmp_path: Path) -> None:
     child = CommandChild("cmd", ["sh", "-c", script], ready_line="up")
     exits, on_exit = recorder()
     child.start(on_exit)
-    assert exits.get(timeout=5.0) == ("cmd", ExitReason.CRASH, "killed by SIGSEGV")
+    assert exits.get(timeout=EVENT_TIMEOUT_S) == ("cmd", ExitReason.CRASH, "killed by SIGSEGV")
     assert wait_gone(int(bg.read_text()))  # its background job did not outlive it
     assert zombies_of(os.getpid()) == []
 

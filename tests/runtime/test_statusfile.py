@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.conftest import EVENT_TIMEOUT_S
 
 from roboscale.errors import UserError
 from roboscale.runtime.bus import Bus
@@ -99,7 +100,7 @@ def test_publisher_rewrites_until_cancelled_then_removes_its_file(
         await asyncio.gather(task, return_exceptions=True)
         return existed
 
-    assert rt.wait(publish_a_while(), timeout_s=10)
+    assert rt.wait(publish_a_while(), timeout_s=EVENT_TIMEOUT_S)
     assert not publisher.path.exists()
     assert (tmp_path / "run").stat().st_mode & 0o777 == 0o700
     rt.wait(root.stop_async())

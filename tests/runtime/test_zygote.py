@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import EVENT_TIMEOUT_S
 
 from roboscale.backends.base import free_port
 from roboscale.runtime.zygote import ForkedChild, Zygote, ZygoteError
@@ -85,7 +86,7 @@ def gone(pid: int) -> bool:
     return state == "Z"  # reparented to an init that has not reaped it yet
 
 
-def wait_until(condition: object, timeout_s: float = 5.0) -> bool:
+def wait_until(condition: object, timeout_s: float = EVENT_TIMEOUT_S) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if callable(condition) and condition():
@@ -96,7 +97,7 @@ def wait_until(condition: object, timeout_s: float = 5.0) -> bool:
 
 def spawn_ready(z: Zygote, target: str = "zyg_targets:idle", **config: object) -> ForkedChild:
     child = z.spawn("t", target, dict(config))
-    assert child.settled.wait(5.0)
+    assert child.settled.wait(EVENT_TIMEOUT_S)
     return child
 
 
@@ -124,7 +125,7 @@ def test_no_loop_is_preloaded_when_the_runtime_uses_asyncio(tmp_path: Path) -> N
 def test_child_reports_ready_then_its_exit_code(zygote: Zygote) -> None:
     child = spawn_ready(zygote, sleep=0.05, code=3)
     assert child.ready.is_set() and child.pid > 0
-    assert child.exited.wait(5.0)
+    assert child.exited.wait(EVENT_TIMEOUT_S)
     assert child.status is not None and (child.status.code, child.status.signal) == (3, None)
     assert child.status.describe() == "exit code 3"
 
@@ -133,7 +134,7 @@ def test_child_reports_ready_then_its_exit_code(zygote: Zygote) -> None:
 def test_signal_goes_to_the_child_and_is_reported(zygote: Zygote) -> None:
     child = spawn_ready(zygote)
     zygote.signal(child.pid, signal.SIGKILL)
-    assert child.exited.wait(5.0)
+    assert child.exited.wait(EVENT_TIMEOUT_S)
     assert child.status is not None and child.status.signal == signal.SIGKILL
     assert child.status.describe() == "killed by SIGKILL"
 
@@ -141,7 +142,7 @@ def test_signal_goes_to_the_child_and_is_reported(zygote: Zygote) -> None:
 @pytest.mark.zenoh
 def test_a_target_that_cannot_be_imported_is_an_error_not_a_hang(zygote: Zygote) -> None:
     child = zygote.spawn("t", "zyg_targets:missing")
-    assert child.exited.wait(5.0)
+    assert child.exited.wait(EVENT_TIMEOUT_S)
     assert not child.ready.is_set()
     assert "has no attribute 'missing'" in child.error
     assert child.status is not None and child.status.code == 1
@@ -150,7 +151,7 @@ def test_a_target_that_cannot_be_imported_is_an_error_not_a_hang(zygote: Zygote)
 @pytest.mark.zenoh
 def test_malformed_target_names_the_expected_form(zygote: Zygote) -> None:
     child = zygote.spawn("t", "no_colon_here")
-    assert child.exited.wait(5.0)
+    assert child.exited.wait(EVENT_TIMEOUT_S)
     assert "module:callable" in child.error
 
 
@@ -162,9 +163,9 @@ def test_fifty_kills_and_forks_leave_no_zombie(zygote: Zygote) -> None:
         assert child.ready.is_set()
         pids.add(child.pid)
         os.kill(child.pid, signal.SIGKILL)
-        assert child.exited.wait(5.0)
+        assert child.exited.wait(EVENT_TIMEOUT_S)
     assert len(pids) == 50
-    assert wait_until(lambda: children_of(zygote.pid) == [], 2.0), children_of(zygote.pid)
+    assert wait_until(lambda: children_of(zygote.pid) == []), children_of(zygote.pid)
 
 
 @pytest.mark.zenoh
@@ -172,7 +173,7 @@ def test_children_die_with_the_zygote(zygote: Zygote) -> None:
     child = spawn_ready(zygote)
     os.killpg(zygote.pid, signal.SIGKILL)  # brutal: no chance to clean up
     assert wait_until(lambda: gone(child.pid))
-    assert child.exited.wait(5.0)  # the client learns it too
+    assert child.exited.wait(EVENT_TIMEOUT_S)  # the client learns it too
     assert not zygote.alive()
 
 
@@ -180,7 +181,7 @@ def test_children_die_with_the_zygote(zygote: Zygote) -> None:
 def test_close_kills_and_reaps_every_child(zygote: Zygote) -> None:
     kids = [spawn_ready(zygote) for _ in range(3)]
     zygote.close()
-    assert all(k.exited.wait(5.0) for k in kids)
+    assert all(k.exited.wait(EVENT_TIMEOUT_S) for k in kids)
     assert all(gone(k.pid) for k in kids)
 
 
@@ -214,7 +215,7 @@ def test_forked_child_opens_its_own_zenoh_session(zygote: Zygote, zenoh: None) -
         child = spawn_ready(zygote, "zyg_targets:talk", endpoint=endpoint)
         try:
             assert child.ready.is_set(), child.error
-            deadline = time.monotonic() + 5.0
+            deadline = time.monotonic() + EVENT_TIMEOUT_S
             sample = None
             while sample is None and time.monotonic() < deadline:
                 sample = sub.try_recv()
@@ -223,4 +224,4 @@ def test_forked_child_opens_its_own_zenoh_session(zygote: Zygote, zenoh: None) -
             assert sample.payload.to_string().startswith(f"hello {child.pid} ")
         finally:
             zygote.signal(child.pid, signal.SIGKILL)
-            assert child.exited.wait(5.0)
+            assert child.exited.wait(EVENT_TIMEOUT_S)

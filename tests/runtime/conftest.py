@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from tests.conftest import EVENT_TIMEOUT_S
@@ -33,3 +34,10 @@ def wait_until(predicate: Callable[[], object], timeout_s: float = EVENT_TIMEOUT
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.002)
+
+
+def private(path: Path, text: str) -> Path:
+    """A file only its owner may read and write (what the bridge asks of its secrets)."""
+    path.write_text(text)
+    path.chmod(0o600)
+    return path

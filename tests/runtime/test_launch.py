@@ -11,6 +11,8 @@ from roboscale.runtime.launch import format_status, load_launch, load_launch_fil
 from roboscale.runtime.node import Node
 from roboscale.runtime.supervisor import Strategy, Supervisor
 
+from .conftest import private
+
 
 class Talker(Node):
     def on_start(self) -> None:
@@ -146,7 +148,7 @@ def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: P
         load_launch_file(write(tmp_path, BRIDGED), rt)
     expected = f"robot.yaml:{line_of(BRIDGED, 'bridge:')}: bridge: tcp/0.0.0.0:7447 is beyond"
     assert expected in str(info.value).replace(str(tmp_path) + "/", "")
-    (tmp_path / "users.txt").write_text("robot:secret\n")
+    private(tmp_path / "users.txt", "robot:secret\n")
     _, bridge = load_launch_file(write(tmp_path, SECURED), rt)
     assert bridge is not None and bridge.exports == ("/chatter",) and bridge.security is not None
     assert bridge.security.users_file == tmp_path / "users.txt"  # beside the launch file
@@ -169,7 +171,7 @@ def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: P
 def test_launch_security_errors_name_file_line_and_field(
     rt: Runtime, tmp_path: Path, change: tuple[str, str], start: str, expected: str
 ) -> None:
-    (tmp_path / "users.txt").write_text("robot:secret\n")
+    private(tmp_path / "users.txt", "robot:secret\n")
     text = SECURED.replace(*change)
     with pytest.raises(SpecErrors) as info:
         load_launch_file(write(tmp_path, text), rt)
@@ -187,7 +189,7 @@ def test_run_launch_opens_the_secured_bridge_after_the_tree(zenoh: None, tmp_pat
     from roboscale.backends.base import free_port
     from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
-    (tmp_path / "users.txt").write_text("robot:secret\n")
+    private(tmp_path / "users.txt", "robot:secret\n")
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     text = SECURED.replace("tcp/0.0.0.0:7447", endpoint)
     login = ("transport/auth/usrpwd", json.dumps({"user": "robot", "password": "secret"}))

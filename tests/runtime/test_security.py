@@ -31,7 +31,7 @@ from roboscale.runtime.wire import Codec, pack_header
 from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
 from ..conftest import require
-from .conftest import wait_until
+from .conftest import private, wait_until
 
 
 def test_loopback_endpoints() -> None:
@@ -53,7 +53,7 @@ def test_a_bridge_beyond_loopback_without_authentication_refuses_to_start() -> N
 
 def test_with_authentication_a_bridge_may_reach_beyond_loopback(tmp_path: Path) -> None:
     users = tmp_path / "users.txt"
-    users.write_text("robot:secret\n")
+    private(users, "robot:secret\n")
     raw = {"listen": ["tcp/0.0.0.0:7447"], "security": {"users_file": "users.txt"}}
     config = bridge_config(raw, base=tmp_path)
     assert config.security is not None and config.security.users_file == users
@@ -82,9 +82,24 @@ def test_with_authentication_a_bridge_may_reach_beyond_loopback(tmp_path: Path) 
 def test_bad_security_sections_name_the_field(
     tmp_path: Path, raw: dict[str, Any], message: str
 ) -> None:
-    (tmp_path / "users.txt").write_text("robot:secret\n")
+    private(tmp_path / "users.txt", "robot:secret\n")
     with pytest.raises(UserError, match="^launch.yaml: security: " + message):
         security_config(raw, "launch.yaml: security", tmp_path)
+
+
+def test_secrets_other_users_could_read_or_files_they_could_rewrite_are_refused(
+    tmp_path: Path,
+) -> None:
+    users = private(tmp_path / "users.txt", "robot:secret\n")
+    users.chmod(0o644)
+    with pytest.raises(UserError, match=r"users_file: .* is readable by other users: chmod 600"):
+        security_config({"users_file": "users.txt"}, base=tmp_path)
+    ca = private(tmp_path / "ca.pem", "not checked here\n")
+    ca.chmod(0o664)
+    with pytest.raises(UserError, match=r"tls: ca: .* is writable by other users"):
+        security_config({"tls": {"ca": "ca.pem", "mutual": False}}, base=tmp_path)
+    with pytest.raises(UserError, match=r"security: users_file: .* is readable by other users"):
+        security_settings(Security(users_file=users), "rs")  # the Python API: at open
 
 
 def test_rules_become_zenoh_access_control_per_subject() -> None:
@@ -129,7 +144,7 @@ class Secured:
 def secured_runtime(zenoh: None, tmp_path: Path) -> Iterator[Secured]:
     """A runtime whose bridge wants a login (usrpwd): robot may write /cmd and read /state,
     spy may only read /public; the default is deny."""
-    (tmp_path / "users.txt").write_text("robot:secret\nspy:spypass\n")
+    private(tmp_path / "users.txt", "robot:secret\nspy:spypass\n")
     security = security_config(
         {
             "users_file": "users.txt",
@@ -230,7 +245,7 @@ def test_only_authenticated_allowed_sessions_publish_to_or_read_from_a_secured_t
 def test_a_bridge_whose_login_is_refused_does_not_open(
     secured_runtime: Secured, tmp_path: Path
 ) -> None:
-    (tmp_path / "wrong.pw").write_text("wrong\n")
+    private(tmp_path / "wrong.pw", "wrong\n")
     security = Security(user="robot", password_file=tmp_path / "wrong.pw")
     config = BridgeConfig(
         mode="client", connect=(secured_runtime.endpoint,), imports=("/state",), security=security
@@ -264,6 +279,7 @@ def make_certificates(folder: Path, names: tuple[str, ...]) -> None:
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                 "-CAcreateserial", "-out", f"{name}.pem", "-days", "1",
                 "-extfile", f"{name}.ext")  # fmt: skip
+        (folder / f"{name}.key").chmod(0o600)
 
 
 def tls_of(folder: Path, name: str | None) -> list[tuple[str, str]]:

@@ -138,7 +138,24 @@ def _file(mapping: Mapping[str, Any], name: str, where: str, base: Path | None) 
     path = Path(value) if base is None or Path(value).is_absolute() else base / value
     if not path.is_file():
         raise UserError(f"{where}: {name}: {path} is not a readable file")
+    check_private(path, f"{where}: {name}", secret=name in SECRETS)
     return path
+
+
+SECRETS = ("users_file", "password_file", "private_key")  # hold passwords or keys
+
+
+def check_private(path: Path, where: str, *, secret: bool) -> None:
+    """Refuse a file other users could rewrite (to let themselves in) or, for a secret,
+    read: the ssh rule for keys."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as e:
+        raise UserError(f"{where}: cannot read {path}: {e.strerror}") from None
+    if mode & 0o022:
+        raise UserError(f"{where}: {path} is writable by other users: chmod go-w it")
+    if secret and mode & 0o044:
+        raise UserError(f"{where}: {path} is readable by other users: chmod 600 it")
 
 
 def _tls(raw: Any, where: str, base: Path | None) -> Tls | None:
@@ -207,6 +224,16 @@ def _strings(mapping: Mapping[str, Any], name: str, where: str) -> tuple[str, ..
 
 def security_settings(security: Security, prefix: str) -> Settings:
     """The Zenoh session settings of `security` for a bridge on key prefix `prefix`."""
+    files = {
+        "users_file": security.users_file,
+        "password_file": security.password_file,
+        "tls.ca": security.tls.ca if security.tls else None,
+        "tls.certificate": security.tls.certificate if security.tls else None,
+        "tls.private_key": security.tls.private_key if security.tls else None,
+    }
+    for name, path in files.items():
+        if path is not None:
+            check_private(path, f"security: {name}", secret=name.split(".")[-1] in SECRETS)
     settings: Settings = []
     usrpwd: dict[str, str] = {}
     if security.users_file is not None:

@@ -16,12 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from roboscale import __version__
+from roboscale import __version__, lifeline
 from roboscale.env.hostfacts import host_facts
 from roboscale.errors import UserError
 
 
 def parser(description: str) -> argparse.ArgumentParser:
+    # Every benchmark starts children (zygotes, routers, baselines in sessions of their
+    # own): with a lifeline from the start, they all end with it, even on SIGKILL.
+    lifeline.ensure()
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--json", type=Path, help="write command, environment, raw figures and results")
     p.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")

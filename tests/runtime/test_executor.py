@@ -12,8 +12,9 @@ import pytest
 from tests.conftest import EVENT_TIMEOUT_S
 
 from roboscale.errors import UserError
+from roboscale.eventloop import LOOP_ENV, loop_kind
 from roboscale.runtime.events import SupervisionEvent
-from roboscale.runtime.executor import LOOP_ENV, Runtime, loop_kind
+from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from roboscale.runtime.executor import loop_kind
+from roboscale.eventloop import loop_kind
 
 
 def _cpu_model() -> str:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from roboscale.errors import SpecError, UserError
+from roboscale.runtime.child import HasPid
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import CallbackHung, Runtime
 from roboscale.runtime.node import Node, NodeHandle
@@ -209,7 +210,7 @@ def applicable(handle: Any) -> set[Method]:
     if isinstance(handle, NodeHandle):
         has_deadline = handle.callback_deadline_s is not None
         return {Method.EXCEPTION, Method.HANG} if has_deadline else {Method.EXCEPTION}
-    if hasattr(handle, "pid"):
+    if isinstance(handle, HasPid):
         return {Method.SIGTERM, Method.SIGKILL}
     return set()
 

@@ -10,8 +10,8 @@ Keep this module stable: other modules code against it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
 
 
 class ExitReason(enum.Enum):
@@ -68,3 +68,55 @@ class ChildHandle(Protocol):
     def alive(self) -> bool:
         """True while the child runs."""
         ...
+
+
+# What some children can do beyond the contract; the supervisor asks through these
+# (isinstance, once per child: runtime_checkable checks are slow for a restart path).
+
+
+@runtime_checkable
+class StartsWithoutWaiting(Protocol):
+    """Starts on the loop and, usually, at once (an in-process node): None when started,
+    else what to await."""
+
+    def start_nowait(self, on_exit: ExitCallback) -> Awaitable[None] | None: ...
+
+
+@runtime_checkable
+class StartsOnLoop(Protocol):
+    """Starts as a coroutine on the loop (a sub-supervisor, a liveliness watcher)."""
+
+    def start_async(self, on_exit: ExitCallback) -> Awaitable[None]: ...
+
+
+@runtime_checkable
+class StopsOnLoop(Protocol):
+    """Stops as a coroutine on the loop; True when it had to be killed."""
+
+    def stop_async(self, timeout_s: float) -> Awaitable[bool]: ...
+
+
+@runtime_checkable
+class HasPath(Protocol):
+    """Named by its place in the tree (events, durable inboxes follow it)."""
+
+    path: str
+
+
+@runtime_checkable
+class HasInboxes(Protocol):
+    """An in-process node: its durable inboxes, kept across restarts (topic -> inbox)."""
+
+    durables: dict[str, Any]
+
+    def inboxes(self) -> list[Any]:
+        """The running node's inboxes and the durable ones, each once."""
+        ...
+
+
+@runtime_checkable
+class HasPid(Protocol):
+    """An OS-process child."""
+
+    @property
+    def pid(self) -> int | None: ...

@@ -18,13 +18,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ctypes
-import os
 import threading
 import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from roboscale.errors import UserError
+from roboscale.eventloop import loop_kind
 from roboscale.runtime.bus import Bus
 from roboscale.runtime.child import ExitReason
 from roboscale.runtime.events import EventSubscriber, SupervisionEvent
@@ -34,25 +33,6 @@ if TYPE_CHECKING:
     from roboscale.runtime.node import Node
 
 T = TypeVar("T")
-
-LOOP_ENV = "ROBOSCALE_LOOP"
-LOOPS = ("uvloop", "asyncio")
-
-
-def loop_kind() -> str:
-    """The event loop this process uses: $ROBOSCALE_LOOP, else uvloop when installed."""
-    chosen = os.environ.get(LOOP_ENV, "")
-    if chosen and chosen not in LOOPS:
-        raise UserError(f"{LOOP_ENV}={chosen!r} is not allowed: allowed are {', '.join(LOOPS)}")
-    if chosen == "asyncio":
-        return "asyncio"
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        if chosen == "uvloop":
-            raise UserError(f"{LOOP_ENV}=uvloop but uvloop is not installed") from None
-        return "asyncio"
-    return "uvloop"
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

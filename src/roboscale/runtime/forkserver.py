@@ -265,7 +265,7 @@ def _loop_modules() -> list[str]:
     """The event loop every process node's runtime starts: imported once here rather than
     in each child, where importing uvloop took 45-80 ms of every restart (2 busy cores,
     bench/chaos_scale.py)."""
-    from roboscale.runtime.executor import loop_kind
+    from roboscale.eventloop import loop_kind
 
     return ["uvloop"] if loop_kind() == "uvloop" else []
 

@@ -426,6 +426,11 @@ class NodeHandle:
     def alive(self) -> bool:
         return self.node is not None and self.node.alive
 
+    def inboxes(self) -> list[Inbox]:
+        """The running node's inboxes and the durable ones kept across restarts, each once."""
+        current = list(self.node._inboxes) if self.node is not None else []
+        return current + [i for i in self.durables.values() if i not in current]
+
     # -- the inline versions the supervisor awaits on the loop ------------------------------
     async def start_async(self, on_exit: ExitCallback) -> None:
         pending = self.start_nowait(on_exit)

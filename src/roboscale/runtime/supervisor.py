@@ -33,7 +33,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from roboscale.errors import UserError
-from roboscale.runtime.child import ChildHandle, ChildStartError, ExitCallback, ExitReason
+from roboscale.runtime.child import (
+    ChildHandle,
+    ChildStartError,
+    ExitCallback,
+    ExitReason,
+    HasInboxes,
+    HasPath,
+    StartsOnLoop,
+    StartsWithoutWaiting,
+    StopsOnLoop,
+)
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity, RestartWindow
@@ -76,6 +86,16 @@ class _Child:
     generation: int = 0  # bumped at every start and stop: exits of older instances are stale
     restarts: int = 0
     last_exit: str = ""
+    # What the handle can do beyond ChildHandle, asked once (see runtime/child.py).
+    start_nowait: StartsWithoutWaiting | None = None
+    start_async: StartsOnLoop | None = None
+    stop_async: StopsOnLoop | None = None
+
+    def __post_init__(self) -> None:
+        h = self.spec.handle
+        self.start_nowait = h if isinstance(h, StartsWithoutWaiting) else None
+        self.start_async = h if isinstance(h, StartsOnLoop) else None
+        self.stop_async = h if isinstance(h, StopsOnLoop) else None
 
     @property
     def name(self) -> str:
@@ -143,7 +163,7 @@ class Supervisor:
 
     def _set_path(self, handle: ChildHandle) -> None:
         # Paths name children in events and key durable inboxes; they follow the tree.
-        if hasattr(handle, "path"):
+        if isinstance(handle, HasPath):
             handle.path = f"{self.path}/{handle.name}"
             if isinstance(handle, Supervisor):
                 for child in handle._children:
@@ -173,7 +193,7 @@ class Supervisor:
             handle: Any = c.spec.handle
             if isinstance(handle, Supervisor):
                 cursors.update(handle.durable_cursors())
-            for inbox in getattr(handle, "durables", {}).values():
+            for inbox in handle.durables.values() if isinstance(handle, HasInboxes) else []:
                 cursors[inbox.durable_key] = inbox.last_seq
         return cursors
 
@@ -243,13 +263,12 @@ class Supervisor:
         """Start `child`; None when it is already started, else what to await to finish."""
         child.generation += 1
         on_exit = self._exit_callback(child.name, child.generation)
-        handle: Any = child.spec.handle
         pending: Awaitable[None] | None
         try:
-            if hasattr(handle, "start_nowait"):  # in-process: often done without awaiting
-                pending = handle.start_nowait(on_exit)
-            elif hasattr(handle, "start_async"):
-                pending = handle.start_async(on_exit)
+            if child.start_nowait is not None:  # in-process: often done without awaiting
+                pending = child.start_nowait.start_nowait(on_exit)
+            elif child.start_async is not None:
+                pending = child.start_async.start_async(on_exit)
             else:  # an OS-process child blocks while it starts: keep the loop free
                 pending = _start_in_thread(child.spec, on_exit)
         except Exception as e:
@@ -281,11 +300,10 @@ class Supervisor:
         child.running = False
         child.generation += 1  # an exit racing with this stop is now stale
         timeout = BRUTAL_KILL if brutal else child.spec.shutdown_s
-        handle: Any = child.spec.handle
-        if hasattr(handle, "stop_async"):
-            killed = bool(await handle.stop_async(timeout))
+        if child.stop_async is not None:
+            killed = bool(await child.stop_async.stop_async(timeout))
         else:
-            await asyncio.to_thread(handle.stop, timeout)
+            await asyncio.to_thread(child.spec.handle.stop, timeout)
             killed = False
         self._emit("killed" if killed else "stopped", child.name)
 
@@ -322,7 +340,7 @@ class Supervisor:
             self._busy = self._inflight is not None
 
     def _fits_fast_path(self, child: _Child) -> bool:
-        if not hasattr(child.spec.handle, "start_nowait"):
+        if child.start_nowait is None:
             return False
         if self.strategy is Strategy.ONE_FOR_ONE or len(self._children) == 1:
             return True
@@ -460,15 +478,14 @@ class Supervisor:
         for c in self._children:
             handle: Any = c.spec.handle
             path = f"{self.path}/{c.name}"
-            inboxes = list(getattr(getattr(handle, "node", None), "_inboxes", []) or [])
-            inboxes += [i for i in getattr(handle, "durables", {}).values() if i not in inboxes]
+            inboxes = handle.inboxes() if isinstance(handle, HasInboxes) else []
             rows.append(
                 {
                     "path": path,
                     "kind": "supervisor"
                     if isinstance(handle, Supervisor)
                     else "node"
-                    if hasattr(handle, "durables")
+                    if isinstance(handle, HasInboxes)
                     else "process",
                     "state": "running" if c.running else "stopped",
                     "restart": c.spec.restart.value,

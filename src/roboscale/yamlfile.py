@@ -13,7 +13,7 @@ Bounded, because the files come from users and sometimes from elsewhere:
   is what it reads as;
 - merge keys (`<<: *base`) are refused: a whole value may be an alias, but keys are
   written out, so that every key has one line to point at;
-- keys are scalars (no `? [a, b]` keys); a key given twice is an error;
+- keys are text (no `? [a, b]` keys, no `5:` or `~:` keys); a key given twice is an error;
 - dates stay strings: roboscale has no date fields, and `2024-13-45` is no crash.
 Every problem is a SpecError naming the file, the line and what is allowed.
 """
@@ -155,6 +155,8 @@ def _syntax_error(e: yaml.YAMLError, file: str, text: str) -> SpecError:
             e = worded
     mark = getattr(e, "problem_mark", None)
     line = mark.line + 1 if mark is not None else None
+    if isinstance(e, yaml.reader.ReaderError):  # a bad character: it has a position only
+        line = text[: e.position].count("\n") + 1
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     return SpecError(file, line, "", f"not valid YAML: {problem}")
 
@@ -229,6 +231,11 @@ class _Builder:
             if not isinstance(key_node, yaml.ScalarNode):
                 raise self.fail(key_node, loc, "a key must be a plain name, not a list or mapping")
             key = self.scalar(key_node, loc)
+            if not isinstance(key, str):
+                raise self.fail(
+                    key_node, loc, f"the key {key!r} is not a name; allowed: text (quote it: "
+                    f"'{key_node.value}')",
+                )  # fmt: skip
             if key in out:
                 raise self.fail(key_node, (*loc, key), "duplicate key")
             self.lines[(*loc, key)] = key_node.start_mark.line + 1

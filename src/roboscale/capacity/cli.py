@@ -33,6 +33,11 @@ Capacity: how many nodes, at what rate and message size, this host sustains.
 """
 
 
+MAX_RATE_HZ = 1_000_000.0  # as a spec's rates
+MAX_NODES = 1_000_000
+RATE, NODES, SECONDS = number(0, MAX_RATE_HZ), whole(2, MAX_NODES), number(0, 7 * 86400)
+
+
 class TrialRunner(Protocol):
     """Run one trial (all of the spec's runs) and say whether it was sustained.
 
@@ -66,13 +71,16 @@ def add_parser(sub: Any) -> None:
         help="search node count per (payload, rate), or rate per (payload, pairs)",
     )
     s.add_argument("--backend", help="comma-separated backends instead of the spec's")
-    s.add_argument("--max-nodes", type=whole(2), default=256, help="never probe more nodes (256)")
-    s.add_argument("--max-rate", type=number(0), default=100_000.0, help="never probe above (Hz)")
+    s.add_argument("--max-nodes", type=NODES, default=256, help="never probe more nodes (256)")
+    s.add_argument("--max-rate", type=RATE, default=100_000.0, help="never probe above (Hz)")
     s.add_argument(
         "--rel-tol", type=number(0, 0.5), default=0.1, help="stop when the bracket is this tight"
     )
     s.add_argument(
-        "--budget-s", type=number(0), default=3600.0, help="time budget of the whole search"
+        "--budget-s",
+        type=SECONDS,
+        default=3600.0,
+        help="time budget of the whole search",
     )
     s.add_argument("--quick", action="store_true", help="apply the spec's quick: overrides")
     s.add_argument(
@@ -94,9 +102,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--size", required=True, help="message size: bytes, '4KB', text, laserscan, image"
     )
-    p.add_argument("--rate", type=number(0), help="rate per sender (Hz): predicts max nodes")
+    p.add_argument("--rate", type=RATE, help="rate per sender (Hz): predicts max nodes")
     p.add_argument(
-        "--nodes", type=whole(2), help="node count (2 x pairs, 2 or more): predicts max rate"
+        "--nodes",
+        type=NODES,
+        help="node count (2 x pairs, 2 or more): predicts max rate",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

@@ -229,7 +229,7 @@ def _fitted_model(path: Path, name: str, raw: Any) -> FittedModel:
 
 def load(path: Path) -> CapacityModel:
     """Read a model file, refusing unknown formats and versions with a clear message."""
-    data = _check_version(path, read_json(path))
+    data = _check_version(path, read_json(path, "model file"))
     where = str(path)
     models_raw = _get(data, "models", where)
     if not isinstance(models_raw, dict):

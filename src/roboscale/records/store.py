@@ -50,9 +50,9 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, what: str = "results file") -> Any:
     """A JSON file of a results folder or a model, read without blocking and bounded."""
-    text = read_text(path, "JSON file", MAX_JSON_BYTES)
+    text = read_text(path, what, MAX_JSON_BYTES)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -149,8 +149,10 @@ def check_format(path: Path, data: Any) -> None:
 
 def read_run(run_dir: Path) -> dict[str, Any]:
     """Read run.json, refusing results of an unknown format version."""
-    if not run_dir.is_dir():
+    if not run_dir.exists():
         raise UserError(f"{run_dir}: no such results directory")
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: is a file; allowed: a results folder of `roboscale bench`")
     path = run_dir / RUN_FILE
     if not path.exists():
         raise UserError(f"{path}: missing; {run_dir} is not a roboscale results directory")

@@ -227,6 +227,9 @@ def _node(
 
 
 def _import_node(check: _Checker, target: Any, loc: tuple[str | int, ...]) -> type[Node] | None:
+    if target is None:
+        check.error(loc, "required: the node's class, package.module:Class")
+        return None
     if not isinstance(target, str) or target.count(":") != 1:
         check.error(loc, f"{target!r} is not allowed; write package.module:Class")
         return None

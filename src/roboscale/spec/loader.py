@@ -169,7 +169,7 @@ def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
 
     file = str(path)
     extra = profiles_path(spec, path)
-    if extra is not None and not extra.is_file():
+    if extra is not None and not extra.exists():
         raise SpecError(
             file, lines.get(("env", "profiles")), "env.profiles", f"{extra}: no such file"
         )

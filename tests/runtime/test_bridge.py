@@ -224,6 +224,7 @@ def test_retention_queryable_answers_after_a_sequence_number(
         ({"durable": ["/x"]}, "durable: /x is neither exported nor imported"),
         ({"express": "yes"}, "express: true or false, got 'yes'"),
         ({"shared_memory": 1}, "shared_memory: true or false, got 1"),
+        ({"delivery": "exactly_once"}, "delivery: 'exactly_once' is not allowed: allowed are"),
     ],
 )
 def test_bad_bridge_configs_are_refused_with_the_field(raw: dict[str, Any], message: str) -> None:

@@ -141,3 +141,31 @@ def test_a_caller_collecting_ready_inboxes_delivers_in_its_own_loop_turn(rt: Run
         return before, list(got)
 
     assert rt.call(inject) == ([], ["m"])
+
+
+class Committing(Node):
+    """A durable reader whose inbox reports each message whose callback returned."""
+
+    def on_start(self) -> None:
+        done: list[int] = self.get_param("done")
+        fn = self.take_async if self.get_param("mode") == "async" else self.take
+        self.subscribe(self.get_param("topic"), fn, durable=True).on_done = done.append
+
+    def take(self, msg: str) -> None:
+        if msg == "bad":
+            raise ValueError("poison")
+
+    async def take_async(self, msg: str) -> None:
+        self.take(msg)
+
+
+def test_on_done_names_the_messages_whose_callback_returned(rt: Runtime) -> None:
+    for mode in ("inline", "async"):
+        done: list[int] = []
+        params = {"done": done, "mode": mode, "topic": f"/{mode}"}
+        sup = start(rt, NodeHandle(rt, "reader", Committing, params))
+        for msg in ("a", "bad", "b"):  # seq 1, 2, 3: the node fails at 2 and is restarted
+            rt.call(rt.bus.topic(f"/{mode}").publish, msg)
+        wait_until(lambda: done == [1, 3])  # noqa: B023  (waited for in this iteration)
+        assert sup.restarts("reader") == 1
+        rt.wait(sup.stop_async())

@@ -78,7 +78,8 @@ class _Export:
 
 
 class _DurableImport:
-    """Resequences one durable imported topic and commits its cursor at hand-over."""
+    """Resequences one durable imported topic and commits its cursor at hand-over, or once
+    the callback returned (`delivery: at_least_once`)."""
 
     def __init__(self, bridge: Bridge, topic: Topic, inbox: Inbox, cursor: CursorLog) -> None:
         self.bridge, self.topic, self.cursor = bridge, topic, cursor
@@ -87,12 +88,15 @@ class _DurableImport:
             cursor.cursors, fresh=cursor.fresh, deliver=self._deliver, gap=self._gap
         )
         self.querying = False
-        inbox.on_handover = self._handed_over
+        if bridge.config.delivery == "at_least_once":
+            inbox.on_done = self._commit
+        else:
+            inbox.on_handover = self._commit
 
     def _deliver(self, publisher: int, seq: int, msg: Any) -> None:
         self.inflight.append((self.topic.inject(msg), publisher, seq))
 
-    def _handed_over(self, local_seq: int) -> None:
+    def _commit(self, local_seq: int) -> None:
         inflight, commit = self.inflight, self.cursor.commit
         while inflight and inflight[0][0] <= local_seq:
             _, publisher, seq = inflight.popleft()

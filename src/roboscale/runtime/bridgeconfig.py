@@ -14,9 +14,10 @@ from roboscale.runtime.security import Security, check_reach, security_config, s
 from roboscale.runtime.zenoh_config import Settings, zenoh_config, zenoh_settings
 
 MODES = ("peer", "client")
+DELIVERIES = ("at_most_once", "at_least_once")
 FIELDS = (
     "mode", "listen", "connect", "export", "import", "durable", "retain", "prefix",
-    "shared_memory", "express", "security",
+    "shared_memory", "express", "security", "delivery",
 )  # fmt: skip
 
 
@@ -36,6 +37,10 @@ class BridgeConfig:
     express: bool = True
     # Authentication and access control (runtime/security.py); None: none, loopback only.
     security: Security | None = None
+    # Durable imports: the cursor moves when a message is handed to its callback
+    # (at_most_once: a SIGKILL in between loses it) or when the callback returned
+    # (at_least_once: it comes again to the next instance; nodes dedupe by sequence).
+    delivery: str = "at_most_once"
 
 
 def bridge_config(
@@ -56,6 +61,10 @@ def bridge_config(
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise UserError(f"{where}: {name}: true or false, got {value!r}")
+    delivery = raw.get("delivery", "at_most_once")
+    if delivery not in DELIVERIES:
+        allowed = ", ".join(DELIVERIES)
+        raise UserError(f"{where}: delivery: {delivery!r} is not allowed: allowed are {allowed}")
     prefix = raw.get("prefix", "rs")
     if not isinstance(prefix, str) or not prefix or "*" in prefix or prefix.strip("/") != prefix:
         raise UserError(f"{where}: prefix: a Zenoh key without '*' or outer '/', got {prefix!r}")
@@ -70,6 +79,7 @@ def bridge_config(
         prefix=prefix,
         shared_memory=flags["shared_memory"],
         express=flags["express"],
+        delivery=delivery,
         security=(
             security_config(raw["security"], f"{where}: security", base)
             if "security" in raw

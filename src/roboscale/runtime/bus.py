@@ -58,6 +58,7 @@ class Inbox:
 
     __slots__ = (
         "busy",
+        "busy_seq",
         "deadline_s",
         "delivered",
         "dropped",
@@ -70,6 +71,7 @@ class Inbox:
         "loop",
         "mode",
         "node",
+        "on_done",
         "on_handover",
         "overflow",
         "scheduled",
@@ -101,6 +103,10 @@ class Inbox:
         self.last_seq = 0
         # Called with the seq of each message handed over (the bridge commits remote cursors).
         self.on_handover: Callable[[int], None] | None = None
+        # Called instead with the seq of each message whose callback returned (at-least-once
+        # imports commit there: a message whose callback failed or was cut off comes again).
+        self.on_done: Callable[[int], None] | None = None
+        self.busy_seq = 0
         self.delivered = 0
         self.dropped = 0
         self.duplicates = 0
@@ -161,15 +167,21 @@ class Inbox:
             self.delivered += 1
             if self.on_handover is not None:
                 self.on_handover(seq)
+            if self.on_done is not None and self.mode is Mode.INLINE:
+                if node.run_inline(self.fn, (msg,), self.deadline_s, "subscription")[0]:
+                    self.on_done(seq)
+                continue
             pending = node.run_callback(self.fn, self.mode, self.deadline_s, (msg,), "subscription")
             if pending is not None:
-                self.busy = pending
+                self.busy, self.busy_seq = pending, seq
                 pending.add_done_callback(self._callback_done)
         self._schedule()
 
     def _callback_done(self, fut: asyncio.Future[Any]) -> None:
-        if self.busy is fut:
+        if self.busy is fut:  # not when the node failed meanwhile: it detached this inbox
             self.busy = None
+            if self.on_done is not None and not fut.cancelled() and fut.exception() is None:
+                self.on_done(self.busy_seq)
             self._schedule()
 
 

@@ -8,7 +8,10 @@ python runtime_durable.py pub LISTEN STOP COUNT   publishes seq 1, 2, ... as 8-b
 runtime_durable:sink (a ProcessNode target)  a runtime with one node durably subscribed
     to /data through the bridge (connecting to config["connect"], resuming from the cursor
     file config["cursor"]); appends "<pid> <seq>" to config["log"] for every message, one
-    unbuffered O_APPEND write each, so a SIGKILL loses nothing already written.
+    unbuffered O_APPEND write each, so a SIGKILL loses nothing already written. With
+    config["delivery"] = "at_least_once" the bridge redelivers the message in flight at a
+    kill, and the sink is idempotent by sequence: it starts from the last seq of its log and
+    writes "<pid> <seq> again" instead for a message it already acted on.
 """
 
 from __future__ import annotations
@@ -54,11 +57,27 @@ class Source(Node):
 class Sink(Node):
     def on_start(self) -> None:
         self.out = int(self.get_param("fd"))
+        self.acted = int(self.get_param("acted", 0))  # idempotent: the last seq acted on
         self.pid = os.getpid()
         self.subscribe("/data", self.take, durable=True, queue_size=RETAIN)
 
     def take(self, msg: bytes) -> None:
-        os.write(self.out, f"{self.pid} {int.from_bytes(msg, 'little')}\n".encode())
+        seq = int.from_bytes(msg, "little")
+        again = " again" if seq <= self.acted else ""
+        self.acted = max(self.acted, seq)
+        os.write(self.out, f"{self.pid} {seq}{again}\n".encode())
+
+
+def last_acted(log: str) -> int:
+    """The last sequence number a sink wrote to `log` as acted on (0 for none)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = f.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        return 0
+    seqs = [int(p[1]) for p in map(str.split, lines) if len(p) == 2 and p[1].isdigit()]
+    return seqs[-1] if seqs else 0
 
 
 def _serve_until_term() -> None:
@@ -84,10 +103,13 @@ def pub(listen: str, stop: str, count: str) -> None:
 
 def sink(config: dict[str, Any], ready: Callable[[], None]) -> int:
     fd = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    delivery = config.get("delivery", "at_most_once")
+    params = {"fd": fd, "acted": last_acted(config["log"]) if delivery == "at_least_once" else 0}
     rt = Runtime().start()
-    sup = Supervisor(rt, "sub", [ChildSpec(NodeHandle(rt, "sink", Sink, {"fd": fd}))])
+    sup = Supervisor(rt, "sub", [ChildSpec(NodeHandle(rt, "sink", Sink, params))])
     rt.wait(sup.start_async())  # the durable subscription exists before the bridge opens
     bridge_cfg = {"connect": [config["connect"]], "import": ["/data"], "durable": ["/data"]}
+    bridge_cfg["delivery"] = delivery
     bridge = Bridge(rt, bridge_config(bridge_cfg), cursors={"/data": Path(config["cursor"])})
     bridge.open()
     ready()

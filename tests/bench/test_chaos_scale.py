@@ -18,8 +18,10 @@ def test_log_counts_finds_the_message_in_flight_at_a_kill(tmp_path: Path) -> Non
     log = tmp_path / "w.log"
     # Instance 10 died after handing over 3 (never written); instance 11 resumed at 4.
     # Instance 12 began with 5 again: a duplicate. The last line is cut: no message.
-    log.write_text("10 1\n10 2\n11 4\n11 5\n12 5\n12 6\n12 7\n13")
+    # Instance 13 got 7 again after the kill of 12 and skipped it (idempotent).
+    log.write_text("10 1\n10 2\n11 4\n11 5\n12 5\n12 6\n12 7\n13 7 again\n13")
     counts = chaos_scale.log_counts(log, published=9)
+    assert counts["redelivered"] == 1
     assert counts["lost"] == 3  # 3, 8 and 9
     assert counts["lost_in_flight"] == 1  # 3 only: 8 and 9 were never handed over
     assert counts["duplicated"] == 1
@@ -28,21 +30,12 @@ def test_log_counts_finds_the_message_in_flight_at_a_kill(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 @pytest.mark.zenoh
-def test_quick_chaos_keeps_every_worker_and_every_message(run_bench: RunBench, zenoh: None) -> None:
-    """No --check: across processes the runtime's contract (docs/runtime.md) leaves the
-    message handed over at the instant of a SIGKILL at most once, and at 200 kills/s a
-    kill lands there now and then. Everything else must hold exactly: every kill made,
-    every worker running, in-process workers exactly once, process workers losing only
-    messages in flight at a kill and duplicating none."""
-    report = run_bench("chaos_scale.py", ["--quick"])
+def test_quick_chaos_meets_its_goals(run_bench: RunBench, zenoh: None) -> None:
+    """Every kill made, every worker running, every worker's messages exactly once: the
+    process workers import at least once and act idempotently by sequence."""
+    report = run_bench("chaos_scale.py", ["--quick", "--check"])
     chaos = report["results"]["chaos"]
-    goals = {g["goal"].split(":")[0]: g for g in report["goals"]}
     assert chaos["kills"] == 2000 and chaos["by_method"]["sigkill"] > 0, chaos
-    assert goals["workers running at the end, tree alive"]["met"], chaos
     workers = report["raw"]["workers"]
     assert len(workers) == 100 and workers[0]["published"] > 0
-    for row in workers:
-        assert row["duplicated"] == 0, row
-        assert row["lost"] == row["lost_in_flight"], row
-        if row["kind"] == "in-process":
-            assert row["lost"] == 0, row
+    assert all(goal["met"] for goal in report["goals"])

@@ -100,11 +100,11 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     from roboscale.spec.loader import load_spec, profiles_path
     from roboscale.spec.planner import count_trials, plan, rate_samples
 
-    spec = load_spec(args.spec, quick=args.quick)
-    profiles = profiles_path(spec, args.spec)
     backends = [b.strip() for b in args.backend.split(",")] if args.backend else None
     if backends:
         _check_names(backends)
+    spec = load_spec(args.spec, quick=args.quick, backends=backends)
+    profiles = profiles_path(spec, args.spec)
     count = count_trials(spec, backends)
     est = sum(estimate_s(t) * n for t, n in rate_samples(spec, backends))
     console.print(f"[bold]{spec.name}[/bold]: {count:,} trials, about {_duration(est)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,60 @@ def test_missing_binding_says_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(BackendUnavailable) as err:
         get_backend("dds").check()
     assert "pip install 'roboscale[dds]'" in (err.value.hint or "")
+
+
+def test_trial_qos_reaches_the_session() -> None:
+    driver = backend.DdsBackend()
+    trial = {"trial": "q", "pairs": 1, "listeners": 0, "chain_length": 0, "reliability": None}
+    assert driver.node_config("sender", 0, trial)["qos"] == {}
+    trial.update(reliability="best_effort", history="keep_last 7", durability="transient_local")
+    assert driver.node_config("sender", 0, trial)["qos"] == {
+        "reliability": "best_effort",
+        "history": "keep_last",
+        "depth": 7,
+        "durability": "transient_local",
+    }
+    driver.release()
+
+
+@pytest.mark.dds
+def test_qos_becomes_cyclone_policies(dds: None) -> None:
+    from cyclonedds.core import Policy
+
+    def policies(settings: dict[str, object], queue: int) -> list[object]:
+        return list(backend.qos_policies({**backend.DEFAULT_QOS, **settings}, queue))
+
+    default = policies({}, 1000)
+    assert Policy.History.KeepLast(1000) in default and Policy.Durability.Volatile in default
+    assert Policy.History.KeepAll in policies({}, 0)  # an unbounded queue keeps all
+    chosen = policies(
+        {"reliability": "best_effort", "history": "keep_last", "depth": 5,
+         "durability": "transient_local"},
+        1000,
+    )  # fmt: skip
+    assert Policy.Reliability.BestEffort in chosen
+    assert Policy.History.KeepLast(5) in chosen
+    assert Policy.Durability.TransientLocal in chosen
+
+
+@pytest.mark.dds
+def test_dds_echo_with_keep_all_and_transient_local(run_trial: RunTrial, dds: None) -> None:
+    t = replace(
+        trial("dds", "4KB", 4096, pairs=1),
+        reliability="reliable",
+        history="keep_all",
+        durability="transient_local",
+    )
+    tables, _ = run_echo(run_trial, t)
+    check_complete(tables[0], 200)
+
+
+@pytest.mark.dds
+def test_dds_fanout_best_effort(run_trial: RunTrial, dds: None) -> None:
+    """Best effort may drop; the trial runs and its records stay consistent."""
+    t = replace(
+        flow("dds", "fanout", listeners=2), reliability="best_effort", history="keep_last 5"
+    )
+    table, _ = run_flow(run_trial, t)
+    assert table.num_rows == 2 * 150
+    assert any(v is not None for v in table.column("t_echoed").to_pylist())

@@ -76,7 +76,7 @@ def test_unknown_field_suggests_nearest(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  paylod: text\n") == [
         "F:4: sweep.paylod: unknown field; did you mean 'payload'? "
         "allowed fields here: backend, rate_hz, payload, pairs, hosts, link, cpu, workload, "
-        "listeners, chain_length, ack"
+        "listeners, chain_length, ack, reliability, history, durability"
     ]
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from roboscale.backends.qos import Capability
 from roboscale.registry import load_registered
 
 # Message ids below zero are probes that establish the echo path before counting.
@@ -89,6 +90,9 @@ class Backend(Protocol):
     # "node": one OS process per node (as ROS 1 runs them); "pair": a sender and its
     # echoer share one process (the native runtime's in-process delivery).
     placement: str
+    # The QoS settings it honours, per axis (backends/qos.py); a trial asking for another
+    # is refused before anything runs.
+    qos: Capability
 
     @property
     def python(self) -> str: ...

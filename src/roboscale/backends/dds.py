@@ -38,6 +38,7 @@ from roboscale.backends.base import (
     Where,
     current_python,
 )
+from roboscale.backends.qos import EVERY_SETTING, split_history
 from roboscale.errors import BackendUnavailable
 
 PINNED = "11.0.1"
@@ -187,6 +188,17 @@ def qos_policies(qos: dict[str, Any], queue: int) -> Any:
     return Qos(reliability, history, durability)
 
 
+def trial_qos(trial: dict[str, Any]) -> dict[str, Any]:
+    """The trial's QoS axes that are set, as the session reads them."""
+    qos: dict[str, Any] = {}
+    for axis in ("reliability", "durability"):
+        if trial.get(axis):
+            qos[axis] = trial[axis]
+    if trial.get("history"):
+        qos["history"], qos["depth"] = split_history(trial["history"])
+    return qos
+
+
 class DdsSession:
     def __init__(self, ctx: NodeContext) -> None:
         from cyclonedds.domain import Domain, DomainParticipant
@@ -283,7 +295,7 @@ class DomainInfrastructure:
 class DdsBackend:
     name = "dds"
     placement = "node"
-    qos_axes = frozenset({"reliability", "history", "durability"})
+    qos = EVERY_SETTING
 
     def __init__(self) -> None:
         self._addresses: list[str] = ["127.0.0.1"]
@@ -351,8 +363,7 @@ class DdsBackend:
             ["127.0.0.1"] if local else self._addresses,
             min(MAX_PARTICIPANT_INDEX, participants),
         )
-        qos = {k: trial[k] for k in ("reliability", "history", "depth", "durability") if k in trial}
-        return {"domain": domain, "xml": xml, "qos": qos}
+        return {"domain": domain, "xml": xml, "qos": trial_qos(trial)}
 
     def open(self, ctx: NodeContext) -> DdsSession:
         return DdsSession(ctx)

@@ -29,6 +29,7 @@ from roboscale.backends.base import (
     current_python,
 )
 from roboscale.backends.payload import HEADER, body
+from roboscale.backends.qos import RELIABLE_VOLATILE
 
 _RUNTIME_LOCK = threading.Lock()
 _RUNTIME: Any = None
@@ -161,6 +162,7 @@ class NativeProcSession(NativeSession):
 
 
 class NativeBackend:
+    qos = RELIABLE_VOLATILE
     name = "native"
     placement = "pair"
 

@@ -22,6 +22,7 @@ from typing import Any
 from roboscale import lifeline
 from roboscale.backends.base import Callback, MessageKind, NodeContext, Where, free_port
 from roboscale.backends.payload import TEXT, body
+from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable, UserError
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -222,6 +223,7 @@ def _children(pid: int) -> list[int]:
 
 
 class Ros1Backend:
+    qos = RELIABLE_VOLATILE
     name = "ros1"
     placement = "node"
 

@@ -24,6 +24,7 @@ from roboscale.backends.base import (
     free_port,
 )
 from roboscale.backends.payload import HEADER, body
+from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable
 from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
@@ -107,6 +108,7 @@ class ZenohSession:
 
 
 class ZenohBackend:
+    qos = RELIABLE_VOLATILE
     name = "zenoh"
     placement = "node"
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.schema import ALLOWED, WORKLOADS, Spec, Sweep, either
 from roboscale.workloads.base import get_workload
@@ -100,11 +101,12 @@ def validate(data: Any, file: str, lines: LineMap, quick: bool = False) -> Spec:
         raise to_spec_errors(e, file, lines, Spec, quick) from None
 
 
-def load_spec(path: Path, *, quick: bool = False) -> Spec:
+def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = None) -> Spec:
     """Load and validate a spec; `quick: {...}` holds overrides applied with --quick.
 
     Both the full spec and its quick variant are validated, so a broken quick
-    section is reported even when it is not used.
+    section is reported even when it is not used. `backends` (--backend) replace the
+    spec's in the checks of what each backend can honour.
     """
     data, lines = load_yaml(path)
     file = str(path)
@@ -115,12 +117,40 @@ def load_spec(path: Path, *, quick: bool = False) -> Spec:
     spec = validate(base, file, lines)
     check_workloads(spec, file, lines)
     check_env(spec, path, lines)
+    check_qos(spec, file, lines, backends)
     if overrides is None:
         return spec
     quick_spec = validate(_merge(base, overrides), file, lines, quick=True)
     check_workloads(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
+    check_qos(quick_spec, file, _quick_lines(lines), backends)
     return quick_spec if quick else spec
+
+
+def check_qos(spec: Spec, file: str, lines: LineMap, backends: list[str] | None) -> None:
+    """Every QoS setting the sweep asks for must be one that every chosen backend honours
+    (its `qos` capability): a backend never silently runs with other QoS than asked."""
+    from roboscale.backends.base import get_backend, known_backends
+
+    chosen = backends or spec.sweep.backend
+    for axis in qos.AXES:
+        for value in getattr(spec.sweep, axis):
+            if value is None:
+                continue
+            kind = qos.kind_of(axis, value)
+            for name in chosen:
+                honoured = get_backend(name).qos.get(axis, frozenset())
+                if kind in honoured:
+                    continue
+                able = [b for b in known_backends() if kind in get_backend(b).qos.get(axis, ())]
+                own = ", ".join(sorted(honoured)) or "no setting of it (only its own behaviour)"
+                raise SpecError(
+                    file,
+                    line_for(("sweep", axis), lines),
+                    f"sweep.{axis}",
+                    f"backend {name!r} cannot honour {axis} {value}: it honours {own}; "
+                    f"backends that honour {kind}: {', '.join(able) or 'none'}",
+                )
 
 
 def check_workloads(spec: Spec, file: str, lines: LineMap) -> None:

@@ -8,6 +8,8 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from roboscale.backends.qos import AXES as QOS_AXES
+from roboscale.backends.qos import label as qos_label
 from roboscale.spec.payloads import payload_kind
 from roboscale.spec.schema import Spec, Sweep
 from roboscale.workloads.base import DEFAULT_WORKLOAD, Variant, Workload, get_workload
@@ -49,6 +51,10 @@ class TrialPlan:
     listeners: int = 0  # fanout and ping: listeners on the topic
     chain_length: int = 0  # chain: nodes A -> B -> ..., the first one publishing
     ack: bool = False  # one-way workloads: every measuring node acknowledges (ping-pong)
+    # QoS (backends/qos.py); None: the backend's own behaviour
+    reliability: str | None = None
+    history: str | None = None
+    durability: str | None = None
 
     def params(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,7 +144,15 @@ def count_trials(spec: Spec, backends: list[str] | None = None) -> int:
     counted, and refused, before a single trial is built."""
     sw = spec.sweep
     per_variant = sum(len(sw.pairs) if _has_pairs(v) else 1 for v in variants(sw))
-    axes = (sw.hosts, sw.link, sw.cpu, backends or sw.backend, sw.payload, sw.rate_hz)
+    axes = (
+        sw.hosts,
+        sw.link,
+        sw.cpu,
+        backends or sw.backend,
+        sw.payload,
+        sw.rate_hz,
+        *qos_axes(sw),
+    )
     return math.prod(len(a) for a in axes) * per_variant * spec.trial.runs
 
 
@@ -155,6 +169,10 @@ def rate_samples(spec: Spec, backends: list[str] | None = None) -> list[tuple[Tr
         (_trial(spec, chosen, var, sw.payload[0], first, sw.pairs[0], rate), each)
         for rate in sw.rate_hz
     ]
+
+
+def qos_axes(sw: Sweep) -> tuple[list[str | None], list[str | None], list[str | None]]:
+    return sw.reliability, sw.history, sw.durability
 
 
 def _senders(hosts: int, fraction: float) -> int:
@@ -174,16 +192,16 @@ def plan(
     chosen = backends if backends else spec.sweep.backend
     t, sw = spec.trial, spec.sweep
     combos = itertools.product(
-        sw.hosts, sw.link, sw.cpu, chosen, variants(sw), sw.payload, sw.pairs, sw.rate_hz
-    )
+        sw.hosts, sw.link, sw.cpu, chosen, variants(sw), sw.payload, sw.pairs, sw.rate_hz,
+        itertools.product(*qos_axes(sw)),
+    )  # fmt: skip
     trials = []
-    for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate in combos:
+    for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate, qos in combos:
         if not _has_pairs(var) and pairs_given != sw.pairs[0]:
             continue  # one publisher per trial when the workload has no pairs axis
         for run in range(t.runs):
-            trials.append(
-                _trial(spec, backend, var, (payload, size), (hosts, link, cpu), pairs_given, rate)
-            )
+            one = _trial(spec, backend, var, (payload, size), (hosts, link, cpu), pairs_given, rate)
+            trials.append(_with_qos(one, qos))
             trials[-1] = replace(
                 trials[-1], run=run, trial=trials[-1].trial + f"-r{run}", profiles=profiles
             )
@@ -246,6 +264,20 @@ def _trial(
         workload=workload.name,
     )
     return replace(trial, **variant.fields)
+
+
+def _with_qos(trial: TrialPlan, settings: tuple[str | None, ...]) -> TrialPlan:
+    """The trial with its QoS settings, named in its id."""
+    reliability, history, durability = settings
+    chosen = dict(zip(QOS_AXES, settings, strict=True))
+    suffix = "".join(f"-{qos_label(a, v)}" for a, v in chosen.items() if v is not None)
+    return replace(
+        trial,
+        trial=trial.trial + suffix,
+        reliability=reliability,
+        history=history,
+        durability=durability,
+    )
 
 
 def _with_index(trial: TrialPlan, index: int) -> TrialPlan:

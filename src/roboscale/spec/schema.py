@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from roboscale.backends import qos
 from roboscale.spec.payloads import parse_payload
 from roboscale.workloads.base import DEFAULT_WORKLOAD, known_workloads
 
@@ -39,6 +40,25 @@ def _payload(value: Any) -> tuple[str, int]:
     return parse_payload(value)
 
 
+def _qos(axis: str) -> Any:
+    """The check of one QoS setting: null (the backend's own behaviour) or one of the
+    axis's settings."""
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return qos.check_value(axis, value)
+        except ValueError as e:
+            raise PydanticCustomError("qos", str(e)) from None
+
+    return check
+
+
+QosAxis = Annotated[list[str | None], BeforeValidator(_as_list), Field(min_length=1)]
+Reliability = Annotated[QosAxis, AfterValidator(lambda v: [_qos("reliability")(x) for x in v])]
+History = Annotated[QosAxis, AfterValidator(lambda v: [_qos("history")(x) for x in v])]
+Durability = Annotated[QosAxis, AfterValidator(lambda v: [_qos("durability")(x) for x in v])]
 Payload = Annotated[tuple[str, int], BeforeValidator(_payload)]
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE_HZ)]
 Pairs = Annotated[int, Field(ge=1, le=1024)]
@@ -78,6 +98,9 @@ class Sweep(Strict):
     listeners: Annotated[list[Listeners], BeforeValidator(_as_list), Field(min_length=1)] = [1]
     chain_length: Annotated[list[ChainLength], BeforeValidator(_as_list), Field(min_length=1)] = [5]
     ack: Annotated[list[bool], BeforeValidator(_as_list), Field(min_length=1)] = [False]
+    reliability: Reliability = [None]
+    history: History = [None]
+    durability: Durability = [None]
 
     @field_validator("backend")
     @classmethod
@@ -149,7 +172,7 @@ ALLOWED: dict[str, str] = {
     "name": "a short name of letters, digits, '.', '_' or '-'",
     "description": "free text",
     "sweep": "a mapping with backend, rate_hz, payload, pairs, hosts, link, cpu, workload, "
-    "listeners, chain_length, ack",
+    "listeners, chain_length, ack, reliability, history, durability",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.payload": "text, laserscan, image, or a size from 1 B to 4 MB (256, '4KB'), or a list",
@@ -161,6 +184,12 @@ ALLOWED: dict[str, str] = {
     "sweep.listeners": f"listeners of a fanout, 1 to {MAX_LISTENERS}, or a list of them",
     "sweep.chain_length": f"nodes in a chain (A -> B -> ...), 2 to {MAX_CHAIN}, or a list",
     "sweep.ack": "false (one-way) or true (each listener acknowledges: ping-pong), or a list",
+    "sweep.reliability": "reliable or best_effort (null: the backend's own), or a list; "
+    "only backends that honour it (dds honours both)",
+    "sweep.history": "keep_all, keep_last (the queue length) or keep_last N (null: the "
+    "backend's own), or a list; only backends that honour it (dds)",
+    "sweep.durability": "volatile or transient_local (null: the backend's own), or a list; "
+    "only backends that honour it (dds honours both)",
     "env": "a mapping of emulated-host settings",
     "env.topology": "star (a switch) or mesh (a link per host pair)",
     "env.profiles": "a YAML file of custom link profiles, relative to the spec",

@@ -21,7 +21,7 @@ Goals (--check exits 1 on a miss): every kill asked for was made, the tree and e
 worker are running at the end, and every worker received every sequence number exactly
 once (0 lost, 0 duplicated). Process workers import /data with --delivery (default
 at_least_once: the message in flight at a SIGKILL comes again, and the worker, idempotent
-by sequence, logs it as "again" instead of acting twice; `redelivered` counts those).
+by sequence, logs it as "again" if it had acted on it already; `redelivered` counts those).
 With at_most_once the runtime documents one exception: the message handed over at the
 instant of a SIGKILL, before its callback acted, is lost (docs/runtime.md); such losses
 are counted apart as `lost_in_flight` but still count as lost.
@@ -269,8 +269,8 @@ def main() -> None:
     procs = [r for r in rows if r["kind"] == "process"]
     if procs:
         print(f"process workers ({args.delivery}): {sum(r['instances'] for r in procs)} "
-              f"instances in all; {sum(r['redelivered'] for r in procs)} messages came again "
-              "after a kill (skipped by the idempotent worker)")  # fmt: skip
+              f"instances in all; {sum(r['redelivered'] for r in procs)} came again although "
+              "acted on before the kill (skipped by the idempotent worker)")  # fmt: skip
     report["raw"] = {"workers": rows}
     published = rows[0]["published"] if rows else 0
     report["results"] = {"chaos": chaos, "restart_ms": restarts, "published": published}

@@ -78,3 +78,28 @@ def test_backend_not_installed_says_how_to_install(
     assert code == 2 and "backend 'ros1' is not installed: roscore not found" in err
     assert "apt-get install ros-core python3-rospy" in err and "Traceback" not in err
     assert not out.exists()  # refused before anything ran
+
+
+def test_resume_runs_only_the_unfinished_trials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    text = "name: r\nsweep:\n  backend: native\n  rate_hz: [50, 100]\ntrial:\n  messages: 20\n"
+    argv = ["bench", spec(tmp_path, text), "--out", str(tmp_path / "out")]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    summary_path = tmp_path / "out" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    kept, dropped = summary["trials"]
+    summary["trials"] = [kept]  # as if interrupted before the second trial was summarized
+    summary_path.write_text(json.dumps(summary))
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "holds results of 'r' already (1 of 2 trials finished)" in err
+    code, out, err = run([*argv, "--resume"], capsys)
+    assert code == 0, err
+    assert "resuming: 1 finished trials kept, 2 planned" in out
+    assert dropped["trial"] in out and kept["trial"] not in out.split("resuming")[1]
+    after = json.loads(summary_path.read_text())["trials"]
+    assert [e["trial"] for e in after] == [kept["trial"], dropped["trial"]]
+    assert after[0] == kept  # the finished trial is kept as it was

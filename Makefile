@@ -12,8 +12,8 @@ STAMP := $(VENV)/.installed
 SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
 	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl
 SYSTEM_COMMANDS := roscore erl iptables ddsperf sshd stress-ng openssl
-# make test installs the optional extras too (DDS, face tracker, bags); make demo does not.
-EXTRAS := dev,dds,facetrack,data
+# make test installs the optional extras too (DDS, face tracker, bags, pandas); make demo does not.
+EXTRAS := dev,dds,facetrack,data,notebook
 EXTRAS_STAMP := $(VENV)/.extras
 
 .PHONY: demo test unit test-loaded lint system ros1 extras clean

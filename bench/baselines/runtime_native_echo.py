@@ -51,6 +51,9 @@ class NativeBridge(Bridge):
             raise UserError("runtime_native_echo: durable topics are not carried")
         return NativeSession(zenoh_min.Session(bridge_settings(self.config)))
 
+    def _watch_peers(self) -> None:
+        pass  # zenoh_min has no transport events: this echo counts no peers
+
     def _subscribe(self) -> None:
         inbox = self.session.native.inbox(f"{self.config.prefix}/**", CHANNEL)
         strip, loop = len(self.config.prefix), self.runtime.loop

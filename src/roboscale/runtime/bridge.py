@@ -179,9 +179,7 @@ class Bridge:
             self.runtime.call(self._warn_insecure, insecure)
         self.session = self._open_session()
         try:
-            self._entities.append(
-                self.session.info.declare_transport_events_listener(self._on_transport)
-            )
+            self._watch_peers()
             self.runtime.call(self._declare)
         except BaseException:
             self.close()  # never leave a half-declared session open
@@ -209,6 +207,12 @@ class Bridge:
         )
         _log.warning("bridge: %s", detail)
         self.emit("insecure", detail)
+
+    def _watch_peers(self) -> None:
+        """Count the peers Zenoh admits to this session (one callback, rare events)."""
+        self._entities.append(
+            self.session.info.declare_transport_events_listener(self._on_transport)
+        )
 
     def _on_transport(self, event: Any) -> None:
         """On a Zenoh thread (rare): a peer's transport opened (admitted) or closed."""

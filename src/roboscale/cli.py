@@ -29,6 +29,7 @@ examples:
   roboscale bench experiments/size-sweep.yaml --dry-run         # list trials, run nothing
   roboscale report results/thesis-e1-20261122-140000            # re-render a report
   roboscale backends                                            # what is installed
+  roboscale bench experiments/paper-quality.yaml --quick --stack runtime  # face tracker
   roboscale capacity predict model.json --size 4250 --rate 20   # how many nodes fit
   roboscale launch examples/launch/workers.yaml                 # a supervised tree of nodes
   roboscale chaos examples/launch/workers.yaml --rate 200 --duration 10
@@ -61,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated backends to run instead of the spec's, e.g. ros1,zenoh",
     )
     b.add_argument(
+        "--stack",
+        help="comma-separated face-tracker stacks to run instead of the spec's (workload "
+        "facetrack), e.g. runtime or runtime,ros1; see `roboscale stacks`",
+    )
+    b.add_argument(
         "--out",
         type=path,
         help="results folder (default: results/<name>-<time>); a new or empty one, never "
@@ -83,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("results", type=path, help="a results folder written by `roboscale bench`")
 
     sub.add_parser("backends", help="list backends, whether each is installed, and versions")
+    sub.add_parser("stacks", help="list face-tracker stacks, whether each is installed, versions")
     from roboscale.capacity.cli import add_parser as add_capacity
     from roboscale.lab.hosts_cli import add_parser as add_hosts
 
@@ -104,6 +111,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     if backends:
         _check_names(backends)
     spec = load_spec(args.spec, quick=args.quick, backends=backends)
+    if args.stack:
+        spec = _with_stacks(spec, [s.strip() for s in args.stack.split(",")])
     profiles = profiles_path(spec, args.spec)
     count = count_trials(spec, backends)
     est = sum(estimate_s(t) * n for t, n in rate_samples(spec, backends))
@@ -129,6 +138,23 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]{outcome.failed} trial(s) failed; see summary.md[/red]")
     console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
     return 130 if outcome.interrupted else (1 if outcome.failed == len(trials) else 0)
+
+
+def _with_stacks(spec: Any, stacks: list[str]) -> Any:
+    """The spec with its `stack` axis replaced, after checking the names and that one of
+    its workloads has that axis."""
+    from roboscale.facetrack.stack import known_stacks
+    from roboscale.workloads.base import get_workload
+
+    for name in stacks:
+        if name not in known_stacks():
+            raise UserError(f"--stack: unknown stack {name!r}; known: {', '.join(known_stacks())}")
+    if not any("stack" in get_workload(w).axes for w in spec.sweep.workload):
+        raise UserError(
+            f"--stack: the spec's workloads ({', '.join(spec.sweep.workload)}) have no stack "
+            "axis; it applies to workload facetrack"
+        )
+    return spec.model_copy(update={"sweep": spec.sweep.model_copy(update={"stack": stacks})})
 
 
 def _duration(seconds: float) -> str:
@@ -172,6 +198,21 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_stacks(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.facetrack.stack import get_stack, known_stacks
+
+    table = Table("stack", "available", "what runs / version / how to install")
+    for name in known_stacks():
+        stack = get_stack(name)
+        try:
+            stack.check()
+            table.add_row(name, "[green]yes[/green]", f"{stack.summary}; {stack.version()}")
+        except UserError as e:
+            table.add_row(name, "[red]no[/red]", str(e))
+    console.print(table)
+    return 0
+
+
 def cmd_backends(args: argparse.Namespace, console: Console) -> int:
     from roboscale.backends.base import get_backend, known_backends
 
@@ -203,6 +244,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "report": cmd_report,
     "backends": cmd_backends,
+    "stacks": cmd_stacks,
     "capacity": cmd_capacity,
     "hosts": cmd_hosts,
 }

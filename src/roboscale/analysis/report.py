@@ -104,7 +104,8 @@ def _with_recovered(run_dir: Path, entries: list[Entry], th: Thresholds) -> list
         if meta.get("error"):
             added.append({**meta["params"], "error": meta["error"], "sustained": False})
         else:
-            added.append(summarize_trial(read_records(run_dir, trial), meta["params"], th))
+            records = read_records(run_dir, trial)
+            added.append(summarize_trial(records, meta["params"], th, meta.get("nodes", [])))
     if added:
         path = run_dir / "summary.json"
         all_entries = sorted(entries + added, key=lambda e: str(e["trial"]))

@@ -7,6 +7,7 @@ no `t_received`, so loss is counted, never inferred from what arrived.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -62,10 +63,15 @@ def quarter_medians(rtt_us: FloatArray) -> tuple[float | None, float | None]:
     return float(np.median(got[:q])), float(np.median(got[-q:]))
 
 
-def summarize_trial(table: pa.Table, params: dict[str, Any], th: Thresholds) -> dict[str, Any]:
+def summarize_trial(
+    table: pa.Table,
+    params: dict[str, Any],
+    th: Thresholds,
+    nodes: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """One summary.json entry: the trial's parameters, its figures and its verdict, as the
-    trial's workload summarizes its records."""
-    return workload_of(params).summarize(table, params, th)
+    trial's workload summarizes its records and its nodes' headers."""
+    return workload_of(params).summarize(table, params, th, nodes)
 
 
 def summarize_round_trips(

@@ -115,7 +115,7 @@ def run_one(
     meta.update(end=wall_clock(), nodes=nodes, usage=node_usage(nodes))
     write_trial(run_dir, t.trial, tables, meta)
     shutil.rmtree(raw)
-    entry = summarize_trial(read_records(run_dir, t.trial), t.params(), th)
+    entry = summarize_trial(read_records(run_dir, t.trial), t.params(), th, nodes)
     entry["usage"] = meta["usage"]
     return entry
 

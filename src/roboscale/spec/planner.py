@@ -55,6 +55,12 @@ class TrialPlan:
     reliability: str | None = None
     history: str | None = None
     durability: str | None = None
+    stack: str = ""  # facetrack: the stack that runs the tracker
+    workers: int = 0  # facetrack: detector workers
+    deque_len: int = 0  # facetrack: faces the aggregator averages
+    kills: int = 0  # facetrack: workers killed at once during the run
+    kill_method: str = ""  # facetrack: sigterm, sigkill or crash
+    dispatch: str = ""  # facetrack: how frames are given to workers
 
     def params(self) -> dict[str, Any]:
         return asdict(self)

@@ -66,6 +66,9 @@ Hosts = Annotated[int, Field(ge=1, le=64)]
 Quota = Annotated[float, Field(gt=0, le=64)]
 Listeners = Annotated[int, Field(ge=1, le=MAX_LISTENERS)]
 ChainLength = Annotated[int, Field(ge=2, le=MAX_CHAIN)]
+Workers = Annotated[int, Field(ge=1, le=5000)]
+DequeLen = Annotated[int, Field(ge=1, le=1000)]
+Kills = Annotated[int, Field(ge=0, le=50_000)]
 LINK_NAME = r"^[A-Za-z][A-Za-z0-9_.-]*$"
 LOOPBACK = "loopback"
 
@@ -101,6 +104,29 @@ class Sweep(Strict):
     reliability: Reliability = [None]
     history: History = [None]
     durability: Durability = [None]
+    # The face tracker (workload facetrack): its stacks and the paper's variables.
+    stack: Annotated[list[str], BeforeValidator(_as_list), Field(min_length=1)] = ["runtime"]
+    workers: Annotated[list[Workers], BeforeValidator(_as_list), Field(min_length=1)] = [4]
+    deque_len: Annotated[list[DequeLen], BeforeValidator(_as_list), Field(min_length=1)] = [5]
+    kills: Annotated[list[Kills], BeforeValidator(_as_list), Field(min_length=1)] = [0]
+    kill_method: Annotated[
+        list[Literal["sigterm", "sigkill", "crash"]], BeforeValidator(_as_list), Field(min_length=1)
+    ] = ["sigkill"]
+    dispatch: Annotated[
+        list[Literal["random", "round_robin", "least_loaded"]],
+        BeforeValidator(_as_list),
+        Field(min_length=1),
+    ] = ["random"]
+
+    @field_validator("stack")
+    @classmethod
+    def _known_stacks(cls, names: list[str]) -> list[str]:
+        from roboscale.facetrack.stack import known_stacks
+
+        for name in names:
+            if name not in known_stacks():
+                raise ValueError(f"unknown stack {name!r}; known: {', '.join(known_stacks())}")
+        return names
 
     @field_validator("backend")
     @classmethod
@@ -172,7 +198,8 @@ ALLOWED: dict[str, str] = {
     "name": "a short name of letters, digits, '.', '_' or '-'",
     "description": "free text",
     "sweep": "a mapping with backend, rate_hz, payload, pairs, hosts, link, cpu, workload, "
-    "listeners, chain_length, ack, reliability, history, durability",
+    "listeners, chain_length, ack, reliability, history, durability, stack, workers, "
+    "deque_len, kills, kill_method, dispatch",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.payload": "text, laserscan, image, or a size from 1 B to 4 MB (256, '4KB'), or a list",
@@ -190,6 +217,13 @@ ALLOWED: dict[str, str] = {
     "backend's own), or a list; only backends that honour it (dds)",
     "sweep.durability": "volatile or transient_local (null: the backend's own), or a list; "
     "only backends that honour it (dds honours both)",
+    "sweep.stack": "a face-tracker stack (runtime, runtime-proc, ros1, erlang: see "
+    "`roboscale stacks`), or a list of them",
+    "sweep.workers": "face-detector workers, 1 to 5000, or a list of them",
+    "sweep.deque_len": "faces the aggregator averages, 1 to 1000 (the paper: 1, 5, 10), or a list",
+    "sweep.kills": "workers killed at once during the run, 0 to 50,000, or a list of them",
+    "sweep.kill_method": "sigterm, sigkill or crash (in-process workers), or a list of them",
+    "sweep.dispatch": "random (the paper's), round_robin or least_loaded, or a list of them",
     "env": "a mapping of emulated-host settings",
     "env.topology": "star (a switch) or mesh (a link per host pair)",
     "env.profiles": "a YAML file of custom link profiles, relative to the spec",

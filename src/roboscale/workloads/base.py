@@ -10,8 +10,9 @@ REGISTRY (`module` or `module:ATTRIBUTE`) and imported only when chosen. It has:
   hosts, grouped in processes) and `drive` (how the lab drives them: AgentProtocol);
 - agent programs: `read_program` (its typed node config) and `start` (what a node
   role runs inside the agent: a Program);
-- collection, summary and report: `collect` (raw files -> record tables), `summarize`
-  (records -> summary entry), `figures`, `tables` and `log_words`.
+- collection, summary and report: `collect` (raw files -> record tables and the nodes'
+  headers), `summarize` (records, and those headers for figures that are not per
+  message, -> summary entry), `figures`, `tables` and `log_words`.
 
 The driver half imports numpy, pyarrow and the analysis lazily, inside its methods.
 """
@@ -159,7 +160,9 @@ class Workload(Protocol):
         self, t: TrialPlan, raw: Path, hosts: list[str]
     ) -> tuple[list[pa.Table], list[dict[str, Any]]]: ...
 
-    def summarize(self, table: pa.Table, params: dict[str, Any], th: Thresholds) -> Entry: ...
+    def summarize(
+        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
+    ) -> Entry: ...
 
     def figures(self) -> list[FigureSpec]: ...
 
@@ -171,6 +174,7 @@ REGISTRY: dict[str, str] = {
     "fanout": "roboscale.workloads.oneway:FANOUT",
     "ping": "roboscale.workloads.oneway:PING",
     "chain": "roboscale.workloads.oneway:CHAIN",
+    "facetrack": "roboscale.workloads.facetrack",
 }
 # Results written before workloads existed hold round trips of the first one.
 DEFAULT_WORKLOAD = next(iter(REGISTRY))

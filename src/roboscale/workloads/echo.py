@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -243,7 +244,9 @@ class EchoWorkload:
             nodes += [s_head, e_head]
         return tables, nodes
 
-    def summarize(self, table: pa.Table, params: dict[str, Any], th: Thresholds) -> Entry:
+    def summarize(
+        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
+    ) -> Entry:
         from roboscale.analysis.stats import summarize_round_trips
 
         return summarize_round_trips(table, params, th)

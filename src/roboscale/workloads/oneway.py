@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -341,7 +342,9 @@ class OneWay:
             heads.append(head)
         return tables, heads
 
-    def summarize(self, table: pa.Table, params: dict[str, Any], th: Thresholds) -> Entry:
+    def summarize(
+        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
+    ) -> Entry:
         from roboscale.analysis.oneway import summarize_oneway
 
         return summarize_oneway(table, params, th)

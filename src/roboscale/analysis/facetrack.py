@@ -1,0 +1,222 @@
+"""The face tracker's report: the paper's figures and tables, stacks side by side.
+
+Every figure is drawn from summary entries (`entry["facetrack"]`, written by
+`workloads/facetrack.py`), so a report can be redrawn from a results folder alone.
+The paper's published figures are drawn beside ours where it has them (grey, dashed).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from roboscale.analysis.plots import COLORS
+from roboscale.analysis.tables import Table
+from roboscale.workloads.base import Entry, FigureSpec, TableSpec
+
+# The paper's Table 4 (mean Jaccard by deque length) and Table 5 (restart, ms).
+PAPER_QUALITY = {"ROS (paper)": {10: 0.285, 5: 0.591, 1: 0.947},
+                 "Erlang (paper)": {10: 0.302, 5: 0.608, 1: 0.922}}  # fmt: skip
+PAPER_RESTART_MS = {"ROS worker (paper)": {"sigterm": 369.0, "sigkill": 291.0},
+                    "Erlang worker (paper)": {"sigterm": 0.224, "sigkill": 0.249}}  # fmt: skip
+ROLLING = 5  # frames in the rolling mean of the quality-over-time figure
+
+
+def measured(entries: Sequence[Entry]) -> list[Entry]:
+    return [e for e in entries if not e.get("error") and e.get("facetrack")]
+
+
+def figure(e: Entry, key: str) -> Any:
+    return e["facetrack"]["summary"].get(key)
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return statistics.fmean(got) if got else None
+
+
+def _series(
+    entries: Sequence[Entry], x: str, y: Callable[[Entry], float | None]
+) -> dict[str, tuple[list[float], list[float]]]:
+    """stack -> (xs, mean y over runs at each x), x ascending."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    for stack in sorted({e["stack"] for e in entries}):
+        mine = [e for e in entries if e["stack"] == stack]
+        xs = sorted({e[x] for e in mine})
+        ys = [_mean([y(e) for e in mine if e[x] == v]) for v in xs]
+        pairs = [(a, b) for a, b in zip(xs, ys, strict=True) if b is not None]
+        out[stack] = ([a for a, _ in pairs], [b for _, b in pairs])
+    return out
+
+
+def _line_figure(entries: Sequence[Entry], x: str, y: Callable[[Entry], float | None],
+                 labels: tuple[str, str, str], log_x: bool = False) -> Figure | None:  # fmt: skip
+    calm = [e for e in measured(entries) if e["kills"] == 0]
+    if len({e[x] for e in calm}) < 2:
+        return None
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.subplots()
+    for i, (stack, (xs, ys)) in enumerate(_series(calm, x, y).items()):
+        ax.plot(xs, ys, "o-", color=COLORS[i % len(COLORS)], label=stack)
+    ax.set(xlabel=labels[0], ylabel=labels[1], title=labels[2])
+    if log_x:
+        ax.set_xscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def quality_vs_deque(entries: Sequence[Entry]) -> Figure | None:
+    fig = _line_figure(entries, "deque_len", lambda e: figure(e, "mean_jaccard"),
+                       ("aggregator deque length", "mean Jaccard", "Face quality by deque "
+                        "length (paper Table 4)"))  # fmt: skip
+    if fig is not None:
+        ax = fig.axes[0]
+        for name, points in PAPER_QUALITY.items():
+            xs = sorted(points)
+            ax.plot(xs, [points[v] for v in xs], "x--", color="grey", alpha=0.7, label=name)
+        ax.legend(fontsize=8)
+    return fig
+
+
+def latency_vs_workers(entries: Sequence[Entry]) -> Figure | None:
+    return _line_figure(entries, "workers", lambda e: figure(e, "latency_mean_ms"),
+                        ("workers", "capture to command, mean (ms)",
+                         "Latency by workers (paper Figure 5: about 37 ms up to 9)"),
+                        log_x=True)  # fmt: skip
+
+
+def memory_vs_workers(entries: Sequence[Entry]) -> Figure | None:
+    return _line_figure(entries, "workers", lambda e: figure(e, "pss_total_mb"),
+                        ("workers", "PSS of the stack's processes (MB)",
+                         "Memory by workers (paper Table 3: ROS 2,564 MB, Erlang 1,300 MB "
+                         "at 50)"), log_x=True)  # fmt: skip
+
+
+def quality_after_kills(entries: Sequence[Entry]) -> Figure | None:
+    """Per-frame Jaccard (rolling mean) of each kill trial, one panel per kill count; the
+    dotted line is the kill (paper Figures 6-10)."""
+    chaos = [e for e in measured(entries) if e["kills"] > 0]
+    if not chaos:
+        return None
+    counts = sorted({e["kills"] for e in chaos})
+    fig = Figure(figsize=(7, 2.6 * len(counts)), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(len(counts), 1, sharex=True))
+    keys = sorted({(e["stack"], e["kill_method"]) for e in chaos})
+    for ax, count in zip(axes, counts, strict=True):
+        for i, key in enumerate(keys):
+            runs = [e for e in chaos if (e["stack"], e["kill_method"]) == key
+                    and e["kills"] == count]  # fmt: skip
+            if not runs:
+                continue
+            ax.plot(_rolling(runs[0]["facetrack"]["jaccard"]), color=COLORS[i % len(COLORS)],
+                    label=f"{key[0]} {key[1]}")  # fmt: skip
+            ax.axvline(runs[0]["facetrack"]["kill_at"], color="purple", linestyle=":")
+        ax.set(ylabel="Jaccard", ylim=(0, 1), title=f"{count} workers killed at once")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    axes[-1].set_xlabel("frame")
+    return fig
+
+
+def _rolling(values: Sequence[float | None]) -> list[float]:
+    clean = np.array([np.nan if v is None else v for v in values], dtype=float)
+    out = []
+    for i in range(len(clean)):
+        window = clean[max(0, i - ROLLING + 1) : i + 1]
+        window = window[~np.isnan(window)]
+        out.append(float(window.mean()) if window.size else float("nan"))
+    return out
+
+
+def restart_times(entries: Sequence[Entry]) -> Figure | None:
+    rows = restart_rows(entries)
+    if not rows:
+        return None
+    fig = Figure(figsize=(7, 0.5 + 0.4 * len(rows)), layout="constrained")
+    ax = fig.subplots()
+    names = [r[0] for r in rows]
+    ax.barh(names, [r[1] for r in rows], color=[COLORS[0] if "paper" not in n else "grey"
+                                               for n in names])  # fmt: skip
+    ax.set(xscale="log", xlabel="restart, kill to the new worker ready (ms, p50)",
+           title="Restart time (paper Table 5)")  # fmt: skip
+    ax.grid(alpha=0.3, axis="x")
+    return fig
+
+
+def restart_rows(entries: Sequence[Entry]) -> list[tuple[str, float]]:
+    found: dict[str, list[float]] = {}
+    for e in measured(entries):
+        for kill in e["facetrack"]["kills"]:
+            if kill["restarted_ns"] is not None:
+                ms = (kill["restarted_ns"] - kill["kill_ns"]) / 1e6
+                found.setdefault(f"{e['stack']} {kill['method']}", []).append(ms)
+    rows = [(name, statistics.median(v)) for name, v in sorted(found.items())]
+    if rows:
+        for name, by_method in PAPER_RESTART_MS.items():
+            rows += [(f"{name} {m}", ms) for m, ms in by_method.items()]
+    return rows
+
+
+def _fmt(value: Any, digits: str = ".3g") -> str:
+    return "-" if value is None else format(value, digits)
+
+
+def side_by_side(entries: Sequence[Entry]) -> Table | None:
+    rows = []
+    for e in measured(entries):
+        kills = f"{e['kills']} {e['kill_method']}" if e["kills"] else "0"
+        rows.append([
+            e["stack"], str(e["workers"]), str(e["deque_len"]), kills, e["dispatch"],
+            _fmt(figure(e, "mean_jaccard"), ".3f"), _fmt(figure(e, "latency_p50_ms")),
+            _fmt(figure(e, "latency_p99_ms")), str(figure(e, "frames_lost")),
+            str(figure(e, "frames_late")), _fmt(figure(e, "restart_p50_ms")),
+            _fmt(figure(e, "restart_max_ms")), _fmt(figure(e, "pss_per_worker_mb")),
+            f"{figure(e, 'alive_workers')}/{e['workers']}",
+        ])  # fmt: skip
+    if not rows:
+        return None
+    head = ["stack", "workers", "deque", "kills", "dispatch", "mean Jaccard", "latency p50 ms",
+            "p99 ms", "lost", "late", "restart p50 ms", "max ms", "PSS MB/worker",
+            "alive"]  # fmt: skip
+    return head, rows
+
+
+def paper_quality(entries: Sequence[Entry]) -> Table | None:
+    """The paper's Table 4 beside the measured mean Jaccard, by deque length (no kills)."""
+    calm = [e for e in measured(entries) if e["kills"] == 0]
+    lengths = sorted({e["deque_len"] for e in calm} | {1, 5, 10}, reverse=True)
+    if len({e["deque_len"] for e in calm}) < 2:
+        return None
+    rows = [[name, *[_fmt(points.get(n), ".3f") for n in lengths]]
+            for name, points in PAPER_QUALITY.items()]  # fmt: skip
+    for stack, (xs, ys) in _series(calm, "deque_len", lambda e: figure(e, "mean_jaccard")).items():
+        got = dict(zip(xs, ys, strict=True))
+        rows.append([stack, *[_fmt(got.get(n), ".3f") for n in lengths]])
+    return ["mean Jaccard, deque length", *[str(n) for n in lengths]], rows
+
+
+FIGURES = [
+    FigureSpec("Face quality by deque length", "Mean Jaccard of the aggregator's face against "
+               "the ground truth, by deque length (runs without kills); grey: the paper's "
+               "Table 4.", quality_vs_deque, needs_records=False),
+    FigureSpec("Face-tracker latency by workers", "Capture to controller command, mean over "
+               "the frames of each run (runs without kills).", latency_vs_workers,
+               needs_records=False),
+    FigureSpec("Face-tracker memory by workers", "PSS summed over the stack's processes "
+               "(shared pages split, not counted twice).", memory_vs_workers,
+               needs_records=False),
+    FigureSpec("Face quality after kills", "Per-frame Jaccard, rolling mean of 5 frames; "
+               "dotted: the moment the workers were killed (the paper's Figures 6-10). "
+               "A lost frame counts 0.", quality_after_kills, needs_records=False),
+    FigureSpec("Restart time", "From the kill to the new worker ready, median per stack and "
+               "signal; grey: the paper's Table 5.", restart_times, needs_records=False),
+]  # fmt: skip
+TABLES = [
+    TableSpec("Face tracker: stacks side by side", side_by_side, lead=True),
+    TableSpec("Face quality beside the paper's Table 4", paper_quality),
+]

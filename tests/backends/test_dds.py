@@ -172,3 +172,53 @@ def test_dds_fanout_best_effort(run_trial: RunTrial, dds: None) -> None:
     table, _ = run_flow(run_trial, t)
     assert table.num_rows == 2 * 150
     assert any(v is not None for v in table.column("t_echoed").to_pylist())
+
+
+FANOUT_ON_HOSTS = """\
+name: dds-hosts
+sweep:
+  backend: dds
+  workload: fanout
+  listeners: 4
+  rate_hz: 100
+  payload: 64KB
+  hosts: 3
+  link: ethernet
+trial:
+  messages: 100
+  warmup: 10
+  drain_s: 2
+"""
+
+
+@pytest.mark.netns
+@pytest.mark.dds
+def test_dds_fanout_across_emulated_hosts(tmp_path: Path, root: None, dds: None) -> None:
+    """A publisher on h0, four listeners on h1 and h2, over the emulated Ethernet: every
+    message reaches every listener, and the hosts are gone afterwards."""
+    import json
+
+    from rich.console import Console
+
+    from roboscale.env.cleanup import PREFIX
+    from roboscale.env.netcmd import netns_names
+    from roboscale.lab.runner import run_sweep
+    from roboscale.records.store import read_records
+    from roboscale.spec.loader import load_spec
+    from roboscale.spec.planner import plan
+
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(FANOUT_ON_HOSTS)
+    spec = load_spec(spec_path)
+    out = tmp_path / "run"
+    outcome = run_sweep(spec, plan(spec), out, FANOUT_ON_HOSTS, "test", Console(quiet=True))
+    assert outcome.failed == 0 and not outcome.interrupted
+    (entry,) = json.loads((out / "summary.json").read_text())["trials"]
+    assert entry["backend"] == "dds" and entry["workload"] == "fanout"
+    assert entry["sent"] == entry["received"] == 100 and entry["lost"] == 0
+    records = read_records(out, entry["trial"]).to_pydict()
+    assert sorted(set(records["host"])) == ["h1", "h2"]  # the listeners' hosts
+    meta = json.loads((out / "trials" / entry["trial"] / "metadata.json").read_text())
+    assert meta["env"]["link_profile"]["name"] == "ethernet"
+    ours = f"{PREFIX}{meta['env']['run_id']}-"  # other runs may share the machine
+    assert [n for n in netns_names() if n.startswith(ours)] == []

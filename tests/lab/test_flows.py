@@ -141,10 +141,12 @@ def test_native_chain_in_one_process(run_trial: RunTrial) -> None:
     assert len({n["pid"] for n in nodes}) == 1
 
 
-def test_one_way_workloads_refuse_emulated_hosts() -> None:
-    from roboscale.errors import UserError
+def test_one_way_workloads_spread_over_emulated_hosts() -> None:
+    """The publisher on host 0, listeners over the other hosts; a chain walks them."""
     from roboscale.lab.envs import check_placement
 
-    t = flow("zenoh", "fanout", listeners=2, hosts=2, link="ethernet")
-    with pytest.raises(UserError, match=r"workload 'fanout' runs on this machine only for now"):
-        check_placement(get_backend("zenoh"), t)
+    fanout = flow("zenoh", "fanout", listeners=4, hosts=3, link="ethernet")
+    check_placement(get_backend("zenoh"), fanout)  # accepted
+    assert [fanout.flow_host(k) for k in range(5)] == [0, 1, 2, 1, 2]
+    chain = flow("zenoh", "chain", chain_length=5, hosts=2, link="ethernet")
+    assert [chain.flow_host(k) for k in range(5)] == [0, 1, 0, 1, 0]

@@ -212,7 +212,7 @@ class OneWay:
     endpoints (key = node); the publisher connects to every one, a chain hop also to the
     hop before it. Names sort in flow order, so analysis finds hop k after hop k-1."""
 
-    emulated_hosts = False  # on this machine only, for now
+    emulated_hosts = True  # nodes spread over the hosts (host_of)
     log_words = ("one_way_us", "reached all", "one-way")
 
     def __init__(self, name: str, axes: tuple[str, ...], relays: bool) -> None:

@@ -137,6 +137,36 @@ def count_matching(root: int, text: str) -> int:
     )
 
 
+# Syscall numbers as /proc/PID/syscall shows them: read, and clock_nanosleep (Python's
+# time.sleep, which the sender's pacing loop sleeps in).
+SYSCALLS = {"x86_64": ("0", "230"), "aarch64": ("63", "115")}[os.uname().machine]
+
+
+def syscall(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().split()
+    except OSError:
+        return []
+
+
+def streaming(root: int) -> bool:
+    """The bench's sender is pacing its stream: killed earlier, agents would end on
+    their own at EOF of stdin, which would prove nothing.
+
+    Every echoer is blocked reading stdin (it said READY and waits for STOP), and the
+    sender, which after GO reads stdin no more, sleeps between messages.
+    """
+    read, sleep = SYSCALLS
+    agents = [p for p in descendants(root) if "roboscale.workloads.agent" in cmdline(p)]
+    senders = [p for p in agents if "/sender_" in cmdline(p)]
+    echoers = [p for p in agents if "/echoer_" in cmdline(p)]
+    return (
+        bool(senders and echoers)
+        and all(syscall(p)[:2] == [read, "0x0"] for p in echoers)
+        and all(syscall(p)[:1] == [sleep] for p in senders)
+    )
+
+
 def kill_and_check(proc: subprocess.Popen[str]) -> set[int]:
     """SIGKILL the controller; every descendant and token holder is gone in a bounded wait."""
     family = {pid: process_start(pid) for pid in descendants(proc.pid)}
@@ -247,8 +277,8 @@ def test_bench_leaves_no_agent_behind(
     spec = tmp_path / "orphans.yaml"
     spec.write_text(BENCH.format(backend=backend, hosts=1, link="loopback"))
     proc = controller(["-c", CLI, "bench", str(spec), "--out", str(tmp_path / "out")], tmp_path)
-    agents = "roboscale.workloads.agent"
-    wait_for("two agents", lambda: count_matching(proc.pid, agents) >= 2, CHILDREN_WITHIN_S, proc)
+    wait_for("the stream", lambda: streaming(proc.pid), CHILDREN_WITHIN_S, proc)
+    assert count_matching(proc.pid, "roboscale.workloads.agent") >= 2
     kill_and_check(proc)
 
 
@@ -286,8 +316,8 @@ def test_bench_on_emulated_hosts_leaves_no_process_or_host(
     spec = tmp_path / "orphans.yaml"
     spec.write_text(BENCH.format(backend="zenoh", hosts=2, link="ethernet"))
     proc = controller(["-c", CLI, "bench", str(spec), "--out", str(tmp_path / "out")], tmp_path)
-    agents = "roboscale.workloads.agent"
-    wait_for("two agents", lambda: count_matching(proc.pid, agents) >= 2, CHILDREN_WITHIN_S, proc)
+    wait_for("the stream", lambda: streaming(proc.pid), CHILDREN_WITHIN_S, proc)
+    assert count_matching(proc.pid, "roboscale.workloads.agent") >= 2
     markers = [json.loads(p.read_text()) for p in MARKER_DIR.glob("*.json")]
     (run_id,) = [m["netns"][0].split("-")[1] for m in markers if m.get("pid") == proc.pid]
     assert leftovers(run_id)

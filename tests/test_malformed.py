@@ -297,6 +297,12 @@ RESULTS: list[tuple[str, Callable[[Path], None], str, str]] = [
      "trials[0].error: Input should be a valid string"),
     ("entry-workload-missing", _entry(lambda e: e.pop("workload")), "summary.json",
      "trials[0].workload: required field is missing"),
+    ("entry-workload-unknown", _entry(lambda e: e.update(workload="telepathy")), "summary.json",
+     "trials[0].workload: 'telepathy' is not a workload of this roboscale"),
+    ("entry-backend-number", _entry(lambda e: e.update(backend=7)), "summary.json",
+     "trials[0].backend: Input should be a valid string"),
+    ("entry-per-node-text", _entry(lambda e: e.update(per_node="all")), "summary.json",
+     "trials[0].per_node: Input should be a valid list"),
     ("thresholds-bad", _json("summary.json", lambda s: {**s, "thresholds": {"max_loss": 5}}),
      "summary.json", "thresholds.max_loss"),
     ("records-truncated", lambda d: (d / RECORDS).write_bytes((d / RECORDS).read_bytes()[:300]),
@@ -467,6 +473,8 @@ ARGS: list[tuple[str, list[str], list[str]]] = [
      ["notes: is not empty and holds no roboscale results"]),
     ("search-out-empty", [*SEARCH, "--out", ""], ["argument --out: an empty path"]),
     ("search-out-another", [*SEARCH, "--out", "{tmp}/other"], ["from another spec"]),
+    ("sweep-huge-with-yes", ["bench", str(DATA / "sweep" / "huge-sweep.yaml"), "--yes"],
+     ["huge-sweep.yaml:3: sweep: 1,000,000 trials", "even with --yes"]),
     ("backend-unknown", ["bench", "{spec}", "--backend", "zenohh", "--dry-run"],
      ["--backend: unknown backend 'zenohh'"]),
     ("backend-empty", ["bench", "{spec}", "--backend", ",", "--dry-run"],
@@ -521,6 +529,10 @@ ARGS: list[tuple[str, list[str], list[str]]] = [
     ("launch-chaos-unknown-key", ["launch", "{launch}", "--chaos", "colour=red"],
      ["--chaos: colour: unknown key"]),
     ("launch-events-empty", ["launch", "{launch}", "--events", ""], ["an empty path"]),
+    ("launch-events-a-directory", ["launch", "{launch}", "--events", "{tmp}"],
+     ["{tmp}: Is a directory"]),
+    ("chaos-log-a-directory", ["chaos", "{launch}", "--log", "{tmp}", "--duration", "1"],
+     ["{tmp}"]),
 ]  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from rich.table import Table
 from roboscale import __version__
 from roboscale.cliargs import path
 from roboscale.errors import UserError
-from roboscale.yamlfile import read_text
+from roboscale.yamlfile import line_for, load_yaml, read_text
 
 LARGE_TRIALS = 10_000  # above this many trials, or LARGE_HOURS, a sweep needs --yes
 LARGE_HOURS = 24.0
@@ -165,14 +165,17 @@ def _duration(seconds: float) -> str:
 
 def _check_size(args: argparse.Namespace, count: int, est: float) -> None:
     """A sweep that would run for days, or not fit in memory, is a typo until confirmed."""
-    spec = args.spec
+    if count <= LARGE_TRIALS and est <= LARGE_HOURS * 3600:
+        return
+    _, lines = load_yaml(args.spec)  # parsed again only to point at the sweep's line
+    spec = f"{args.spec}:{line_for(('sweep',), lines)}"
     if count > MAX_TRIALS:
         raise UserError(
             f"{spec}: sweep: {count:,} trials (the product of the sweep's lists and "
             f"trial.runs); allowed: at most {MAX_TRIALS:,}, even with --yes",
             hint="shorten the sweep's lists, or split it into several specs",
         )
-    if (count > LARGE_TRIALS or est > LARGE_HOURS * 3600) and not (args.yes or args.dry_run):
+    if not (args.yes or args.dry_run):
         raise UserError(
             f"{spec}: sweep: {count:,} trials, about {_duration(est)}; above "
             f"{LARGE_TRIALS:,} trials or {LARGE_HOURS:g} h a sweep runs only with --yes",

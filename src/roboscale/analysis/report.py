@@ -71,6 +71,7 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     run = read_run(run_dir)
     summary = read_summary(run_dir)
     th = Thresholds.from_dict(summary.get("thresholds"), str(run_dir / "summary.json"))
+    _check_workloads(run_dir / "summary.json", summary["trials"])
     entries = _with_recovered(run_dir, summary["trials"], th)
     records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, run_dir))
     groups = by_workload(entries)
@@ -84,6 +85,17 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     except OSError as e:
         raise UserError(f"{run_dir}: cannot write the report ({e.strerror or e})") from None
     return html, md
+
+
+def _check_workloads(path: Path, entries: list[Entry]) -> None:
+    """A trial of a workload this roboscale does not know would be left out: refused."""
+    known = known_workloads()
+    for i, entry in enumerate(entries):
+        if name_of(entry) not in known:
+            raise UserError(
+                f"{path}: trials[{i}].workload: {name_of(entry)!r} is not a workload of this "
+                f"roboscale; allowed: {', '.join(known)}"
+            )
 
 
 def _records(run_dir: Path, trial: str) -> pa.Table | None:

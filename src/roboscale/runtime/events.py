@@ -59,7 +59,11 @@ _log = logging.getLogger("roboscale.runtime")
 
 def log_event(event: SupervisionEvent) -> None:
     """A subscriber that writes events to the `roboscale.runtime` logger."""
-    level = logging.INFO if event.kind in {"started", "stopped", "restarted"} else logging.WARNING
+    level = (
+        logging.INFO
+        if event.kind in {"started", "stopped", "restarted", "peer"}
+        else logging.WARNING
+    )
     _log.log(
         level,
         "%s %s/%s %s %s",

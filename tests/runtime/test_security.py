@@ -224,13 +224,17 @@ def test_only_authenticated_allowed_sessions_publish_to_or_read_from_a_secured_t
         readers = [reader(x, "rs/state") for x in (robot, spy, anonymous)]
         robot_read: list[bytes] = []
         writers = {spy: b"spy", anonymous: b"anonymous", robot: b"robot"}
-        for seq in range(1, 1000):  # each round: the denied tries, then the allowed ones
+        rounds = iter(range(1, 1_000_000))
+
+        def one_round() -> bool:  # the denied tries, then the allowed ones
+            seq = next(rounds)
             for session, name in writers.items():
                 session.put("rs/cmd", name, attachment=pack_header(Codec.RAW, 0, 7, seq))
             s.publish_state(seq)
-            robot_read += drained(readers[0])
-            if len(s.got) >= 20 and len(robot_read) >= 20:
-                break
+            robot_read.extend(drained(readers[0]))
+            return len(s.got) >= 20 and len(robot_read) >= 20
+
+        wait_until(one_round, timeout_s=30.0)
         assert set(s.got) == {b"robot"}  # nothing written by spy or anonymous came in
         assert drained(readers[1]) == [] and drained(readers[2]) == []  # nor went out to them
         stats = s.bridge.stats()
@@ -318,12 +322,15 @@ def test_mutual_tls_admits_certificates_of_the_ca_and_rules_go_by_common_name(
         viewer = peer(endpoint, tls_of(tmp_path, "viewer"))  # a good certificate, denied /cmd
         try:
             wait_until(lambda: bridge.admitted == 2, timeout_s=10.0)
-            for seq in range(1, 1000):
+            rounds = iter(range(1, 1_000_000))
+
+            def one_round() -> bool:  # the denied try, then the allowed one
+                seq = next(rounds)
                 for session, name in ((viewer, b"viewer"), (robot, b"robot")):
                     session.put("rs/cmd", name, attachment=pack_header(Codec.RAW, 0, 7, seq))
-                if len(got) >= 20:
-                    break
-                wait_until(lambda seq=seq: len(got) >= seq, timeout_s=10.0)
+                return len(got) >= 20
+
+            wait_until(one_round, timeout_s=30.0)
             assert set(got) == {b"robot"}
         finally:
             robot.close()

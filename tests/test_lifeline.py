@@ -268,7 +268,7 @@ def test_on_death_refuses_code_outside_roboscale() -> None:
         lifeline.on_death("os:system")
 
 
-@pytest.mark.parametrize("backend", ["native-proc", "zenoh"])
+@pytest.mark.parametrize("backend", ["native-proc", pytest.param("zenoh", marks=pytest.mark.zenoh)])
 def test_bench_leaves_no_agent_behind(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from roboscale import lifeline
 from roboscale.env.inventory import InventoryHost
 from roboscale.errors import UserError
 
@@ -170,6 +171,9 @@ class Ssh:
 @contextlib.contextmanager
 def connections(hosts: list[InventoryHost]) -> Iterator[dict[str, Ssh]]:
     """Shared connections to the given hosts, closed (with their sockets) at the end."""
+    # The masters (ControlPersist) outlive their first command: with our lifeline
+    # token they still end with us, even if we are killed outright.
+    lifeline.ensure()
     control_dir = Path(tempfile.mkdtemp(prefix="roboscale-ssh-"))
     links = {h.name: Ssh(h, control_dir) for h in hosts}
     try:

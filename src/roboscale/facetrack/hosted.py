@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from roboscale import lifeline
 from roboscale.errors import UserError
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.records import ProcessUsage, TrackerRun
@@ -61,7 +62,7 @@ class HostedTracker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **(env or {}), **lifeline.child_env()},
             start_new_session=True,
             text=True,
         )

@@ -13,10 +13,12 @@ import argparse
 import contextlib
 import json
 import os
+import selectors
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -26,6 +28,8 @@ from roboscale.errors import UserError
 
 DUTY_PERIOD_S = 0.01  # busy for duty * 10 ms, idle for the rest
 MAX_DURATION_S = 3600.0
+LISTENING = "LISTENING"  # the sink's first line: bound, the stream may start
+SINK_START_S = 60.0  # a bound for a hang: an interpreter's start on a loaded machine
 DATAGRAM = 1200
 
 
@@ -61,9 +65,10 @@ def udp_stream(to: str, port: int, mbit: float, duration: float, size: int = DAT
     return sent
 
 
-def udp_sink(port: int, duration: float) -> int:
+def udp_sink(port: int, duration: float, bound: Callable[[], None] = lambda: None) -> int:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("0.0.0.0", port))
+    bound()
     end = time.monotonic() + duration
     got = 0
     while (left := end - time.monotonic()) > 0:
@@ -146,7 +151,7 @@ def net_load(src: Host, dst: Host, mbit: float, duration: float, port: int = 47_
         stdout=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.2)  # the sink binds before the stream starts (it is a load, not a probe)
+    _await_listening(sink)  # the stream starts once the sink is bound, however slow its start
     stream = src.popen(
         _module("udp", "--to", dst.address, "--port", str(port), "--mbit", str(mbit),
                 "--duration", str(duration)),
@@ -154,6 +159,17 @@ def net_load(src: Host, dst: Host, mbit: float, duration: float, port: int = 47_
         text=True,
     )  # fmt: skip
     return Load([stream, sink], duration + 1)
+
+
+def _await_listening(sink: subprocess.Popen[str]) -> None:
+    assert sink.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(sink.stdout, selectors.EVENT_READ)
+        ready = sel.select(SINK_START_S) and sink.stdout.readline().strip() == LISTENING
+    if not ready:
+        sink.kill()
+        sink.wait()
+        raise UserError(f"the UDP load sink did not start within {SINK_START_S:.0f} s")
 
 
 def main(argv: list[str]) -> int:
@@ -171,7 +187,8 @@ def main(argv: list[str]) -> int:
     elif a.kind == "udp":
         print(json.dumps({"sent": udp_stream(a.to, a.port, a.mbit, a.duration)}), flush=True)
     else:
-        print(json.dumps({"received": udp_sink(a.port, a.duration)}), flush=True)
+        received = udp_sink(a.port, a.duration, lambda: print(LISTENING, flush=True))
+        print(json.dumps({"received": received}), flush=True)
     return 0
 
 

@@ -12,7 +12,7 @@ a hop forwards only what arrived, so that is every hop too).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -27,6 +27,29 @@ from roboscale.analysis.stats import (
     trial_entry,
 )
 from roboscale.analysis.verdict import Thresholds, judge
+from roboscale.workloads.base import workload_of
+
+
+@runtime_checkable
+class FlowShape(Protocol):
+    """What a one-way workload tells its analysis (workloads/oneway.py's OneWay)."""
+
+    relays: bool  # measuring nodes forward to the next one: latency per hop and end to end
+
+    def describe(self, entry: dict[str, Any]) -> str:
+        """The workload and its axes, for a table cell ("chain of 5 ack")."""
+        ...
+
+    def series_names(self, entry: dict[str, Any]) -> tuple[str, str]:
+        """Labels of its one-way series (a chain's end to end) and of its round trip."""
+        ...
+
+
+def shape_of(entry: dict[str, Any]) -> FlowShape:
+    workload = workload_of(entry)
+    if not isinstance(workload, FlowShape):
+        raise TypeError(f"workload {entry.get('workload')!r} has no one-way figures")
+    return workload
 
 
 @dataclass(frozen=True)
@@ -73,18 +96,18 @@ def flow_of(table: pa.Table) -> Flow:
     )
 
 
-def primary_us(flow: Flow, workload: str) -> FloatArray:
+def primary_us(flow: Flow, relays: bool) -> FloatArray:
     """The trial's headline latency: end-to-end for a chain, every listener for a fanout."""
-    if workload == "chain":
+    if relays:
         end_to_end: FloatArray = flow.one_way_us[-1]
         return end_to_end
     pooled: FloatArray = flow.one_way_us.ravel()
     return pooled
 
 
-def per_node(flow: Flow, workload: str) -> list[dict[str, Any]]:
+def per_node(flow: Flow, relays: bool) -> list[dict[str, Any]]:
     out = []
-    hops = flow.hop_us() if workload == "chain" else None
+    hops = flow.hop_us() if relays else None
     for k, name in enumerate(flow.nodes):
         entry: dict[str, Any] = {
             "node": name,
@@ -102,7 +125,7 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
     """A summary.json entry of a one-way trial, with the same keys as an echo trial's plus
     `per_node` (each listener or hop); `one_way_us` is the headline latency."""
     flow = flow_of(table)
-    workload = str(params["workload"])
+    relays = shape_of(params).relays
     sent = int(flow.sent.size)
     received = int(np.count_nonzero(np.all(~np.isnan(flow.echoed), axis=0))) if sent else 0
     rate = achieved_rate_hz(flow.sent)
@@ -112,7 +135,7 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
     lasts = [la for _, la in quarters if la is not None]
     first = float(np.median(firsts)) if firsts else None
     last = float(np.median(lasts)) if lasts else None
-    headline = distribution(primary_us(flow, workload))
+    headline = distribution(primary_us(flow, relays))
     verdict = judge(th, ratio, loss_of(sent, received), first, last, headline["p99"])
     figures = {
         "achieved_rate_hz": rate,
@@ -120,7 +143,7 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
         "rtt_us": distribution(flow.rtt_us.ravel()),
         "one_way_us": headline,
         "send_lag_us": distribution((flow.sent - flow.intended) / 1e3),
-        "per_node": per_node(flow, workload),
+        "per_node": per_node(flow, relays),
     }
     return trial_entry(params, th, sent, received, verdict, figures)
 
@@ -129,17 +152,14 @@ def series(entry: dict[str, Any], table: pa.Table) -> dict[str, FloatArray]:
     """Latencies (µs) to draw for one trial, by label: a fanout pooled over its listeners,
     ping one-way (and its round trip with ack), a chain per hop and end to end."""
     flow = flow_of(table)
-    workload = entry["workload"]
-    if workload == "chain":
+    shape = shape_of(entry)
+    one_way, round_trip = shape.series_names(entry)
+    if shape.relays:
         hops = flow.hop_us()
         out = {f"hop {k + 1}": hops[k] for k in range(len(flow.nodes))}
-        out["end-to-end"] = flow.one_way_us[-1]
+        out[one_way] = flow.one_way_us[-1]
     else:
-        name = "ping" if workload == "ping" else f"{entry['listeners']} listeners"
-        name = "ping-pong" if workload == "ping" and entry["ack"] else name
-        out = {f"{name} one-way": flow.one_way_us.ravel()}
+        out = {f"{one_way} one-way": flow.one_way_us.ravel()}
     if entry["ack"]:
-        rtt_name = "ping-pong" if workload == "ping" else f"{entry['listeners']} listeners"
-        rtt_name = "every hop" if workload == "chain" else rtt_name
-        out[f"{rtt_name} round trip"] = flow.rtt_us.ravel()
+        out[f"{round_trip} round trip"] = flow.rtt_us.ravel()
     return {label: values[~np.isnan(values)] for label, values in out.items()}

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from roboscale.analysis.oneway import shape_of
 from roboscale.analysis.verdict import Verdict
 
 Entry = dict[str, Any]
@@ -38,17 +39,9 @@ def _verdict(e: Entry) -> str:
     return "no: " + ", ".join(reasons) if reasons else "no"
 
 
-def _variant(e: Entry) -> str:
-    if e["workload"] == "chain":
-        return f"chain of {e['chain_length']}" + (" ack" if e["ack"] else "")
-    if e["workload"] == "ping":
-        return "ping-pong" if e["ack"] else "ping"
-    return f"fanout x{e['listeners']}" + (" ack" if e["ack"] else "")
-
-
 def _nodes_cell(e: Entry) -> str:
     """p50 per listener, or per hop of a chain (hop latency, not arrival)."""
-    key = "hop_us" if e["workload"] == "chain" else "one_way_us"
+    key = "hop_us" if shape_of(e).relays else "one_way_us"
     return " / ".join(us(n[key]["p50"]) for n in e.get("per_node", []))
 
 
@@ -65,7 +58,7 @@ def flow_table(entries: Sequence[Entry]) -> Table | None:
     ]  # fmt: skip
     rows = []
     for e in flows:
-        lead = [e["trial"], e["backend"], _variant(e), env_label(e) or "local",
+        lead = [e["trial"], e["backend"], shape_of(e).describe(e), env_label(e) or "local",
                 f"{e['rate_hz']:g}", e["payload"], str(e["run"])]  # fmt: skip
         if e.get("error"):
             rows.append([*lead, *["-"] * 8, "failed"])

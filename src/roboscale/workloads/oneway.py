@@ -235,6 +235,23 @@ class OneWay:
     def measured_nodes(self, t: TrialPlan) -> int:
         return t.chain_length - 1 if self.relays else t.listeners
 
+    def describe(self, entry: Entry) -> str:
+        """For a table cell: "chain of 5 ack", "fanout x3", "ping-pong"."""
+        ack = " ack" if entry["ack"] else ""
+        if self.relays:
+            return f"{self.name} of {entry['chain_length']}{ack}"
+        if "listeners" in self.axes:
+            return f"{self.name} x{entry['listeners']}{ack}"
+        return f"{self.name}-pong" if entry["ack"] else self.name
+
+    def series_names(self, entry: Entry) -> tuple[str, str]:
+        """Labels of the one-way series (a chain's end to end) and of the round trip."""
+        if self.relays:
+            return "end-to-end", "every hop"
+        if "listeners" in self.axes:
+            return f"{entry['listeners']} listeners", f"{entry['listeners']} listeners"
+        return (f"{self.name}-pong" if entry["ack"] else self.name), f"{self.name}-pong"
+
     def host_of(self, t: TrialPlan, key: int) -> int:
         """Node 0 (the publisher) or measuring node 1..K: a chain walks the hosts in turn;
         listeners spread over the hosts but the publisher's."""

@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # check; openssl for the TLS test's certificates. All from Debian's own packages.
 SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
 	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl
-SYSTEM_COMMANDS := roscore erl iptables ddsperf sshd stress-ng openssl
+SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl
 # make test installs the optional extras too (DDS, face tracker, bags, pandas); make demo does not.
 EXTRAS := dev,dds,facetrack,data,notebook
 EXTRAS_STAMP := $(VENV)/.extras

@@ -4,11 +4,8 @@ raw figures, then a table; write everything as JSON with --json PATH."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from roboscale import __version__, lifeline
+from roboscale.backends.roslaunch import stop_group  # noqa: F401  (the benchmarks' import)
 from roboscale.env.hostfacts import host_facts
 from roboscale.errors import UserError
 
@@ -107,22 +105,3 @@ def wait_for(condition: Callable[[], object], timeout_s: float) -> bool:
             return True
         time.sleep(0.005)
     return bool(condition())
-
-
-def stop_group(
-    proc: subprocess.Popen[Any], first: signal.Signals = signal.SIGINT, grace_s: float = 15.0
-) -> None:
-    """`first` to the process group, SIGKILL after `grace_s`; what is left of the group is
-    killed too, and the process is always reaped."""
-    for sig, wait_s in ((first, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-            proc.wait(wait_s)
-            break
-        except ProcessLookupError:
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()

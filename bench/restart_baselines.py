@@ -37,13 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from common import header, parser, stop_group, table, wait_for
-from roboscale.backends.ros1 import SYSTEM_PYTHON, Roscore
+from roboscale.backends.ros1 import SYSTEM_PYTHON
+from roboscale.backends.roslaunch import Roslaunch, make_package
+from roboscale.backends.roslaunch import node_xml as launch_node
 from roboscale.errors import UserError
 
 BASELINES = Path(__file__).resolve().parent / "baselines"
 PACKAGE = "roboscale_bench"
-# Variables of our interpreter that must not leak into Debian's system Python.
-VENV_ENV = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTHONSTARTUP")
 RESPAWN_WAIT_S = 10.0  # one roslaunch respawn takes ~0.3 s; ten times that is a failure
 STARTUP_WAIT_S = 30.0
 
@@ -122,58 +122,20 @@ def process_node_restart_us(kills: int = 50, zygote: bool = True) -> dict[str, A
 # --------------------------------------------------------------------------- ROS 1
 
 
-def ros_env(extra: dict[str, str]) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if k not in VENV_ENV}
-    return {**base, **extra}
-
-
-def make_package(workdir: Path) -> Path:
-    """A throw-away ROS package holding ros_nodes.py, so that roslaunch can find it."""
-    pkg = workdir / "pkgs" / PACKAGE
-    pkg.mkdir(parents=True)
-    (pkg / "package.xml").write_text(
-        f'<?xml version="1.0"?>\n<package format="2"><name>{PACKAGE}</name>'
-        "<version>0.0.0</version><description>roboscale restart baselines</description>"
-        '<maintainer email="none@example.com">roboscale</maintainer>'
-        "<license>Apache-2.0</license></package>\n"
-    )
-    script = pkg / "ros_nodes.py"
-    shutil.copy(BASELINES / "ros_nodes.py", script)
-    script.chmod(0o755)
-    return pkg.parent
-
-
 def node_xml(name: str, args: str, respawn: bool) -> str:
-    extra = ' respawn="true" respawn_delay="0"' if respawn else ""
-    return f'  <node name="{name}" pkg="{PACKAGE}" type="ros_nodes.py" args="{args}"{extra}/>\n'
+    return launch_node(name, PACKAGE, "ros_nodes.py", args, respawn)
 
 
 @contextlib.contextmanager
 def ros_launch(workdir: Path, nodes: str) -> Iterator[dict[str, str]]:
     """A private roscore and a roslaunch of `nodes`; both are stopped whatever happens."""
-    if shutil.which("roslaunch") is None or not Path(SYSTEM_PYTHON).exists():
-        raise UserError("ROS 1 is not installed", hint="sudo make ros1")
-    pkgs = make_package(workdir)
-    launch = workdir / "baseline.launch"
-    launch.write_text(f"<launch>\n{nodes}</launch>\n")
-    core = Roscore(workdir)
-    proc: subprocess.Popen[bytes] | None = None
+    script = (BASELINES / "ros_nodes.py").read_text()
+    launch = Roslaunch(workdir, make_package(workdir, PACKAGE, {"ros_nodes.py": script}))
     try:
-        env = ros_env({**core.env, "ROS_PACKAGE_PATH": f"{pkgs}:/usr/share"})
-        with (workdir / "roslaunch.log").open("wb") as log:
-            proc = subprocess.Popen(
-                ["roslaunch", str(launch)],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        yield env
+        launch.start(nodes, workdir / "roslaunch.log")
+        yield launch.env
     finally:
-        if proc is not None:
-            stop_group(proc)
-        core.stop()
+        launch.stop()
 
 
 class LineReader:

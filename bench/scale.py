@@ -51,9 +51,10 @@ from pathlib import Path
 from typing import Any
 
 from common import attempt, counted_args, finish, header, stop_group, table
-from restart_baselines import BASELINES, LineReader, percentiles, ros_env
+from restart_baselines import BASELINES, LineReader, percentiles
 from roboscale.backends.base import free_port
 from roboscale.backends.ros1 import SYSTEM_PYTHON, Roscore
+from roboscale.backends.roslaunch import ros_env
 from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.measure import inprocess_echo_samples

@@ -171,6 +171,10 @@ class Roscore:
         )
         self._wait_ready(workdir)
 
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
     def _answers(self) -> bool:
         if self.prefix:
             probe = [*self.prefix, SYSTEM_PYTHON, "-c", MASTER_PROBE, self.uri]

@@ -60,9 +60,9 @@ class ErlangTracker(ExternalTracker):
     name = "erlang"
 
     def __init__(
-        self, cfg: TrackerConfig, link: Link, vm: subprocess.Popen[bytes], build: Path
+        self, cfg: TrackerConfig, link: Link, log: Path, vm: subprocess.Popen[bytes], build: Path
     ) -> None:
-        super().__init__(cfg, link)
+        super().__init__(cfg, link, log)
         self.vm = vm
         self.build = build
         self.release = ""
@@ -215,7 +215,7 @@ class ErlangStack:
                 )  # fmt: skip
             running = vm
             link = listener.accept("the Erlang VM", CONNECT_WAIT_S, lambda: running.poll() is None)
-            tracker = ErlangTracker(cfg, link, vm, build)
+            tracker = ErlangTracker(cfg, link, workdir / "erlang.log", vm, build)
         except BaseException:
             if vm is not None:
                 stop_vm(vm)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from abc import ABC, abstractmethod
+from pathlib import Path
 
 from roboscale.errors import UserError
 from roboscale.facetrack import wire
@@ -20,7 +21,7 @@ from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.pipeline import CameraRole
 from roboscale.facetrack.records import Handled, ProcessUsage, TrackerRun, assemble
 from roboscale.facetrack.stack import Progress, pick_victims
-from roboscale.facetrack.stacks.link import WORKER, Link, ProcessEvent, Role
+from roboscale.facetrack.stacks.link import WORKER, Link, LinkClosed, ProcessEvent, Role
 
 RESTART_WAIT_S = 30.0  # a kill whose worker is not back by then has no restart time
 DRAIN_MIN_S = 2.0  # after the last frame, answers are awaited at least this long
@@ -41,9 +42,10 @@ class ExternalTracker(ABC):
 
     name = "external"
 
-    def __init__(self, cfg: TrackerConfig, link: Link) -> None:
+    def __init__(self, cfg: TrackerConfig, link: Link, log: Path) -> None:
         self.cfg = cfg
         self.link = link
+        self.log = log  # the stack's output, named in errors
         self.camera = CameraRole(cfg)
         self.handled: list[Handled] = []
         self.instances: dict[tuple[Role, int], ProcessEvent] = {}  # the latest of each
@@ -76,6 +78,14 @@ class ExternalTracker(ABC):
         return kill_ns
 
     def run(self, progress: Progress | None = None) -> TrackerRun:
+        try:
+            return self._run(progress)
+        except LinkClosed as e:
+            raise UserError(
+                f"{self.name} stack: {e.message} during the run; see {self.log}"
+            ) from None
+
+    def _run(self, progress: Progress | None) -> TrackerRun:
         cfg = self.cfg
         victims = pick_victims(cfg) if cfg.kills.count else []
         start = time.monotonic_ns()

@@ -55,8 +55,10 @@ def launch_nodes(cfg: TrackerConfig, harness_port: int, roscore_pid: int, config
 class Ros1Tracker(ExternalTracker):
     name = "ros1"
 
-    def __init__(self, cfg: TrackerConfig, link: Link, launch: Roslaunch, build: Path) -> None:
-        super().__init__(cfg, link)
+    def __init__(
+        self, cfg: TrackerConfig, link: Link, log: Path, launch: Roslaunch, build: Path
+    ) -> None:
+        super().__init__(cfg, link, log)
         self.launch = launch
         self.build = build
 
@@ -155,7 +157,7 @@ class Ros1Stack:
                 CONNECT_WAIT_S,
                 lambda: proc is not None and proc.poll() is None,
             )
-            tracker = Ros1Tracker(cfg, link, launch, build)
+            tracker = Ros1Tracker(cfg, link, workdir / "facetrack.log", launch, build)
         except BaseException:
             if launch is not None:
                 launch.stop()

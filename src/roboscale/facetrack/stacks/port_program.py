@@ -1,16 +1,17 @@
 """An Erlang port program: the Python side of one face_server or of the aggregator_server.
 
-    python -m roboscale.facetrack.stacks.port_program detector INDEX CONFIG_JSON
-    python -m roboscale.facetrack.stacks.port_program aggregator 0 CONFIG_JSON
+    python -P -m roboscale.facetrack.stacks.port_program detector INDEX CONFIG_JSON
+    python -P -m roboscale.facetrack.stacks.port_program aggregator 0 CONFIG_JSON
 
 As ErlPort runs one Python interpreter per Erlang process, `python_server.erl` opens one
 of these per face_server with `open_port({spawn_executable, Python}, [{packet, 4}, binary,
-exit_status])`. Every message on stdin and stdout is framed as `{packet, 4}`. It answers
-`Y` once its role is loaded, then per input `O` + output: a detector's result (`wire`),
-or for the aggregator `O` + `R` + the command and `O` + `D` + the handled entry; `X` for
-an input it could not decode (counted and dropped by Erlang). It exits at end of input,
-which comes when its Erlang process ends, however it ends, and is killed with the VM's
-port helper (PR_SET_PDEATHSIG) should the VM die first.
+exit_status])` (`-P` keeps its working directory off the import path). Every message on
+stdin and stdout is framed as `{packet, 4}`. It answers `Y` once its role is loaded, then
+per input `O` + output: a detector's result (`wire`), or for the aggregator `O` + `R` +
+the command and `O` + `D` + the handled entry; `X` for an input it could not decode
+(counted and dropped by Erlang). It exits at end of input, which comes when its Erlang
+process ends, however it ends, and is killed with the VM's port helper
+(PR_SET_PDEATHSIG) should the VM die first.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ def aggregator(cfg: TrackerConfig) -> Handler:
     role = TrackerRole(cfg)
 
     def handle(data: bytes) -> list[bytes] | None:
+        malformed = role.malformed
         command = role.handle(data)
-        if command is None:
-            return None
+        if command is None:  # malformed, or a second result for a frame: dropped
+            return None if role.malformed > malformed else []
         return [b"R" + command, b"D" + wire.encode_handled(role.handled[-1])]
 
     return handle

@@ -49,11 +49,13 @@ QUEUE = 1000  # the paper's publisher queue (Listing 1)
 CONNECT_WAIT_S = 60.0  # a node waits this long for its output topic's subscriber
 EVENT_SIZE = 1 + EVENT.size
 
-# The node program roslaunch runs: {python} is the harness's interpreter.
+# The node program roslaunch runs: {python} is the harness's interpreter, {package} the
+# folder its roboscale is imported from (roslaunch's environment drops PYTHONPATH).
 SCRIPT = """#!{python}
 import time
 T_START = time.monotonic_ns()
 import sys
+sys.path.insert(0, {package!r})
 sys.path.append({debian!r})
 from roboscale.facetrack.stacks.ros1_nodes import main
 sys.exit(main(sys.argv[1:], T_START))
@@ -61,7 +63,10 @@ sys.exit(main(sys.argv[1:], T_START))
 
 
 def script(python: str) -> str:
-    return SCRIPT.format(python=python, debian=DEBIAN_PACKAGES)
+    import roboscale
+
+    package = str(Path(roboscale.__file__).resolve().parent.parent)
+    return SCRIPT.format(python=python, package=package, debian=DEBIAN_PACKAGES)
 
 
 def message_type() -> Any:

@@ -29,7 +29,7 @@ init({Role, #{python := Python, config := Config}}) ->
     Started = erlang:monotonic_time(),  % the restart figure: kill until this line
     process_flag(trap_exit, true),
     Port = open_port({spawn_executable, Python},
-                     [{args, ["-m", ?PROGRAM | program_args(Role)] ++ [Config]},
+                     [{args, ["-P", "-m", ?PROGRAM | program_args(Role)] ++ [Config]},
                       {packet, 4}, binary, exit_status, use_stdio]),
     {os_pid, OsPid} = erlang:port_info(Port, os_pid),
     camera_link:up(Role, OsPid, init, Started),

@@ -4,6 +4,7 @@ import pytest
 from roboscale.facetrack import wire
 from roboscale.facetrack.geometry import Rect
 from roboscale.facetrack.messages import CameraCommand, DetectionResult, Frame
+from roboscale.facetrack.records import Handled
 
 
 def test_frame_round_trip() -> None:
@@ -23,6 +24,15 @@ def test_result_and_command_round_trip() -> None:
     assert wire.decode_result(wire.encode_result(empty)) == empty
     command = CameraCommand(5, 10, 20, -40.0, 12.0)
     assert wire.decode_command(wire.encode_command(command)) == command
+
+
+def test_handled_round_trip() -> None:
+    handled = Handled(7, 3, 100, 120, Rect(10, 20, 50, 50), Rect(12, 18, 52, 49), 90, 95)
+    assert wire.decode_handled(wire.encode_handled(handled)) == handled
+    nothing = Handled(8, 0, 100, 120, None, None, 90, 95)
+    assert wire.decode_handled(wire.encode_handled(nothing)) == nothing
+    with pytest.raises(wire.WireError):
+        wire.decode_handled(wire.encode_handled(handled)[:-1])
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,11 @@ class KillRecord:
     restarted_ns: int | None  # the new worker is ready (None: not within the run)
     frames_lost: int = 0
     frames_late: int = 0
+    initialized_ns: int | None = None  # the new worker started, before it was ready
+
+    @property
+    def init_ms(self) -> float | None:
+        return None if self.initialized_ns is None else (self.initialized_ns - self.kill_ns) / 1e6
 
     @property
     def restart_ms(self) -> float | None:
@@ -212,6 +217,7 @@ def summarize(run: TrackerRun) -> dict[str, Any]:
     scores = [f.jaccard for f in frames if f.jaccard is not None]
     errors = [f.tracking_error for f in frames if f.tracking_error is not None]
     restarts = [k.restart_ms for k in run.kills if k.restart_ms is not None]
+    inits = [k.init_ms for k in run.kills if k.init_ms is not None]
     workers = [p for p in run.processes if p.workers > 0]
     pss = sum(p.pss_bytes for p in run.processes)
     return {
@@ -230,6 +236,8 @@ def summarize(run: TrackerRun) -> dict[str, Any]:
         "restarted": len(restarts),
         "restart_p50_ms": percentile(restarts, 50),
         "restart_max_ms": max(restarts) if restarts else None,
+        "restart_init_p50_ms": percentile(inits, 50),
+        "restart_init_max_ms": max(inits) if inits else None,
         "kill_frames_lost": sum(k.frames_lost for k in run.kills),
         "kill_frames_late": sum(k.frames_late for k in run.kills),
         "pss_total_mb": pss / 2**20,

@@ -10,7 +10,12 @@ Layout, little-endian; every message starts with magic b"FT", format version, ki
   truth 4 f32; then height*width grey bytes, row by row;
 - kind 2, result: frame id u64, capture_ns i64, received_ns i64, detected_ns i64,
   worker u32, found u8, 3 pad, rect 4 f32;
-- kind 3, command: frame id u64, capture_ns i64, command_ns i64, pan f32, tilt f32.
+- kind 3, command: frame id u64, capture_ns i64, command_ns i64, pan f32, tilt f32;
+- kind 4, handled: frame id u64, result_ns i64, command_ns i64, received_ns i64,
+  detected_ns i64, worker u32, found u8, has_estimate u8, 2 pad, rect 4 f32,
+  estimate 4 f32: the controller's log entry (`records.Handled`), which stacks whose
+  controller runs in another process (rospy nodes, Erlang port programs) send back to
+  the camera.
 
 Rectangles are x, y, w, h. A message that is too short, too long, of another magic,
 version or kind raises `WireError`; receivers count and drop it.
@@ -22,14 +27,16 @@ import struct
 
 from roboscale.facetrack.geometry import Rect
 from roboscale.facetrack.messages import CameraCommand, DetectionResult, Frame
+from roboscale.facetrack.records import Handled
 
 MAGIC = b"FT"
 VERSION = 1
-FRAME, RESULT, COMMAND = 1, 2, 3
+FRAME, RESULT, COMMAND, HANDLED = 1, 2, 3, 4
 START = struct.Struct("<2sBB")
 FRAME_HEAD = struct.Struct("<2sBBQqHHB3x4f")
 RESULT_MSG = struct.Struct("<2sBBQqqqIB3x4f")
 COMMAND_MSG = struct.Struct("<2sBBQqq2f")
+HANDLED_MSG = struct.Struct("<2sBBQqqqqIBB2x4f4f")
 NO_RECT = (0.0, 0.0, 0.0, 0.0)
 
 
@@ -45,7 +52,7 @@ def kind_of(data: bytes) -> int:
         raise WireError(f"bad magic {magic!r} (want {MAGIC!r})")
     if version != VERSION:
         raise WireError(f"format version {version} is not supported (only {VERSION})")
-    if kind not in (FRAME, RESULT, COMMAND):
+    if kind not in (FRAME, RESULT, COMMAND, HANDLED):
         raise WireError(f"unknown message kind {kind}")
     return int(kind)
 
@@ -106,6 +113,36 @@ def decode_command(data: bytes) -> CameraCommand:
     _expect(data, COMMAND, COMMAND_MSG.size, exact=True)
     _, _, _, frame_id, capture_ns, command_ns, pan, tilt = COMMAND_MSG.unpack(data)
     return CameraCommand(frame_id, capture_ns, command_ns, pan, tilt)
+
+
+def encode_handled(h: Handled) -> bytes:
+    return HANDLED_MSG.pack(
+        MAGIC, VERSION, HANDLED, h.frame_id, h.result_ns, h.command_ns, h.received_ns,
+        h.detected_ns, h.worker, h.rect is not None, h.estimate is not None,
+        *_fields(h.rect), *_fields(h.estimate),
+    )  # fmt: skip
+
+
+def decode_handled(data: bytes) -> Handled:
+    _expect(data, HANDLED, HANDLED_MSG.size, exact=True)
+    (
+        _,
+        _,
+        _,
+        frame_id,
+        result_ns,
+        command_ns,
+        received,
+        detected,
+        worker,
+        found,
+        has_estimate,
+        *r,
+    ) = HANDLED_MSG.unpack(data)
+    return Handled(
+        frame_id, worker, result_ns, command_ns, Rect(*r[:4]) if found else None,
+        Rect(*r[4:]) if has_estimate else None, received, detected,
+    )  # fmt: skip
 
 
 def _expect(data: bytes, kind: int, size: int, exact: bool = False) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from roboscale import lifeline
 from roboscale.backends.ros1 import INSTALL_HINT, SYSTEM_PYTHON, Roscore
 from roboscale.errors import BackendUnavailable
 
@@ -88,7 +89,8 @@ class Roslaunch:
             )
         self.workdir = workdir
         self.core = Roscore(workdir)
-        self.env = ros_env({**self.core.env, "ROS_PACKAGE_PATH": f"{package_path}:/usr/share"})
+        path = {"ROS_PACKAGE_PATH": f"{package_path}:/usr/share"}
+        self.env = ros_env({**self.core.env, **path, **lifeline.child_env()})
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, nodes: str, log: Path) -> None:

@@ -67,6 +67,8 @@ class Stack(Protocol):
 STACKS: dict[str, str] = {
     "runtime": "roboscale.facetrack.stacks.runtime:INPROCESS",
     "runtime-proc": "roboscale.facetrack.stacks.runtime:PROCESS",
+    "ros1": "roboscale.facetrack.stacks.ros1",
+    "erlang": "roboscale.facetrack.stacks.erlang",
 }
 
 

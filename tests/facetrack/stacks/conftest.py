@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from roboscale import lifeline
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.records import TrackerRun
 from roboscale.facetrack.stack import get_stack
@@ -28,6 +29,7 @@ TOKEN_VAR = "ROBOSCALE_TEST_RUN"
 HARNESS = """
 import sys
 from pathlib import Path
+from roboscale import lifeline
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.stack import get_stack
 tracker = get_stack(sys.argv[1]).start(TrackerConfig(workers=2, frames=3000), Path(sys.argv[2]))
@@ -65,6 +67,7 @@ def wait_gone(token: str, timeout_s: float = 30.0) -> list[str]:
 
 @pytest.fixture
 def token(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    lifeline.ensure()  # this process's guardian lives on after the test: not in its token
     value = uuid.uuid4().hex
     monkeypatch.setenv(TOKEN_VAR, value)
     yield value

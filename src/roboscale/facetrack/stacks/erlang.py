@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from roboscale import lifeline
 from roboscale.errors import UserError
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.records import ProcessUsage
@@ -211,7 +212,7 @@ class ErlangStack:
                     ["erl", "-noinput", "+Bd", "-pa", str(build), "-run", "facetrack", "start",
                      str(listener.port), str(cfg.workers), sys.executable, str(config)],
                     cwd=build, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True,
+                    start_new_session=True, env={**os.environ, **lifeline.child_env()},
                 )  # fmt: skip
             running = vm
             link = listener.accept("the Erlang VM", CONNECT_WAIT_S, lambda: running.poll() is None)

@@ -2,9 +2,10 @@
 imports under `if TYPE_CHECKING:` excepted: they are types, not dependencies).
 
 From the bottom: the foundation modules (errors, registry, eventloop, yamlfile, privdir,
-lifeline, cliargs), the runtime, backends, records, env, the workload protocol
-(workloads/base, stream, agent), spec, analysis, the workload modules (plugins reached
-through the registry; their driver half uses analysis), lab, capacity, cli.
+lifeline, cliargs), the runtime, backends, facetrack, records, env, the workload
+protocol (workloads/base, stream, agent), spec, analysis, the workload modules (plugins
+reached through the registry; their driver half uses analysis), results, lab, capacity,
+cli.
 """
 
 from __future__ import annotations
@@ -23,18 +24,20 @@ SRC = Path(roboscale.__file__).parent
 LAYERS = [
     ("runtime",),
     ("backends",),
+    ("facetrack",),  # the face tracker's pipeline, wire and stacks (runtime, ros1, Erlang)
     ("records",),
     ("env",),
     ("workloads.base", "workloads.stream", "workloads.agent"),  # what agents run: stdlib
     ("spec",),
     ("analysis",),
-    ("workloads.echo", "workloads.oneway"),  # plugins, reached through the registry
+    ("workloads",),  # workload modules: plugins, reached through the registry
     ("results",),
-    ("lab", "facetrack"),
+    ("lab",),
     ("capacity",),
     ("cli",),
 ]
-AGENT_SIDE = [*LAYERS[4], *LAYERS[7]]
+# What ros1 agents import in Debian's python3 (the face tracker's workload needs OpenCV).
+AGENT_SIDE = [*LAYERS[5], "workloads.echo", "workloads.oneway"]
 # Layers that stand side by side: neither imports the other.
 APART = [("env", "runtime"), ("env", "backends"), ("records", "runtime"), ("records", "backends")]
 
@@ -114,6 +117,7 @@ def test_imports_inside_functions_count_and_type_only_ones_do_not(tmp_path: Path
     )
     assert imported(bad) == {"spec.planner", "spec.planner.plan"}
     assert layer_of("runtime.bridge") == 0 and layer_of("errors") is None
+    assert layer_of("workloads.stream") < layer_of("workloads.facetrack")
     assert layer_of("workloads.base") < layer_of("spec.loader") < layer_of("workloads.echo")
     assert _apart("env.hostfacts", "runtime.executor") and not _apart("lab.envs", "env.hosts")
 

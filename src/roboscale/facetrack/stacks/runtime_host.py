@@ -17,6 +17,7 @@ worker's again, and the aggregator drops a second answer. So a kill loses no fra
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import json
@@ -33,7 +34,13 @@ from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.pipeline import CameraRole, TrackerRole
 from roboscale.facetrack.records import TrackerRun, assemble
 from roboscale.facetrack.stack import pick_victims
-from roboscale.facetrack.stacks.runtime_nodes import Aggregator, Camera, FaceWorker, frames_topic
+from roboscale.facetrack.stacks.runtime_nodes import (
+    Aggregator,
+    Camera,
+    FaceWorker,
+    frames_topic,
+    thread_detector,
+)
 from roboscale.facetrack.usage import usage_of
 from roboscale.runtime.child import ExitReason
 from roboscale.runtime.events import SupervisionEvent
@@ -47,6 +54,7 @@ FACES = "/top/faces"
 RETAIN = 64  # frames each worker topic retains for a restarted process worker
 DRAIN_MIN_S = 2.0  # after the last frame, wait at least this long for answers
 PR_SET_PDEATHSIG = 1
+WARM_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -60,7 +68,8 @@ class _Kill:
 class Host:
     def __init__(self, mode: str, cfg: TrackerConfig, workdir: Path) -> None:
         self.mode, self.cfg, self.workdir = mode, cfg, workdir
-        self.rt = Runtime(workers=max(1, os.cpu_count() or 1)).start()
+        self.pool_size = max(1, os.cpu_count() or 1)
+        self.rt = Runtime(workers=self.pool_size).start()
         self.camera, self.tracker = CameraRole(cfg), TrackerRole(cfg)
         self.kills: list[_Kill] = []
         self.awaiting: dict[str, list[int]] = {}  # child name -> kills awaiting its restart
@@ -89,6 +98,7 @@ class Host:
 
     def _workers(self) -> list[Any]:
         if self.mode == "inprocess":
+            self._warm_pool()
             return [NodeHandle(self.rt, f"w{i}", FaceWorker, {"index": i})
                     for i in range(self.cfg.workers)]  # fmt: skip
         from roboscale.backends.base import free_port
@@ -115,6 +125,22 @@ class Host:
                         ready_timeout_s=60.0)
             for i in range(self.cfg.workers)
         ]  # fmt: skip
+
+    def _warm_pool(self) -> None:
+        """Load a detector in every pool thread before the first frame, as the zygote does
+        for process workers: a cascade takes 0.3 s or more to load, and the first frames
+        would wait for it."""
+        threads = self.pool_size
+        barrier = threading.Barrier(threads)
+
+        def warm() -> None:
+            thread_detector()
+            barrier.wait(timeout=WARM_TIMEOUT_S)  # every thread holds one task: all load
+
+        async def all_warm() -> None:
+            await asyncio.gather(*(self.rt.in_thread(warm) for _ in range(threads)))
+
+        self.rt.wait(all_warm(), timeout_s=WARM_TIMEOUT_S)
 
     # -- on the loop ------------------------------------------------------------------------
     def tick(self) -> None:
@@ -239,7 +265,14 @@ def main(argv: list[str]) -> int:
     mode, config_path, workdir = argv
     try:
         cfg = TrackerConfig.from_json(Path(config_path).read_text())
+    except Exception as e:
+        print(f"error {config_path}: {e}", flush=True)
+        return 1
+    try:
         host = Host(mode, cfg, Path(workdir))
+    except TimeoutError:
+        print(f"error the tracker's {cfg.workers} workers did not all start in time", flush=True)
+        return 1
     except Exception as e:  # the driver shows this line with the log's tail
         print(f"error cannot start the tracker: {type(e).__name__}: {e}", flush=True)
         return 1

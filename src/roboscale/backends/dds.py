@@ -354,8 +354,7 @@ class DdsBackend:
     def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
         own = trial.get("node_address", "127.0.0.1")
         local = len(self._addresses) == 1
-        participants = 2 * int(trial.get("pairs", 1)) + int(trial.get("listeners", 0))
-        participants += int(trial.get("chain_length", 0)) + 2
+        participants = int(trial.get("trial_nodes", 2)) + 2
         domain = self.domain_for(str(trial["trial"]))
         xml = cyclone_xml(
             domain,

@@ -25,12 +25,14 @@ from roboscale.workloads.base import (
 
 
 def _backend_config(
-    backend: Backend, wl: Workload, t: TrialPlan, node: NodePlan, where: Placement
+    backend: Backend, wl: Workload, t: TrialPlan, node: NodePlan, where: Placement, count: int
 ) -> dict[str, Any]:
     """The backend's settings of one node: its address, whether it listens, whom it
-    connects to (endpoint key -> address), for backends that connect nodes explicitly."""
+    connects to (endpoint key -> address), for backends that connect nodes explicitly,
+    and how many nodes the trial has (DDS sizes its participant indices by it)."""
     trial = {
         **t.params(),
+        "trial_nodes": count,
         "node_address": where.addresses[node.host],
         "listen": node.listens,
         "links": {str(k): where.addresses[wl.host_of(t, k)] for k in node.connects},
@@ -39,15 +41,16 @@ def _backend_config(
 
 
 def agent_config(
-    backend: Backend, t: TrialPlan, process: ProcessPlan, raw: Path, where: Placement
+    backend: Backend, t: TrialPlan, process: ProcessPlan, raw: Path, where: Placement, count: int
 ) -> AgentConfig:
+    """One agent's configuration; `count` is the number of nodes in the whole trial."""
     wl = get_workload(t.workload)
     nodes = tuple(
         NodeSpec(
             name=n.name,
             role=n.role,
             output=str(raw / f"{n.name}.raw"),
-            backend_config=_backend_config(backend, wl, t, n, where),
+            backend_config=_backend_config(backend, wl, t, n, where, count),
             program=n.program,
         )
         for n in process.nodes
@@ -75,9 +78,11 @@ def run_nodes(
     """Run every node of the trial to completion; any failure kills them all."""
     where = where or Placement()
     wl = get_workload(t.workload)
+    processes = wl.processes(t, together=backend.placement == "pair")
+    count = sum(len(process.nodes) for stage in processes for process in stage)
     stages = [
-        [agent_config(backend, t, process, raw, where) for process in stage]
-        for stage in wl.processes(t, together=backend.placement == "pair")
+        [agent_config(backend, t, process, raw, where, count) for process in stage]
+        for stage in processes
     ]
     ready_s = t.match_timeout_s + READY_GRACE_S
     run_stages(backend, infra, stages, raw, where, ready_s, wl.drive(t))

@@ -220,7 +220,7 @@ def test_only_authenticated_allowed_sessions_publish_to_or_read_from_a_secured_t
     robot = peer(s.endpoint, login("robot", "secret"))
     spy = peer(s.endpoint, login("spy", "spypass"))  # authenticated, but /cmd and /state denied
     try:
-        wait_until(lambda: s.bridge.admitted == 2, timeout_s=10.0)  # robot and spy only
+        wait_until(lambda: s.bridge.admitted == 2, timeout_s=30.0)  # robot and spy only
         readers = [reader(x, "rs/state") for x in (robot, spy, anonymous)]
         robot_read: list[bytes] = []
         writers = {spy: b"spy", anonymous: b"anonymous", robot: b"robot"}
@@ -321,7 +321,7 @@ def test_mutual_tls_admits_certificates_of_the_ca_and_rules_go_by_common_name(
         robot = peer(endpoint, tls_of(tmp_path, "robot"))
         viewer = peer(endpoint, tls_of(tmp_path, "viewer"))  # a good certificate, denied /cmd
         try:
-            wait_until(lambda: bridge.admitted == 2, timeout_s=10.0)
+            wait_until(lambda: bridge.admitted == 2, timeout_s=30.0)
             rounds = iter(range(1, 1_000_000))
 
             def one_round() -> bool:  # the denied try, then the allowed one

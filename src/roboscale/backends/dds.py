@@ -19,6 +19,7 @@ The driver half is stdlib only; the node half imports cyclonedds (venv nodes).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
@@ -141,15 +142,45 @@ def lease_domain() -> DomainLease:
     )
 
 
+class SampleWriter:
+    """`dds_write` of a serialized sample through ctypes, which lets go of the GIL while
+    Cyclone sends (and, when its writer is throttled, waits); the binding's ddspy_write
+    holds it throughout, starving the node's other threads (a publisher's acks).
+    The sample is the binding's container (clayer/pysertype.c in cyclonedds 11.0.1):
+    a pointer to the CDR and its length; Cyclone copies it before returning."""
+
+    def __init__(self, entity: int) -> None:
+        from cyclonedds.internal import load_cyclonedds
+
+        write: Any = load_cyclonedds().dds_write
+        write.argtypes, write.restype = [ctypes.c_int32, ctypes.c_void_p], ctypes.c_int32
+        self._write = write
+        self._entity = entity
+        self._container = SampleContainer()
+        self._ref = ctypes.byref(self._container)
+
+    def __call__(self, cdr: bytes | bytearray) -> int:
+        c = self._container
+        if isinstance(cdr, bytearray):  # the view lives until the call returns
+            view = (ctypes.c_char * len(cdr)).from_buffer(cdr)
+            c.usample = ctypes.addressof(view)
+        else:  # the bytes object's own buffer, not a copy
+            c.usample = ctypes.cast(ctypes.c_char_p(cdr), ctypes.c_void_p).value
+        c.usample_size = len(cdr)
+        status: int = self._write(self._entity, self._ref)
+        return status
+
+
+class SampleContainer(ctypes.Structure):
+    _fields_ = (("usample", ctypes.c_void_p), ("usample_size", ctypes.c_size_t))
+
+
 class DdsPublisher:
     def __init__(self, writer: Any, kind: MessageKind) -> None:
-        from cyclonedds._clayer import ddspy_write
-
         from roboscale.backends.dds_types import build_message
 
-        self._write: Any = ddspy_write
         self._writer = writer  # the binding deletes the entity when this is collected
-        self._ref: int = writer._ref
+        self._write = SampleWriter(writer._ref)
         cdr = build_message(kind).serialize()  # XCDR1, little endian, as ROS 2 sends
         self._cdr = bytearray(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0"))
         self.failed = 0
@@ -157,11 +188,12 @@ class DdsPublisher:
     def send(self, seq: int, stamp_ns: int) -> None:
         sec, nanosec = divmod(stamp_ns, 1_000_000_000)
         STAMP.pack_into(self._cdr, CDR_HEADER, seq, sec, nanosec)
-        if self._write(self._ref, self._cdr) < 0:
+        if self._write(self._cdr) < 0:
             self.failed += 1
 
     def forward(self, msg: object) -> None:
-        if self._write(self._ref, msg) < 0:
+        assert isinstance(msg, bytes)
+        if self._write(msg) < 0:
             self.failed += 1
 
 

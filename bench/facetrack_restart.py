@@ -7,8 +7,8 @@ exit(Pid, shutdown) and exit(Pid, kill)), and the next kill waits until it is ba
 every restart is timed alone. Two figures per kill:
 - started: until the replacement begins (ros1: the respawned process's first line;
   erlang: the new face_server's init/1, timed inside Erlang): the paper's figure;
-- ready: until the replacement can detect (ros1: registered, subscribed and its result
-  topic connected; erlang: its Python port program has loaded OpenCV).
+- ready: until the replacement can detect (ros1: registered, its frame and result topics
+  connected; erlang: its Python port program has loaded OpenCV).
 The paper: ROS 291-420 ms, Erlang 0.22-0.37 ms (1,000-1,500x faster).
 
     .venv/bin/python bench/facetrack_restart.py [--quick] [--kills 20] [--workers 10]

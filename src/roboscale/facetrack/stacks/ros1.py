@@ -6,7 +6,7 @@ process, workers and aggregator with `respawn="true"`. The node programs
 (`ros1_nodes.py`) live in a throw-away ROS package. Kills are SIGTERM or SIGKILL of a
 worker's process; the restart is timed on CLOCK_MONOTONIC from the kill to the respawned
 worker's first line (`initialized_ns`) and to its readiness (`restarted_ns`: registered,
-subscribed, its result topic connected), as roslaunch respawns it.
+its frame and result topics connected), as roslaunch respawns it.
 """
 
 from __future__ import annotations

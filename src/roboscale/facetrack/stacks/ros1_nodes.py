@@ -15,7 +15,7 @@ bytes, unchanged, as in every stack:
 
 Like the paper's main node, the camera node publishes each frame straight to the topic of
 the worker the harness chose. `/ft/status` carries a node's start (the first line of its
-program) and its readiness (registered, subscribed, and its output topic connected) as
+program) and its readiness (registered, its input and output topics connected) as
 two `ProcessEvent`s on the shared CLOCK_MONOTONIC. When the harness goes away, the camera
 node stops roslaunch and the roscore, so nothing outlives a killed harness.
 """
@@ -75,10 +75,11 @@ def message_type() -> Any:
     return message_class("bytes")
 
 
-def _wait_connected(publisher: Any, deadline: float) -> None:
+def _wait_connected(endpoint: Any, deadline: float) -> None:
+    """Until a publisher or subscriber has a peer (or the deadline passes)."""
     import rospy
 
-    while publisher.get_num_connections() == 0 and time.monotonic() < deadline:
+    while endpoint.get_num_connections() == 0 and time.monotonic() < deadline:
         if rospy.is_shutdown():
             return
         time.sleep(0.005)
@@ -111,8 +112,10 @@ def serve(
         for data in handle(bytes(msg.data)):
             out.publish(msg_type(id=index, data=data))
 
-    rospy.Subscriber(topics[0], msg_type, on_message, tcp_nodelay=True)
-    _wait_connected(out, time.monotonic() + CONNECT_WAIT_S)
+    inbox = rospy.Subscriber(topics[0], msg_type, on_message, tcp_nodelay=True)
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    for endpoint in (inbox, out):  # ready: what comes in reaches it, what it sends goes out
+        _wait_connected(endpoint, deadline)
     status.publish(msg_type(id=index, data=_status(role, index, t_start)))
     rospy.spin()
     return 0

@@ -13,6 +13,7 @@ hosts:
     workdir: .roboscale        # remote working directory, relative to the remote home
     python: python3            # the remote interpreter that makes roboscale's venv
     roles: [sender, roscore]   # what this host may run; empty: anything
+    peer_address: 10.0.0.20    # what other hosts reach it at (default: address)
   laptop:
     address: laptop.local
 ```
@@ -44,6 +45,7 @@ FIELDS = (
     "workdir",
     "python",
     "roles",
+    "peer_address",
 )
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
 # A hostname, an IPv4 address, a bracket-free IPv6 address or an ssh_config alias.
@@ -65,6 +67,13 @@ class InventoryHost:
     workdir: str = ".roboscale"
     python: str = "python3"
     roles: tuple[str, ...] = ()
+    # The address other hosts reach this one at (ROS_IP, Zenoh endpoints), when
+    # `address` is an ssh_config alias or a jump host stands between.
+    peer_address: str | None = None
+
+    @property
+    def data_address(self) -> str:
+        return self.peer_address or self.address
 
     def may_run(self, role: str) -> bool:
         return not self.roles or role in self.roles
@@ -139,6 +148,7 @@ def _checked_values(entry: dict[str, Any], fail: Any, base: Path) -> dict[str, A
     out: dict[str, Any] = {}
     text_rules = {
         "address": (_ADDRESS, "a hostname, IP address or ssh_config alias"),
+        "peer_address": (_ADDRESS, "the hostname or IP address other hosts reach it at"),
         "user": (_USER, "a user name (letters, digits, '_', '.', '-')"),
         "workdir": (_REMOTE_PATH, "a path of letters, digits and '_./~+-', relative to home"),
         "python": (_REMOTE_PATH, "an interpreter name or path, such as python3"),

@@ -41,6 +41,7 @@ class Ssh:
                 hint="apt-get install openssh-client",
             )
         self.host = host
+        self.control_dir = control_dir
         self._control = control_dir / f"{host.name}.sock"
 
     def base_argv(self) -> list[str]:

@@ -215,3 +215,74 @@ def require_same_code(checks: list[HostCheck]) -> None:
             hint="roboscale hosts check INVENTORY shows each host; roboscale hosts install "
             "INVENTORY puts this roboscale on them",
         )
+
+
+@dataclass
+class RemoteHosts:
+    """The inventory hosts of a trial, connected and checked, with what a Placement needs:
+    each host's argv prefix (roboscale.lab.sshexec through its shared connection), its
+    environment and the address its peers reach it at. Close it to drop the connections."""
+
+    names: list[str]
+    prefixes: list[list[str]]
+    envs: list[dict[str, str]]
+    addresses: list[str]
+    checks: list[HostCheck]
+    links: list[Ssh]
+    _closing: Any = None
+
+    def facts(self) -> dict[str, Any]:
+        return {
+            "link_profile": "real",
+            "hosts": {c.name: c.as_dict() for c in self.checks},
+        }
+
+    def clocks(self) -> dict[str, OffsetEstimate]:
+        """Each host's clock against this machine's, measured now."""
+        return {link.host.name: clock_offset(link) for link in self.links}
+
+    def close(self) -> None:
+        if self._closing is not None:
+            self._closing.close()
+
+
+def connect(inventory_path: Path, machines: list[str], run_dir: Path) -> RemoteHosts:
+    """Connect to the named inventory hosts, refuse any that cannot run this roboscale,
+    and write the wrapper's host files into a private folder of the run."""
+    import contextlib
+
+    from roboscale.env.inventory import load_inventory
+    from roboscale.env.ssh import connections
+    from roboscale.lab.sshexec import HostFile, host_record
+    from roboscale.privdir import private_dir
+
+    inventory = load_inventory(inventory_path)
+    hosts = [inventory.host(name) for name in machines]
+    stack = contextlib.ExitStack()
+    links = stack.enter_context(connections(hosts))
+    try:
+        checks = [check(links[h.name]) for h in hosts]
+        require_same_code(checks)
+        files = private_dir(run_dir / "hosts")
+        prefixes = []
+        for h in hosts:
+            hf = HostFile(
+                host=host_record(h),
+                control_dir=str(links[h.name].control_dir),
+                run_dir=str(run_dir),
+                remote_run=f"runs/{run_dir.name}",
+                lab_pythons=[sys.executable],
+            ).write(files / f"{h.name}.json")
+            prefixes.append([sys.executable, "-m", "roboscale.lab.sshexec", str(hf), "--"])
+    except BaseException:
+        stack.close()
+        raise
+    return RemoteHosts(
+        names=[h.name for h in hosts],
+        prefixes=prefixes,
+        envs=[{"ROBOSCALE_HOST": h.name, "ROBOSCALE_HOST_ADDRESS": h.data_address} for h in hosts],
+        addresses=[h.data_address for h in hosts],
+        checks=checks,
+        links=[links[h.name] for h in hosts],
+        _closing=stack,
+    )

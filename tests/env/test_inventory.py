@@ -102,3 +102,10 @@ def test_an_unknown_host_name_suggests_the_nearest(tmp_path: Path) -> None:
     inv = load_inventory(write(tmp_path, "hosts:\n  robot:\n    address: x\n"))
     with pytest.raises(SpecError, match="did you mean 'robot'"):
         inv.host("robbot")
+
+
+def test_the_shipped_example_loads() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "inventory.yaml"
+    inv = load_inventory(example)
+    assert inv.host("robot").data_address == "192.168.1.20"
+    assert inv.host("laptop").data_address == "192.168.1.10"

@@ -43,10 +43,19 @@ class SshLab:
             check=False,
         )
 
-    def stop_sshd(self, i: int) -> None:
-        proc = self.sshd.pop(i)
-        proc.kill()
-        proc.wait()
+    def drop(self, i: int) -> None:
+        """The host falls off the network: every process in it dies, sshd and its sessions
+        too, as when the robot's power or radio goes."""
+        pids = subprocess.run(
+            ["ip", "netns", "pids", self.remote(i).netns], capture_output=True, text=True
+        ).stdout.split()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), 9)
+        self.sshd.pop(i).wait()
+
+    def restart_sshd(self, i: int) -> None:
+        self.sshd[i] = _start_sshd(self.remote(i), self.keys)
 
 
 def _keygen(path: Path) -> None:

@@ -185,3 +185,118 @@ def _processes_with(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+@pytest.fixture(scope="module")
+def installed(lab: SshLab, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both remote hosts with this roboscale installed in their own working directories."""
+    tmp = tmp_path_factory.mktemp("installed")
+    system = json.loads(
+        subprocess.run(
+            ["/usr/bin/python3", "-c", "import json, platform; print(json.dumps("
+             "[platform.python_version(), platform.machine(), platform.libc_ver()[1]]))"],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    wheels = build_wheels(
+        tmp / "wheels",
+        [HostCheck("h", "", True, python=system[0], machine=system[1], libc=system[2])],
+    )
+    inv = inventory(
+        lab,
+        tmp,
+        robot={"address": lab.remote(1).address},
+        laptop={"address": lab.remote(2).address},
+    )
+    done = lab.run([ROBOSCALE, "hosts", "install", str(inv), "--wheels", str(wheels)], 900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return inv
+
+
+def echo_spec(tmp_path: Path, inv: Path, backends: str, rates: str = "[100]") -> Path:
+    spec = tmp_path / "two-machines.yaml"
+    spec.write_text(
+        "name: two-machines\n"
+        f"sweep:\n  backend: [{backends}]\n  rate_hz: {rates}\n  payload: [laserscan]\n"
+        "  hosts: 2\n"
+        f"env:\n  inventory: {inv}\n  machines: [laptop, robot]\n"
+        "trial:\n  messages: 200\n  warmup: 10\n  drain_s: 1\n  pause_s: 0\n"
+    )
+    return spec
+
+
+def test_an_echo_trial_runs_across_two_machines(
+    lab: SshLab, installed: Path, tmp_path: Path, ros1: None
+) -> None:
+    out = tmp_path / "results"
+    spec = echo_spec(tmp_path, installed, "ros1, zenoh")
+    done = lab.run([ROBOSCALE, "bench", str(spec), "--out", str(out)], 600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    entries = json.loads((out / "summary.json").read_text())["trials"]
+    assert {e["backend"] for e in entries} == {"ros1", "zenoh"}
+    for e in entries:
+        assert not e.get("error"), e
+        assert e["received"] == e["sent"] == 200
+        assert e["clock"]["valid"], e["clock"]
+    for trial in (out / "trials").iterdir():
+        meta = json.loads((trial / "metadata.json").read_text())
+        assert set(meta["clocks"]["hosts"]) == {"laptop", "robot"}
+        assert set(meta["env"]["hosts"]) == {"laptop", "robot"}
+        assert (trial / "records.parquet").stat().st_size > 0
+    assert not _left_behind(installed.parent, out)
+
+
+def _left_behind(remote_root: Path, run_dir: Path) -> list[int]:
+    """Processes working in a host's directory, or wrappers of this run's hosts."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit():
+                continue
+            cwd = Path(os.readlink(proc / "cwd"))
+            if cwd.is_relative_to(remote_root) or str(run_dir) in (proc / "cmdline").read_text():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_dropped_host_fails_its_trial_and_the_sweep_goes_on(
+    lab: SshLab, installed: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "results"
+    spec = echo_spec(tmp_path, installed, "zenoh", rates="[20, 50]")
+    bench = subprocess.Popen(
+        [*lab.controller.argv_prefix(), ROBOSCALE, "bench", str(spec), "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    robot_dir = installed.parent / "remote-robot"
+    try:
+        deadline = time.monotonic() + 300
+        while not _agents_in(robot_dir):  # the first trial's echoer runs on the robot
+            assert bench.poll() is None and time.monotonic() < deadline, "no agent started"
+            time.sleep(0.05)
+        lab.drop(1)  # the robot (remote 1) runs the echoers
+        lab.restart_sshd(1)
+        output, _ = bench.communicate(timeout=600)
+    finally:
+        bench.kill()
+    assert "Traceback" not in output, output
+    trials = json.loads((out / "summary.json").read_text())["trials"]
+    assert len(trials) == 2, output
+    assert trials[0].get("error"), trials[0]  # the dropped one, with its reason
+    assert not trials[1].get("error"), trials[1]  # the sweep went on, and reconnected
+    assert trials[1]["received"] == 200
+    assert bench.returncode == 0
+    assert not _left_behind(installed.parent, out)
+
+
+def _agents_in(workdir: Path) -> bool:
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")) == workdir:
+                if b"roboscale.workloads.agent" in (proc / "cmdline").read_bytes():
+                    return True
+        except OSError:
+            continue
+    return False

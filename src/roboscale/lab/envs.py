@@ -45,6 +45,17 @@ class Placement:
             facts=hostset.facts(),
         )
 
+    @classmethod
+    def of_remote(cls, remote: Any) -> Placement:
+        """Real machines (lab.remote.RemoteHosts): each reached through its sshexec prefix."""
+        return cls(
+            prefixes=remote.prefixes,
+            envs=remote.envs,
+            addresses=remote.addresses,
+            names=remote.names,
+            facts=remote.facts(),
+        )
+
 
 def spawn_node(
     backend: Backend, infra: Infrastructure, cfg: AgentConfig, raw: Path, where: Placement
@@ -116,6 +127,7 @@ class Environments:
         self.backends = backends
         self._key: tuple[Any, ...] | None = None
         self._hostset: Any = None
+        self._remote: Any = None  # lab.remote.RemoteHosts of real machines
         self._placement = Placement()
         self._infra: dict[str, Infrastructure] = {}
         self._started = 0
@@ -126,6 +138,12 @@ class Environments:
             if t.emulated:
                 self._hostset = _bring_up(t)
                 self._placement = Placement.of(self._hostset)
+            elif t.remote:
+                from roboscale.lab.remote import connect
+
+                assert t.inventory is not None
+                self._remote = connect(Path(t.inventory), list(t.machines), self.run_dir)
+                self._placement = Placement.of_remote(self._remote)
             self._placement.zenoh_routers = t.zenoh_routers
             self._key = t.env_key
         return self._placement
@@ -168,8 +186,16 @@ class Environments:
             if self._hostset is not None:
                 hostset, self._hostset = self._hostset, None
                 hostset.down()
+            if self._remote is not None:
+                remote, self._remote = self._remote, None
+                remote.close()
             self._placement = Placement()
             self._key = None
+
+    def clocks(self) -> dict[str, Any]:
+        """Each real machine's clock against this one's, measured now; none elsewhere
+        (emulated hosts share this machine's CLOCK_MONOTONIC)."""
+        return self._remote.clocks() if self._remote is not None else {}
 
     def __enter__(self) -> Environments:
         return self

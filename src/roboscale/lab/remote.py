@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,7 +148,17 @@ def build_wheels(out: Path, checks: list[HostCheck], extras: str = "") -> Path:
     if not (source / "pyproject.toml").is_file():
         raise UserError(f"roboscale is not installed from a source tree ({source})")
     out.mkdir(parents=True, exist_ok=True)
-    _pip(["wheel", "--no-deps", "--wheel-dir", str(out), str(source)])
+    with tempfile.TemporaryDirectory(prefix="roboscale-src-") as tmp:
+        # From a clean copy: setuptools reuses build/ and would ship files since deleted.
+        clean = Path(tmp)
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(source / name, clean / name)
+        shutil.copytree(
+            source / "src",
+            clean / "src",
+            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+        )
+        _pip(["wheel", "--no-deps", "--wheel-dir", str(out), str(clean)])
     wheel = max(out.glob("roboscale-*.whl"), key=lambda p: p.stat().st_mtime)
     target = f"{wheel}[{extras}]" if extras else str(wheel)
     for key in sorted({(c.machine, c.python, c.libc) for c in checks}):

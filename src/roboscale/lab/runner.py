@@ -15,12 +15,14 @@ import roboscale
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
 from roboscale.backends.base import Backend, get_backend
+from roboscale.env.clock import OffsetEstimate, TrialClock
 from roboscale.env.hostfacts import host_facts
 from roboscale.errors import UserError
-from roboscale.lab.envs import Environments, check_placement
+from roboscale.lab.envs import Environments, Placement, check_placement
 from roboscale.lab.nodes import NodeFailure
 from roboscale.lab.outdir import claim
 from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
+from roboscale.records.raw import shift_times
 from roboscale.records.schema import FORMAT_VERSION, RUN_FILE
 from roboscale.records.store import (
     append_summary,
@@ -31,7 +33,7 @@ from roboscale.records.store import (
 )
 from roboscale.spec.planner import TrialPlan
 from roboscale.spec.schema import Spec
-from roboscale.workloads.base import workload_of
+from roboscale.workloads.base import get_workload, workload_of
 
 TRIAL_OVERHEAD_S = 1.5  # process start and connection, for the ETA only
 
@@ -103,8 +105,11 @@ def run_one(
         meta["host"]["link_profile"] = t.link_crossed
         meta["host"]["cpu_quota"] = t.cpu if t.cpu is not None else meta["host"]["cpu_quota"]
         infra = envs.infrastructure(t)
+        clocks_before = envs.clocks()
         with envs.background_load(t):
             run_nodes(backend, infra, t, raw, where)
+        if clocks_before:
+            meta["clocks"] = to_local_clock(backend, t, raw, where, clocks_before, envs.clocks())
         tables, nodes = collect(t, raw, where)
     except (NodeFailure, UserError, OSError, ValueError) as e:
         # A node, the hosts, the infrastructure or a raw file failed this trial: it is
@@ -117,7 +122,38 @@ def run_one(
     shutil.rmtree(raw)
     entry = summarize_trial(read_records(run_dir, t.trial), t.params(), th, nodes)
     entry["usage"] = meta["usage"]
+    if "clocks" in meta:
+        entry["clock"] = meta["clocks"]["one_way"]
     return entry
+
+
+def to_local_clock(
+    backend: Backend,
+    t: TrialPlan,
+    raw: Path,
+    where: Placement,
+    before: dict[str, OffsetEstimate],
+    after: dict[str, OffsetEstimate],
+) -> dict[str, Any]:
+    """Put every node's timestamps on this machine's clock, with the offset of its host
+    measured before and after the trial, and say how far one-way figures can be off:
+    the bounds of the two hosts a message crosses, added."""
+    clocks = {host: TrialClock(before[host], after[host]) for host in before}
+    processes = get_workload(t.workload).processes(t, together=backend.placement == "pair")
+    for stage in processes:
+        for process in stage:
+            for node in process.nodes:
+                shift_times(raw / f"{node.name}.raw", clocks[where.names[node.host]].offset_ns)
+    bounds = sorted((c.bound_ns for c in clocks.values()), reverse=True)
+    bound_us = (sum(bounds[:2]) if len(bounds) > 1 else 0) / 1e3
+    return {
+        "hosts": {host: c.as_dict() for host, c in clocks.items()},
+        "one_way": {
+            "bound_us": round(bound_us, 1),
+            "valid": bound_us <= t.clock_max_bound_us,
+            "max_bound_us": t.clock_max_bound_us,
+        },
+    }
 
 
 def write_run_file(

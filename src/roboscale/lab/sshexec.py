@@ -12,18 +12,21 @@ wrapper keeps all of that true across SSH:
 - the environment the lab set for it (ROS_*, ROBOSCALE_*, ...) is passed along;
 - stdin and stdout go straight through ssh, so the READY/GO/DONE protocol is the same;
 - on the host, a guard runs the command in its own process group and ends the group
-  when its stdin closes: when the lab closes the pipe, or the wrapper or ssh dies
-  (even by SIGKILL), or the connection drops. Nothing stays behind on the host.
+  when its stdin closes: when this wrapper or ssh dies (even by SIGKILL), or the
+  connection drops. The wrapper holds that stdin open while it lives, even after its
+  own stdin ends (roscore reads nothing). Nothing stays behind on the host.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -178,9 +181,20 @@ def fetch(ssh: Ssh, mirror: Mirror) -> None:
             local.write_bytes(done.stdout)
 
 
-def main(argv: list[str] | None = None) -> int:
-    import os
+def relay(proc: subprocess.Popen[bytes]) -> None:
+    """Pass our stdin on to ssh, but keep ssh's stdin open after our own ends: commands
+    that read nothing (roscore, with stdin from /dev/null) must live until this wrapper
+    ends, and the host's guard takes the end of its stdin for the end of the wrapper."""
+    assert proc.stdin is not None
+    for line in iter(sys.stdin.buffer.readline, b""):
+        try:
+            proc.stdin.write(line)
+            proc.stdin.flush()
+        except OSError:
+            return
 
+
+def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 3 or args[1] != "--":
         print("usage: python -m roboscale.lab.sshexec HOSTFILE -- ARGV...", file=sys.stderr)
@@ -188,14 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     hf = HostFile.read(Path(args[0]))
     ssh = Ssh(hf.inventory_host(), Path(hf.control_dir))
     command, mirror = remote_command(hf, args[2:], dict(os.environ))
-    proc = subprocess.Popen(ssh.shell_argv(command))
+    proc = subprocess.Popen(ssh.shell_argv(command), stdin=subprocess.PIPE)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # Ending ssh closes the host's stdin: its guard ends the command's group.
         signal.signal(sig, lambda *_: proc.kill())
+    threading.Thread(target=relay, args=(proc,), daemon=True).start()
     code = proc.wait()
     fetch(ssh, mirror)
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)  # not sys.exit: the relay thread may be blocked reading stdin

@@ -62,3 +62,19 @@ def read_raw(path: Path) -> tuple[dict[str, Any], dict[str, array[int]]]:
         columns[name] = col
         pos += 8 * count
     return header, columns
+
+
+def shift_times(path: Path, offset_ns: int) -> None:
+    """Move a node's timestamps (columns `t_*`) from its host's clock to this machine's:
+    `local = remote - offset_ns`; missing values stay missing. The header keeps the
+    offset applied, so it is done once."""
+    header, columns = read_raw(path)
+    if "clock_offset_ns" in header:
+        raise ValueError(f"{path}: its clock was already shifted")
+    for name, col in columns.items():
+        if name.startswith("t_"):
+            for i, value in enumerate(col):
+                if value != MISSING:
+                    col[i] = value - offset_ns
+    kept = {k: v for k, v in header.items() if k not in ("columns", "count")}
+    write_raw(path, {**kept, "clock_offset_ns": offset_ns}, columns)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
-from roboscale.spec.schema import ALLOWED, WORKLOADS, Spec, Sweep, either
+from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
 from roboscale.workloads.base import get_workload
 from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
 
@@ -118,12 +118,14 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     check_workloads(spec, file, lines)
     check_env(spec, path, lines)
     check_qos(spec, file, lines, backends)
+    spec = with_inventory(spec, path, lines)
     if overrides is None:
         return spec
     quick_spec = validate(_merge(base, overrides), file, lines, quick=True)
     check_workloads(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
     check_qos(quick_spec, file, _quick_lines(lines), backends)
+    quick_spec = with_inventory(quick_spec, path, _quick_lines(lines))
     return quick_spec if quick else spec
 
 
@@ -182,6 +184,57 @@ def profiles_path(spec: Spec, spec_path: Path) -> Path | None:
     return (spec_path.parent / spec.env.profiles).resolve()
 
 
+def with_inventory(spec: Spec, path: Path, lines: LineMap) -> Spec:
+    """Check a spec's real machines before anything connects: the inventory loads, every
+    machine is in it, and the sweep asks nothing of them that only emulated hosts do.
+    The inventory's path becomes absolute."""
+    env, sw, file = spec.env, spec.sweep, str(path)
+
+    def fail(field: str, problem: str) -> SpecError:
+        key = tuple(field.split("."))
+        return SpecError(file, line_for(key, lines), field, problem)
+
+    if env.inventory is None:
+        if env.machines:
+            raise fail("env.machines", "needs env.inventory, the file that describes them")
+        return spec
+    from roboscale.env.inventory import load_inventory
+
+    inventory_path = (path.parent / env.inventory).resolve()
+    inventory = load_inventory(inventory_path)
+    if not env.machines:
+        raise fail("env.machines", f"name the hosts of {env.inventory} the trials run on")
+    for i, name in enumerate(env.machines):
+        if name not in inventory.hosts:
+            close = difflib.get_close_matches(name, list(inventory.hosts), n=1)
+            guess = f"did you mean '{close[0]}'? " if close else ""
+            raise SpecError(
+                file,
+                line_for(("env", "machines", i), lines),
+                "env.machines",
+                f"no host {name!r} in {env.inventory}; {guess}allowed: "
+                f"{', '.join(inventory.hosts)}",
+            )
+    if max(sw.hosts) > len(env.machines):
+        raise fail(
+            "sweep.hosts",
+            f"{max(sw.hosts)} hosts, but env.machines names {len(env.machines)}; allowed: "
+            f"at most {len(env.machines)}",
+        )
+    emulated_only = [
+        ("sweep.link", sw.link != [LOOPBACK], "the link is the real one"),
+        ("sweep.cpu", sw.cpu != [None], "CPU quotas are for emulated hosts"),
+        ("env.load_cpu", env.load_cpu > 0, "background load runs on emulated hosts"),
+        ("env.load_net_mbit", env.load_net_mbit > 0, "background load runs on emulated hosts"),
+        ("env.zenoh_routers", env.zenoh_routers, "routers run on emulated hosts for now"),
+    ]
+    for field, asked, why in emulated_only:
+        if asked:
+            raise fail(field, f"not with real machines (env.inventory): {why}; remove it")
+    resolved = env.model_copy(update={"inventory": str(inventory_path)})
+    return spec.model_copy(update={"env": resolved})
+
+
 def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
     """Link names, the profiles file and the subnet's room, checked before anything runs."""
     if spec.env.load_net_mbit and min(spec.sweep.hosts) < 2:
@@ -194,6 +247,8 @@ def check_env(spec: Spec, path: Path, lines: LineMap) -> None:
         )
     if spec.sweep.link == ["loopback"] and spec.sweep.hosts == [1] and spec.sweep.cpu == [None]:
         return
+    if spec.env.inventory is not None:
+        return  # real machines: with_inventory checks them
     from roboscale.env.hosts import host_addresses
     from roboscale.env.links import BUILTIN, load_profiles
 

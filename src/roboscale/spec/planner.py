@@ -61,6 +61,9 @@ class TrialPlan:
     kills: int = 0  # facetrack: workers killed at once during the run
     kill_method: str = ""  # facetrack: sigterm, sigkill or crash
     dispatch: str = ""  # facetrack: how frames are given to workers
+    inventory: str | None = None  # real machines: the inventory file (absolute)
+    machines: tuple[str, ...] = ()  # its hosts that play hosts 0, 1, ... of the trial
+    clock_max_bound_us: float = 1000.0  # one-way figures across them valid up to this
 
     def params(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,8 +83,15 @@ class TrialPlan:
         }
 
     @property
+    def remote(self) -> bool:
+        """Whether the trial runs on real machines of an inventory, over SSH."""
+        return self.inventory is not None
+
+    @property
     def emulated(self) -> bool:
         """Whether the trial runs on emulated hosts (namespaces, links, CPU quotas)."""
+        if self.remote:
+            return False
         return self.hosts > 1 or self.link != "loopback" or self.cpu is not None
 
     @property
@@ -91,15 +101,18 @@ class TrialPlan:
 
     @property
     def link_crossed(self) -> str:
-        """The link messages cross: none (loopback) on one host, else `host_link`."""
-        return "loopback" if self.hosts <= 1 else self.host_link
+        """The link messages cross: none (loopback) on one host, the real one between
+        real machines, else `host_link`."""
+        if self.hosts <= 1:
+            return "loopback"
+        return "real" if self.remote else self.host_link
 
     @property
     def env_key(self) -> tuple[Any, ...]:
         """Trials with the same key can share one set of emulated hosts."""
         return (
             self.hosts, self.link, self.cpu, self.topology, self.profiles, self.subnet,
-            self.zenoh_routers,
+            self.zenoh_routers, self.inventory, self.machines,
         )  # fmt: skip
 
     def host_of(self, role: str, pair: int) -> int:
@@ -268,6 +281,9 @@ def _trial(
         load_cpu=env.load_cpu,
         load_net_mbit=env.load_net_mbit,
         workload=workload.name,
+        inventory=env.inventory,
+        machines=tuple(env.machines[:hosts]),
+        clock_max_bound_us=env.clock_max_bound_us,
     )
     return replace(trial, **variant.fields)
 

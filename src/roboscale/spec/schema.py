@@ -173,6 +173,13 @@ class EnvSettings(Strict):
     zenoh_routers: bool = False
     load_cpu: float = Field(0.0, ge=0, le=1)
     load_net_mbit: float = Field(0.0, ge=0, le=10_000)
+    # Real machines: an inventory file (relative to the spec) and the hosts of it that
+    # play hosts 0, 1, ... of each trial, in that order (docs/hosts.md).
+    inventory: str | None = None
+    machines: list[Annotated[str, Field(pattern=LINK_NAME)]] = []
+    # One-way figures across real machines are valid while the clocks' error bound
+    # stays below this.
+    clock_max_bound_us: float = Field(1000.0, gt=0)
 
 
 class VerdictSettings(Strict):
@@ -235,6 +242,10 @@ ALLOWED: dict[str, str] = {
     "on their host (routers connect to host 0's)",
     "env.load_cpu": "a busy-loop duty cycle from 0 to 1 on every host (or this machine)",
     "env.load_net_mbit": "Mbit/s of UDP from the first to the last host, 0 to 10000 (2+ hosts)",
+    "env.inventory": "a host inventory (YAML) of real machines, relative to the spec",
+    "env.machines": "names of inventory hosts, in the order of the trial's hosts 0, 1, ...",
+    "env.clock_max_bound_us": "the largest clock error bound, in µs above 0, at which one-way "
+    "figures across real machines are valid",
     "trial": "a mapping of trial settings",
     "trial.runs": "a whole number of repetitions from 1 to 1000",
     "trial.messages": "messages per stream, 1 to 10,000,000",

@@ -294,9 +294,12 @@ def test_a_dropped_host_fails_its_trial_and_the_sweep_goes_on(
 def _agents_in(workdir: Path) -> bool:
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and Path(os.readlink(proc / "cwd")) == workdir:
-                if b"roboscale.workloads.agent" in (proc / "cmdline").read_bytes():
-                    return True
+            if (
+                proc.name.isdigit()
+                and Path(os.readlink(proc / "cwd")) == workdir
+                and b"roboscale.workloads.agent" in (proc / "cmdline").read_bytes()
+            ):
+                return True
         except OSError:
             continue
     return False

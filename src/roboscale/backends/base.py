@@ -67,6 +67,7 @@ class Where(Protocol):
     envs: list[dict[str, str]]
     addresses: list[str]
     zenoh_routers: bool  # Zenoh-based backends run a router per host, nodes are its clients
+    infrastructure_host: int  # where a trial's one master (roscore) runs: host 0 but by role
 
 
 class Infrastructure(Protocol):

@@ -260,7 +260,8 @@ class Ros1Backend:
         return f"rospy {out.stdout.strip() or 'unknown'} (Debian)"
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Roscore:
-        return Roscore(workdir, where.prefixes[0], where.addresses[0])
+        host = where.infrastructure_host
+        return Roscore(workdir, where.prefixes[host], where.addresses[host])
 
     def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
         # The thesis's nodes used rospy's default (Nagle on); standard mode turns it off.

@@ -33,6 +33,7 @@ class Placement:
     names: list[str] = field(default_factory=lambda: ["local"])
     facts: dict[str, Any] = field(default_factory=lambda: {"link_profile": "loopback"})
     zenoh_routers: bool = False
+    infrastructure_host: int = 0
 
     @classmethod
     def of(cls, hostset: Any) -> Placement:
@@ -54,6 +55,7 @@ class Placement:
             addresses=remote.addresses,
             names=remote.names,
             facts=remote.facts(),
+            infrastructure_host=remote.infrastructure_host,
         )
 
 

@@ -243,6 +243,12 @@ class RemoteHosts:
     links: list[Ssh]
     _closing: Any = None
 
+    @property
+    def infrastructure_host(self) -> int:
+        """The first host whose inventory roles name roscore, else host 0."""
+        roles = [link.host.roles for link in self.links]
+        return next((i for i, r in enumerate(roles) if "roscore" in r), 0)
+
     def facts(self) -> dict[str, Any]:
         return {
             "link_profile": "real",

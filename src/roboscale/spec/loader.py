@@ -201,6 +201,8 @@ def with_inventory(spec: Spec, path: Path, lines: LineMap) -> Spec:
     from roboscale.env.inventory import load_inventory
 
     inventory_path = (path.parent / env.inventory).resolve()
+    if not inventory_path.is_file():
+        raise fail("env.inventory", f"{inventory_path}: no such file; allowed: a host inventory")
     inventory = load_inventory(inventory_path)
     if not env.machines:
         raise fail("env.machines", f"name the hosts of {env.inventory} the trials run on")

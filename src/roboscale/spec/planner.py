@@ -66,7 +66,8 @@ class TrialPlan:
     clock_max_bound_us: float = 1000.0  # one-way figures across them valid up to this
 
     def params(self) -> dict[str, Any]:
-        return asdict(self)
+        """As JSON holds them: the machines' tuple is a list there."""
+        return {**asdict(self), "machines": list(self.machines)}
 
     def stream_settings(self) -> dict[str, Any]:
         """The paced stream's settings, as every workload's node config holds them."""

@@ -80,6 +80,17 @@ def test_plan_crosses_the_tracker_axes(tmp_path: Path) -> None:
     assert all(t.stack == "runtime" and t.workers == 2 and t.messages == 12 for t in trials)
 
 
+def test_node_names_are_valid_for_every_stack(tmp_path: Path) -> None:
+    from roboscale.facetrack.stack import known_stacks
+    from roboscale.runtime.names import check_name
+    from roboscale.workloads.facetrack import node_name
+
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.replace("stack: runtime", f"stack: [{', '.join(known_stacks())}]"))
+    for t in plan(load_spec(path)):
+        check_name(node_name(t), "node")
+
+
 def bench(tmp_path: Path, text: str) -> tuple[subprocess.Popen[str], Path]:
     """`roboscale bench` of the spec `text` in the background; the process and its --out."""
     pytest.importorskip("cv2", reason="the facetrack extra (make test installs it)")

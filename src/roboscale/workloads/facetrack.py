@@ -150,7 +150,8 @@ class TrackerProgram:
 
 
 def node_name(t: TrialPlan) -> str:
-    return f"{ROLE}_{t.stack}_t{t.index:04d}"
+    """A node name backends accept (letters, digits, '_'): runtime-proc -> runtime_proc."""
+    return f"{ROLE}_{t.stack.replace('-', '_')}_t{t.index:04d}"
 
 
 def tracker_config(t: TrialPlan) -> dict[str, Any]:

@@ -1,0 +1,361 @@
+"""Graph files: a robot's node graph in YAML, read and validated like specs.
+
+A graph file declares nodes (each on a host index), what each publishes (paced
+streams), relays (input -> work -> output), fusions (publish when all, or any, of
+their inputs arrived), timers (publish at a rate with the latest of their inputs),
+pure subscriptions, and the paths whose end-to-end latency is measured. A topic may
+have several publishers; they must agree on its payload. Every problem is a
+SpecError naming the file, the line, the field, what is allowed and, for an unknown
+node or topic, the nearest known name. Refused: a topic read but never published, a
+cycle of message-triggered nodes (relays, fusions) that no timer breaks, a path whose
+consecutive nodes are not joined by a topic.
+
+Driver side only (it reads YAML): agents get the typed program the workload derives.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roboscale.errors import SpecError, SpecErrors
+from roboscale.spec.payloads import parse_payload
+from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
+
+GRAPH_VERSION = 1
+MAX_HOST = 63
+MAX_RATE_HZ = 10_000.0
+MAX_WORK_MS = 10_000.0
+MAX_PUBLISHERS = 63  # message ids pack the publisher in 6 bits (ids stay in ROS 1's int32)
+WORK_MODES = ("sleep", "busy")
+WHEN = ("all", "any")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_TOPIC = re.compile(r"^[A-Za-z_][A-Za-z0-9_/]{0,127}$")
+NODE_FIELDS = ("host", "publish", "relay", "fusion", "timer", "subscribe")
+TOP_FIELDS = ("version", "name", "description", "nodes", "paths")
+STAGE_FIELDS = {
+    "publish": ("topic", "rate_hz", "payload"),
+    "relay": ("input", "output", "payload", "work_ms", "work"),
+    "fusion": ("inputs", "output", "when", "payload", "work_ms", "work"),
+    "timer": ("rate_hz", "inputs", "output", "payload", "work_ms", "work"),
+}
+
+
+@dataclass(frozen=True)
+class Output:
+    """Something a node publishes on a topic: a paced stream (`rate_hz`, no inputs), a
+    relay (one input), a fusion (inputs, `when`) or a timer (`rate_hz` and inputs).
+    `work_ms` of processing per message, slept or spent busy (`work`)."""
+
+    stage: str  # publish, relay, fusion or timer
+    topic: str
+    payload: str
+    payload_bytes: int
+    rate_hz: float = 0.0
+    inputs: tuple[str, ...] = ()
+    when: str = "all"
+    work_ms: float = 0.0
+    work: str = "sleep"
+
+    @property
+    def triggered(self) -> bool:
+        """Whether arrivals publish it (relay, fusion), not a clock (publish, timer)."""
+        return self.stage in ("relay", "fusion")
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    name: str
+    host: int
+    outputs: tuple[Output, ...]
+    subscribes: tuple[str, ...]  # pure subscriptions (sinks)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Every topic the node reads, in first-seen order."""
+        seen: dict[str, None] = dict.fromkeys(self.subscribes)
+        for out in self.outputs:
+            seen.update(dict.fromkeys(out.inputs))
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class GraphPath:
+    name: str
+    nodes: tuple[str, ...]
+    topics: tuple[str, ...]  # topics[i] joins nodes[i] to nodes[i + 1]
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    file: str
+    nodes: tuple[GraphNode, ...]
+    paths: tuple[GraphPath, ...]
+
+    def publishers(self) -> list[tuple[GraphNode, Output]]:
+        """Every (node, output), in file order: its index is the publisher id."""
+        return [(n, o) for n in self.nodes for o in n.outputs]
+
+    def topics(self) -> dict[str, str]:
+        """Every topic and its payload, in first-published order."""
+        return {o.topic: o.payload for _, o in self.publishers()}
+
+    @property
+    def hosts(self) -> int:
+        return 1 + max(n.host for n in self.nodes)
+
+
+def nearest(name: str, known: list[str]) -> str:
+    """'; did you mean X?' for the closest known name, or ''."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _Reader:
+    """Reads one graph file, collecting every error with its line."""
+
+    def __init__(self, file: str, lines: LineMap) -> None:
+        self.file = file
+        self.lines = lines
+        self.errors: list[SpecError] = []
+
+    def fail(self, loc: KeyPath, problem: str) -> None:
+        self.errors.append(SpecError(self.file, line_for(loc, self.lines), dotted(loc), problem))
+
+    def mapping(self, value: Any, loc: KeyPath, allowed: tuple[str, ...], what: str) -> bool:
+        if not isinstance(value, dict):
+            self.fail(loc, f"{what} is a mapping with {', '.join(allowed)}; got {value!r}")
+            return False
+        for key in value:
+            if key not in allowed:
+                hint = nearest(key, list(allowed))
+                self.fail((*loc, key), f"unknown field{hint} allowed: {', '.join(allowed)}")
+        return True
+
+    def number(self, value: Any, loc: KeyPath, low: float, high: float, what: str) -> float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not low <= value <= high:
+            self.fail(loc, f"{what}, a number from {low:g} to {high:g}; got {value!r}")
+            return low
+        return float(value)
+
+    def choice(self, value: Any, loc: KeyPath, allowed: tuple[str, ...]) -> str:
+        if value not in allowed:
+            self.fail(loc, f"one of {', '.join(allowed)}; got {value!r}")
+            return allowed[0]
+        return str(value)
+
+    def topic(self, value: Any, loc: KeyPath) -> str:
+        if not isinstance(value, str) or not _TOPIC.match(value):
+            self.fail(loc, "a topic name: a letter or _, then letters, digits, _ or /; "
+                      f"got {value!r}")  # fmt: skip
+            return ""
+        return value
+
+    def topic_list(self, value: Any, loc: KeyPath, least: int) -> tuple[str, ...]:
+        if not isinstance(value, list) or len(value) < least:
+            self.fail(loc, f"a list of at least {least} topic name(s); got {value!r}")
+            return ()
+        names = tuple(self.topic(v, (*loc, i)) for i, v in enumerate(value))
+        if len(set(names)) < len(names):
+            self.fail(loc, f"a topic is listed twice in {list(names)}")
+        return names
+
+    def output(self, stage: str, d: Any, loc: KeyPath) -> Output | None:
+        if not self.mapping(d, loc, STAGE_FIELDS[stage], f"a {stage}"):
+            return None
+        required = [f for f in STAGE_FIELDS[stage] if f not in ("work_ms", "work", "when")]
+        missing = [f for f in required if f not in d]
+        if missing:
+            self.fail(loc, f"missing {', '.join(missing)} (a {stage} has "
+                      f"{', '.join(STAGE_FIELDS[stage])})")  # fmt: skip
+            return None
+        try:
+            payload, size = parse_payload(d["payload"])
+        except ValueError as e:
+            self.fail((*loc, "payload"), str(e))
+            payload, size = "text", 0
+        if stage == "relay":
+            inputs: tuple[str, ...] = (self.topic(d["input"], (*loc, "input")),)
+        else:
+            inputs = self.topic_list(d.get("inputs", []), (*loc, "inputs"), 2 * (stage == "fusion"))
+        rated = stage in ("publish", "timer")
+        key = "topic" if stage == "publish" else "output"
+        return Output(
+            stage=stage,
+            topic=self.topic(d[key], (*loc, key)),
+            payload=payload,
+            payload_bytes=size,
+            rate_hz=self.number(d["rate_hz"], (*loc, "rate_hz"), 0.1, MAX_RATE_HZ,
+                                "messages per second") if rated else 0.0,
+            inputs=inputs,
+            when=self.choice(d.get("when", "all"), (*loc, "when"), WHEN),
+            work_ms=self.number(d.get("work_ms", 0), (*loc, "work_ms"), 0, MAX_WORK_MS,
+                                "processing time per message in ms"),
+            work=self.choice(d.get("work", "sleep"), (*loc, "work"), WORK_MODES),
+        )  # fmt: skip
+
+    def node(self, name: Any, d: Any, loc: KeyPath) -> GraphNode | None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            self.fail(loc, f"a node name: a letter or _, then letters, digits or _; got {name!r}")
+            return None
+        if d is None:
+            d = {}
+        if not self.mapping(d, loc, NODE_FIELDS, "a node"):
+            return None
+        host = d.get("host", 0)
+        if isinstance(host, bool) or not isinstance(host, int) or not 0 <= host <= MAX_HOST:
+            self.fail((*loc, "host"), f"a host index from 0 to {MAX_HOST}; got {host!r}")
+            host = 0
+        outputs: list[Output] = []
+        for stage in STAGE_FIELDS:
+            items = d.get(stage, [])
+            if isinstance(items, dict):
+                items = [items]  # one stage may be written without the list
+            if not isinstance(items, list):
+                self.fail((*loc, stage), f"a list of {stage} entries; got {items!r}")
+                continue
+            for i, item in enumerate(items):
+                out = self.output(stage, item, (*loc, stage, i))
+                if out is not None:
+                    outputs.append(out)
+        subs = self.topic_list(d.get("subscribe", []), (*loc, "subscribe"), 0)
+        if not outputs and not subs:
+            self.fail(loc, "a node publishes, relays, fuses, runs a timer or subscribes")
+        return GraphNode(name, host, tuple(outputs), subs)
+
+
+def read_graph(path: Path) -> Graph:
+    """Load and validate a graph file; SpecErrors lists every problem found."""
+    data, lines = load_yaml(path, "graph file")
+    r = _Reader(str(path), lines)
+    if not r.mapping(data, (), TOP_FIELDS, "a graph file"):
+        raise SpecErrors(r.errors)
+    if data.get("version", GRAPH_VERSION) != GRAPH_VERSION:
+        r.fail(("version",), f"this roboscale reads graph version {GRAPH_VERSION}; "
+               f"got {data['version']!r}")  # fmt: skip
+    nodes_data = data.get("nodes")
+    if not isinstance(nodes_data, dict) or not nodes_data:
+        r.fail(("nodes",), "a mapping of node names to their host, publish, relay, fusion, "
+               "timer and subscribe entries")  # fmt: skip
+        raise SpecErrors(r.errors)
+    nodes = [n for k, v in nodes_data.items() if (n := r.node(k, v, ("nodes", k))) is not None]
+    graph = Graph(str(data.get("name", path.stem)), str(path), tuple(nodes), ())
+    if not r.errors:
+        _check_topics(graph, r)
+    if not r.errors:
+        _check_cycles(graph, r)
+    paths = _paths(graph, data.get("paths", {}), r) if not r.errors else ()
+    if r.errors:
+        raise SpecErrors(r.errors)
+    return Graph(graph.name, graph.file, graph.nodes, paths)
+
+
+def _out_loc(node: GraphNode, out: Output) -> KeyPath:
+    i = [o for o in node.outputs if o.stage == out.stage].index(out)
+    return ("nodes", node.name, out.stage, i)
+
+
+def _check_topics(g: Graph, r: _Reader) -> None:
+    """Every topic read is published; publishers of a topic agree on its payload."""
+    pubs = g.publishers()
+    if len(pubs) > MAX_PUBLISHERS:
+        r.fail(("nodes",), f"at most {MAX_PUBLISHERS} publishers (publish, relay, fusion and "
+               f"timer entries) in a graph; got {len(pubs)}")  # fmt: skip
+    payload: dict[str, tuple[str, int]] = {}
+    for node, out in pubs:
+        first = payload.setdefault(out.topic, (out.payload, out.payload_bytes))
+        if first != (out.payload, out.payload_bytes):
+            r.fail(
+                (*_out_loc(node, out), "payload"),
+                f"topic {out.topic!r} is published as "
+                f"{first[0]} ({first[1]} B) elsewhere; its publishers share one payload",
+            )
+    known = list(payload)
+    for node in g.nodes:
+        for topic, loc in _reads(node):
+            if topic not in payload:
+                r.fail(loc, f"topic {topic!r} has no publisher in the graph{nearest(topic, known)}")
+
+
+def _reads(node: GraphNode) -> Iterator[tuple[str, KeyPath]]:
+    for i, topic in enumerate(node.subscribes):
+        yield topic, ("nodes", node.name, "subscribe", i)
+    for out in node.outputs:
+        loc = _out_loc(node, out)
+        for i, topic in enumerate(out.inputs):
+            yield topic, (*loc, "input") if out.stage == "relay" else (*loc, "inputs", i)
+
+
+def _check_cycles(g: Graph, r: _Reader) -> None:
+    """Message-triggered stages (relays, fusions) must not feed back to themselves: with no
+    timer on the loop, one message would circulate for ever."""
+    edges: dict[str, set[str]] = {}
+    for _, out in g.publishers():
+        if out.triggered:
+            for topic in out.inputs:
+                edges.setdefault(topic, set()).add(out.topic)
+    state: dict[str, int] = {}  # 1: on the current walk, 2: done
+
+    def walk(topic: str, trail: list[str]) -> list[str] | None:
+        state[topic] = 1
+        for nxt in sorted(edges.get(topic, ())):
+            if state.get(nxt) == 1:
+                return [*trail[trail.index(nxt) :], nxt] if nxt in trail else [topic, nxt]
+            if nxt not in state and (loop := walk(nxt, [*trail, nxt])):
+                return loop
+        state[topic] = 2
+        return None
+
+    for topic in list(edges):
+        if topic not in state and (loop := walk(topic, [topic])):
+            r.fail(("nodes",), "a cycle of relays/fusions with no timer: "
+                   f"{' -> '.join(loop)}; a timer must break it (it publishes at its rate "
+                   "with the latest input)")  # fmt: skip
+            return
+
+
+def _paths(g: Graph, data: Any, r: _Reader) -> tuple[GraphPath, ...]:
+    if not isinstance(data, dict):
+        r.fail(("paths",), f"a mapping of path names to lists of node names; got {data!r}")
+        return ()
+    by_name = {n.name: n for n in g.nodes}
+    out = []
+    for name, steps in data.items():
+        loc: KeyPath = ("paths", name)
+        if not isinstance(steps, list) or len(steps) < 2:
+            r.fail(loc, f"a list of at least 2 node names, source to sink; got {steps!r}")
+            continue
+        bad = [i for i, s in enumerate(steps) if s not in by_name]
+        for i in bad:
+            r.fail((*loc, i), f"unknown node {steps[i]!r}{nearest(str(steps[i]), list(by_name))}")
+        if bad:
+            continue
+        topics = _join(by_name, steps, loc, r)
+        if topics is not None:
+            out.append(GraphPath(str(name), tuple(steps), topics))
+    return tuple(out)
+
+
+def _join(
+    by_name: dict[str, GraphNode], steps: list[str], loc: KeyPath, r: _Reader
+) -> tuple[str, ...] | None:
+    """The topic that joins each step to the next: one the first publishes and the next
+    reads; the first node must publish a clocked stream or timer, not only relay."""
+    topics = []
+    for i, (a, b) in enumerate(itertools.pairwise(steps)):
+        reads = set(by_name[b].inputs)
+        joined = [o.topic for o in by_name[a].outputs if o.topic in reads]
+        if not joined:
+            published = sorted({o.topic for o in by_name[a].outputs}) or ["nothing"]
+            r.fail((*loc, i + 1), f"no such path: {b!r} reads no topic that {a!r} publishes "
+                   f"({a!r} publishes {', '.join(published)})")  # fmt: skip
+            return None
+        topics.append(joined[0])
+    return tuple(topics)

@@ -1,0 +1,187 @@
+"""Graph files: the shipped examples load; each broken graph is refused with its file,
+line, field and what is allowed (the nearest name for an unknown node or topic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roboscale.errors import SpecError, SpecErrors
+from roboscale.workloads.graphfile import read_graph
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "graphs"
+SMALL = """\
+version: 1
+nodes:
+  lidar:
+    publish: {topic: scan, rate_hz: 20, payload: laserscan}
+  filter:
+    host: 1
+    relay: {input: scan, output: points, payload: 4KB, work_ms: 5, work: busy}
+  sink:
+    subscribe: [points]
+paths:
+  scan_path: [lidar, filter, sink]
+"""
+
+
+def errors_of(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "g.yaml"
+    path.write_text(text)
+    with pytest.raises((SpecError, SpecErrors)) as info:
+        read_graph(path)
+    err = info.value
+    found = err.errors if isinstance(err, SpecErrors) else [err]
+    return [e.message.replace(str(path), "g.yaml") for e in found]
+
+
+def test_examples_load() -> None:
+    auto = read_graph(EXAMPLES / "autoware-reference.yaml")
+    assert len(auto.nodes) == 22 and len(auto.publishers()) == 21
+    hot = {p.name: p for p in auto.paths}["front_lidar_to_dbw"]
+    assert hot.nodes[0] == "FrontLidarDriver" and hot.nodes[-1] == "VehicleDBWSystem"
+    assert hot.topics[-1] == "VehicleInterface"
+    robot = read_graph(EXAMPLES / "mobile-robot.yaml")
+    assert robot.hosts == 2
+
+
+def test_small_graph(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(SMALL)
+    g = read_graph(path)
+    relay = g.nodes[1].outputs[0]
+    assert (relay.stage, relay.inputs, relay.work, relay.work_ms) == ("relay", ("scan",), "busy", 5)
+    assert relay.payload_bytes == 4096 and g.nodes[1].host == 1
+    assert g.paths[0].topics == ("scan", "points")
+    assert g.topics() == {"scan": "laserscan", "points": "4KB"}
+
+
+def test_several_publishers_on_one_topic(tmp_path: Path) -> None:
+    text = SMALL.replace(
+        "  sink:\n",
+        "  odom:\n    publish: {topic: scan, rate_hz: 5, payload: laserscan}\n  sink:\n",
+    )
+    path = tmp_path / "g.yaml"
+    path.write_text(text)
+    g = read_graph(path)
+    on_scan = [n.name for n, o in g.publishers() if o.topic == "scan"]
+    assert on_scan == ["lidar", "odom"]
+
+
+BROKEN = [
+    (
+        SMALL.replace("payload: 4KB", "payload: 4XB"),
+        "g.yaml:7: nodes.filter.relay[0].payload: '4XB' is not a payload; allowed: one of text, "
+        "laserscan, image, or a size from 1 B to 4 MB such as 256, '256B', '4KB', '4MB'",
+    ),
+    (
+        SMALL.replace("input: scan", "input: scna"),
+        "g.yaml:7: nodes.filter.relay[0].input: topic 'scna' has no publisher in the graph; "
+        "did you mean 'scan'?",
+    ),
+    (
+        SMALL.replace("[lidar, filter, sink]", "[lidar, filtr, sink]"),
+        "g.yaml:11: paths.scan_path[1]: unknown node 'filtr'; did you mean 'filter'?",
+    ),
+    (
+        SMALL.replace("[lidar, filter, sink]", "[lidar, sink]"),
+        "g.yaml:11: paths.scan_path[1]: no such path: 'sink' reads no topic that 'lidar' "
+        "publishes ('lidar' publishes scan)",
+    ),
+    (
+        SMALL.replace("rate_hz: 20", "rate_hz: 0"),
+        "g.yaml:4: nodes.lidar.publish[0].rate_hz: messages per second, a number from 0.1 to "
+        "10000; got 0",
+    ),
+    (
+        SMALL.replace("work: busy", "work: spin"),
+        "g.yaml:7: nodes.filter.relay[0].work: one of sleep, busy; got 'spin'",
+    ),
+    (
+        SMALL.replace("host: 1", "host: -1"),
+        "g.yaml:6: nodes.filter.host: a host index from 0 to 63; got -1",
+    ),
+    (
+        SMALL.replace("    host: 1\n", "    hots: 1\n"),
+        "g.yaml:6: nodes.filter.hots: unknown field; did you mean 'host'? allowed: host, "
+        "publish, relay, fusion, timer, subscribe",
+    ),
+    (
+        SMALL.replace(", work_ms: 5", "").replace("output: points, ", ""),
+        "g.yaml:7: nodes.filter.relay[0]: missing output (a relay has input, output, payload, "
+        "work_ms, work)",
+    ),
+    (
+        SMALL.replace("version: 1", "version: 2"),
+        "g.yaml:1: version: this roboscale reads graph version 1; got 2",
+    ),
+    (
+        SMALL.replace("payload: 4KB", "payload: text").replace(
+            "  sink:\n",
+            "  other:\n    publish: {topic: points, rate_hz: 1, payload: image}\n  sink:\n",
+        ),
+        "g.yaml:9: nodes.other.publish[0].payload: topic 'points' is published as text (11 B) "
+        "elsewhere; its publishers share one payload",
+    ),
+    (
+        "nodes: []\n",
+        "g.yaml:1: nodes: a mapping of node names to their host, publish, relay, fusion, timer "
+        "and subscribe entries",
+    ),
+    (
+        SMALL.replace("  sink:\n    subscribe: [points]\n", "  sink: {}\n"),
+        "g.yaml:8: nodes.sink: a node publishes, relays, fuses, runs a timer or subscribes",
+    ),
+    (
+        SMALL.replace(
+            "  sink:\n",
+            "  fuse:\n    fusion: {inputs: [scan], output: fused, payload: text}\n  sink:\n",
+        ),
+        "g.yaml:9: nodes.fuse.fusion[0].inputs: a list of at least 2 topic name(s); got ['scan']",
+    ),
+    (
+        SMALL.replace("paths:\n  scan_path: [lidar, filter, sink]\n", "paths: [a, b]\n"),
+        "g.yaml:10: paths: a mapping of path names to lists of node names; got ['a', 'b']",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BROKEN)
+def test_broken_graph_is_refused_with_its_line(tmp_path: Path, text: str, message: str) -> None:
+    assert message in errors_of(tmp_path, text)
+
+
+def test_relay_cycle_without_timer_is_refused(tmp_path: Path) -> None:
+    text = SMALL.replace(
+        "  sink:\n",
+        "  back:\n    relay: {input: points, output: scan, payload: laserscan}\n  sink:\n",
+    )
+    assert errors_of(tmp_path, text) == [
+        "g.yaml:2: nodes: a cycle of relays/fusions with no timer: scan -> points -> scan; "
+        "a timer must break it (it publishes at its rate with the latest input)"
+    ]
+
+
+def test_cycle_broken_by_a_timer_is_allowed(tmp_path: Path) -> None:
+    text = SMALL.replace(
+        "  sink:\n",
+        "  back:\n    timer: {rate_hz: 5, inputs: [points], output: scan, payload: laserscan}\n"
+        "  sink:\n",
+    )
+    path = tmp_path / "g.yaml"
+    path.write_text(text)
+    assert [o.stage for n, o in read_graph(path).publishers()] == ["publish", "relay", "timer"]
+
+
+def test_nonexistent_path_is_refused(tmp_path: Path) -> None:
+    text = SMALL.replace("[lidar, filter, sink]", "[sink, filter]")
+    assert errors_of(tmp_path, text) == [
+        "g.yaml:11: paths.scan_path[1]: no such path: 'filter' reads no topic that 'sink' "
+        "publishes ('sink' publishes nothing)"
+    ]
+
+
+def test_every_error_is_reported_together(tmp_path: Path) -> None:
+    text = SMALL.replace("rate_hz: 20", "rate_hz: fast").replace("work: busy", "work: x")
+    assert len(errors_of(tmp_path, text)) == 2

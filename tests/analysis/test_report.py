@@ -110,3 +110,17 @@ def test_scaling_figures_appear_when_nodes_or_hosts_vary(tmp_path: Path) -> None
     page = render_report(tmp_path / "h")[0].read_text()
     assert "Latency against host count" in page and "Latency against node count" not in page
     assert "6 hosts wifi" in page  # the percentile table names the environment
+
+
+def test_trials_on_real_machines_show_their_clock_bound() -> None:
+    from roboscale.analysis.report import _clock_table
+
+    entries = [
+        {"trial": "t0", "clock": {"bound_us": 180.4, "valid": True, "max_bound_us": 500.0}},
+        {"trial": "t1", "clock": {"bound_us": 900.0, "valid": False, "max_bound_us": 500.0}},
+        {"trial": "t2"},  # on this machine: no clocks to bound
+    ]
+    ((title, (head, rows)),) = _clock_table(entries)
+    assert title == "Clocks of real machines" and len(head) == 4
+    assert rows == [["t0", "180", "500", "valid"], ["t1", "900", "500", "invalid"]]
+    assert _clock_table([{"trial": "t2"}]) == []

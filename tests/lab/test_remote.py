@@ -303,3 +303,27 @@ def _agents_in(workdir: Path) -> bool:
         except OSError:
             continue
     return False
+
+
+def test_a_killed_controller_leaves_nothing_on_the_machines(
+    lab: SshLab, installed: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "results"
+    spec = echo_spec(tmp_path, installed, "zenoh", rates="[20]")  # 10 s of messages
+    bench = subprocess.Popen(
+        [*lab.controller.argv_prefix(), ROBOSCALE, "bench", str(spec), "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    robot_dir = installed.parent / "remote-robot"
+    try:
+        deadline = time.monotonic() + 300
+        while not _agents_in(robot_dir):
+            assert bench.poll() is None and time.monotonic() < deadline, "no agent started"
+            time.sleep(0.05)
+    finally:
+        bench.kill()  # ip netns exec execs the bench: this is the controller, no cleanup
+        bench.wait()
+    deadline = time.monotonic() + 60
+    while _left_behind(installed.parent, out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _left_behind(installed.parent, out)

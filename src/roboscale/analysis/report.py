@@ -77,6 +77,7 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     groups = by_workload(entries)
     figures = _figures(groups, records_of)
     tables, leading = _tables(groups)
+    tables += _clock_table(entries)
     html = run_dir / "report.html"
     md = run_dir / "summary.md"
     try:
@@ -85,6 +86,24 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     except OSError as e:
         raise UserError(f"{run_dir}: cannot write the report ({e.strerror or e})") from None
     return html, md
+
+
+def _clock_table(entries: list[Entry]) -> list[tuple[str, Table]]:
+    """Trials on real machines: how far their one-way figures can be off (the clocks'
+    error bound, measured before and after each trial), and whether that is within the
+    spec's env.clock_max_bound_us."""
+    rows = [
+        [
+            str(e["trial"]),
+            f"{e['clock']['bound_us']:.0f}",
+            f"{e['clock']['max_bound_us']:.0f}",
+            "valid" if e["clock"]["valid"] else "invalid",
+        ]
+        for e in entries
+        if isinstance(e.get("clock"), dict)
+    ]
+    head = ["trial", "one-way error bound (µs)", "allowed (µs)", "one-way figures"]
+    return [("Clocks of real machines", (head, rows))] if rows else []
 
 
 def _check_workloads(path: Path, entries: list[Entry]) -> None:

@@ -27,7 +27,9 @@ LAYERS = [
     ("facetrack",),  # the face tracker's pipeline, wire and stacks (runtime, ros1, Erlang)
     ("records",),
     ("env",),
-    ("workloads.base", "workloads.stream", "workloads.agent"),  # what agents run: stdlib
+    # what agents run: stdlib
+    ("workloads.base", "workloads.stream", "workloads.replay", "workloads.agent"),
+    ("bags",),  # replay sources read in the lab (rosbags), for the spec and the workloads
     ("spec",),
     ("analysis",),
     ("workloads",),  # workload modules: plugins, reached through the registry

@@ -75,8 +75,8 @@ def test_not_a_mapping(tmp_path: Path) -> None:
 def test_unknown_field_suggests_nearest(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  paylod: text\n") == [
         "F:4: sweep.paylod: unknown field; did you mean 'payload'? "
-        "allowed fields here: backend, rate_hz, payload, pairs, hosts, link, cpu, workload, "
-        "listeners, chain_length, ack, reliability, history, durability, stack, workers, "
+        "allowed fields here: backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
+        "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
         "deque_len, kills, kill_method, dispatch"
     ]
 
@@ -85,7 +85,7 @@ def test_unknown_top_level_field(tmp_path: Path) -> None:
     msgs = messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\ntrials:\n  runs: 2\n")
     assert msgs == [
         "F:4: trials: unknown field; did you mean 'trial'? "
-        "allowed fields here: name, description, sweep, trial, seed, verdict, env"
+        "allowed fields here: name, description, sweep, trial, seed, replay, verdict, env"
     ]
 
 
@@ -142,7 +142,8 @@ def test_several_errors_in_file_order(tmp_path: Path) -> None:
 def test_missing_required(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  pairs: 2\n") == [
         "F:2: sweep.rate_hz: required field is missing; "
-        "expected a rate in Hz above 0 and at most 1,000,000, or a list of them"
+        "expected a rate in Hz above 0 and at most 1,000,000, or a list of them "
+        "(or a stream to replay: replay)"
     ]
 
 
@@ -173,7 +174,7 @@ def test_broken_quick_section_reported_even_without_quick(tmp_path: Path) -> Non
     assert messages(tmp_path, text) == [
         "F:6: quick.trial.messagez: unknown field; did you mean 'messages'? allowed fields "
         "here: runs, messages, duration_s, warmup, drain_s, pause_s, publisher_queue, "
-        "subscriber_queue, mode, order, match_timeout_s"
+        "subscriber_queue, mode, order, match_timeout_s, loop"
     ]
 
 
@@ -282,3 +283,37 @@ def test_network_load_needs_two_hosts(tmp_path: Path) -> None:
     text = "name: s\nsweep:\n  rate_hz: 7\nenv:\n  load_net_mbit: 5\n"
     with pytest.raises(SpecError, match=r"spec.yaml:5: env.load_net_mbit: a network load runs"):
         load_spec(write(tmp_path, text))
+
+
+E5 = Path(__file__).parents[2] / "experiments" / "thesis-e5.yaml"
+
+
+def test_thesis_e5_replays_the_generated_stata_streams() -> None:
+    """Its rate factors scale the streams' 50 messages/s (scans 20 Hz + images 30 Hz)."""
+    spec = load_spec(E5, quick=True)
+    assert spec.replay == "stata" and spec.trial.loop
+    assert spec.sweep.rate_hz == [50.0, 100.0]
+    ((name, size),) = spec.sweep.payload
+    assert name == "stata" and 100_000 < size < 200_000  # 2 scans of ~4 KB per 3 images
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: x\nreplay: stata\nsweep:\n  rate_hz: 5\n",
+         "F:4: sweep.rate_hz: a replay keeps its recorded timing; speed it up or slow it "
+         "down with sweep.rate_factor instead"),
+        ("name: x\nsweep:\n  rate_hz: 5\n  rate_factor: 2\n",
+         "F:4: sweep.rate_factor: applies with replay only; add replay: or remove it"),
+        ("name: x\nreplay: stata\nsweep:\n  payload: image\n",
+         "F:4: sweep.payload: a replay sends its recorded messages; remove sweep.payload"),
+        ("name: x\nreplay: stata\nsweep:\n  workload: fanout\n",
+         "F:2: replay: workloads that replay a stream: echo; sweep.workload is [fanout]"),
+        ("name: x\nreplay: no.bag\nsweep:\n  backend: native\n",
+         "F:2: replay: D/no.bag: no such bag; expected a ROS 1 bag (.bag), or a rosbag2 "
+         "folder (sqlite3 or MCAP) or its .db3/.mcap file"),
+    ],
+)  # fmt: skip
+def test_bad_replays(tmp_path: Path, text: str, message: str) -> None:
+    found = messages(tmp_path, text)
+    assert [m.replace(str(tmp_path.resolve()), "D") for m in found] == [message]

@@ -48,6 +48,11 @@ class NodeContext:
 class Publisher(Protocol):
     def send(self, seq: int, stamp_ns: int) -> None: ...
 
+    def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
+        """Send `body` (a replayed message, serialized) as this message's payload, on a
+        publisher of kind `bytes`."""
+        ...
+
     def forward(self, msg: object) -> None: ...
 
 

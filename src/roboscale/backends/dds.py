@@ -191,6 +191,13 @@ class DdsPublisher:
         if self._write(self._cdr) < 0:
             self.failed += 1
 
+    def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
+        from roboscale.backends.dds_types import StampedBytes, stamp_time
+
+        cdr = StampedBytes(id=seq, t=stamp_time(stamp_ns), data=body).serialize()
+        if self._write(self._ref, cdr.ljust(-(-len(cdr) // 4) * 4, b"\0")) < 0:
+            self.failed += 1
+
     def forward(self, msg: object) -> None:
         assert isinstance(msg, bytes)
         if self._write(msg) < 0:

@@ -56,6 +56,9 @@ class NativePublisher:
     def send(self, seq: int, stamp_ns: int) -> None:
         self._pub.publish((seq, stamp_ns, self._body))
 
+    def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
+        self._pub.publish((seq, stamp_ns, body))
+
     def forward(self, msg: object) -> None:
         self._pub.publish(msg)
 
@@ -67,6 +70,9 @@ class NativeProcPublisher(NativePublisher):
 
     def send(self, seq: int, stamp_ns: int) -> None:
         self._pub.publish(HEADER.pack(seq, stamp_ns) + self._body)
+
+    def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
+        self._pub.publish(HEADER.pack(seq, stamp_ns) + body)
 
 
 class NativeSession:
@@ -115,7 +121,8 @@ class NativeSession:
 class NativeProcSession(NativeSession):
     """A runtime node whose topics go through the bridge: what it publishes is exported,
     what it subscribes to is imported. The bridge opens once the node has subscribed,
-    so that no sample arrives before an inbox exists for it."""
+    so that no sample arrives before an inbox exists for it; topics declared after that
+    (a replay's second stream) are added to it."""
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
@@ -130,6 +137,8 @@ class NativeProcSession(NativeSession):
     def publisher(self, topic: str, kind: MessageKind, queue: int) -> NativePublisher:
         self._exports.append(topic)
         pub = self.runtime.call(self._node().publisher, topic)
+        if self._bridge is not None:  # declared after the first subscription
+            self.runtime.call(self._bridge.add_topics, [topic])
         return NativeProcPublisher(pub, kind)
 
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
@@ -142,7 +151,8 @@ class NativeProcSession(NativeSession):
         node = self._node()
         self.runtime.call(lambda: node.subscribe(topic, on_frame, queue_size=queue or 1 << 30))
         if self._bridge is not None:
-            raise RuntimeError("native-proc opens its bridge at the first subscription")
+            self.runtime.call(self._bridge.add_topics, (), [topic])
+            return
         from roboscale.runtime.bridge import Bridge, bridge_config
 
         raw = {**self._endpoints, "export": self._exports, "import": [topic]}

@@ -90,6 +90,10 @@ class Ros1Publisher:
         self._msg.t = self._time(stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000)
         self._pub.publish(self._msg)
 
+    def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
+        self._msg.data = body  # genpy writes a uint8[] given as bytes in one block
+        self.send(seq, stamp_ns)
+
     def forward(self, msg: object) -> None:
         self._pub.publish(msg)
 

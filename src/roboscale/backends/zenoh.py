@@ -43,6 +43,9 @@ class ZenohPublisher:
         HEADER.pack_into(self._header, 0, seq, stamp_ns)
         self._pub.put(self._body, attachment=bytes(self._header))
 
+    def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
+        self._pub.put(body, attachment=HEADER.pack(seq, stamp_ns))
+
     def forward(self, msg: object) -> None:
         sample: Any = msg
         self._pub.put(sample[0], attachment=sample[1])

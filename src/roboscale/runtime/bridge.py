@@ -28,7 +28,7 @@ import logging
 import random
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from roboscale.runtime.bus import Inbox, Topic
 from roboscale.runtime.durable import CursorLog, Resequencer, Retention
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
+from roboscale.runtime.names import check_name
 from roboscale.runtime.security import check_reach
 from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_header
 
@@ -233,9 +234,7 @@ class Bridge:
             retention = None
             if name in cfg.durable:
                 retention = self._retained[name] = Retention(cfg.retain)
-            export = _Export(self, bus.topic(name), retention)
-            self._exports.append(export)
-            bus.topic(name).taps.append(export)
+            self._export(name, retention)
         if self._retained:
             self._entities.append(
                 self.session.declare_queryable(f"{cfg.prefix}/@retain/**", self._answer)
@@ -252,6 +251,23 @@ class Bridge:
             self._subscribe()
         for durable in durables:  # subscribed live first, then the backlog
             durable.query()
+
+    def _export(self, name: str, retention: Retention | None) -> None:
+        export = _Export(self, self.runtime.bus.topic(name), retention)
+        self._exports.append(export)
+        self.runtime.bus.topic(name).taps.append(export)
+
+    def add_topics(self, exports: Sequence[str] = (), imports: Sequence[str] = ()) -> None:
+        """Export and import more topics, not durable, on the open bridge (on the loop):
+        a process that declares its topics one by one after opening it."""
+        names = [check_name(n) for n in (*exports, *imports)]
+        for name in names[: len(exports)]:
+            self._export(name, None)
+        subscribed = bool(self.imported)
+        for name in names[len(exports) :]:
+            self.imported[name] = None
+        if self.imported and not subscribed:
+            self._subscribe()
 
     def _subscribe(self) -> None:
         """The one data subscriber of this session, and its drain thread."""

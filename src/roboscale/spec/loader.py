@@ -114,19 +114,61 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     overrides = base.pop("quick", None) if isinstance(base, dict) else None
     if overrides is not None and not isinstance(overrides, dict):
         raise SpecError(file, lines.get(("quick",)), "quick", "must be a mapping of overrides")
-    spec = validate(base, file, lines)
+    spec = check_replay(validate(base, file, lines), path, lines)
     check_workloads(spec, file, lines)
     check_env(spec, path, lines)
     check_qos(spec, file, lines, backends)
     spec = with_inventory(spec, path, lines)
     if overrides is None:
         return spec
-    quick_spec = validate(_merge(base, overrides), file, lines, quick=True)
+    quick_lines = _quick_lines(lines)
+    quick_spec = check_replay(
+        validate(_merge(base, overrides), file, lines, quick=True), path, quick_lines
+    )
     check_workloads(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
     check_qos(quick_spec, file, _quick_lines(lines), backends)
     quick_spec = with_inventory(quick_spec, path, _quick_lines(lines))
     return quick_spec if quick else spec
+
+
+def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
+    """A replay's source is read (a bag converted) before anything runs; its recorded rate
+    scaled by each `sweep.rate_factor` becomes the sweep's rates, its mean size the payload.
+    Without a replay, `sweep.rate_hz` is required and `rate_factor` has no meaning."""
+    sw, file = spec.sweep, str(path)
+
+    def error(field: str, problem: str) -> SpecError:
+        key = tuple(field.split("."))
+        return SpecError(file, line_for(key, lines) or lines.get(key[:1]), field, problem)
+
+    if spec.replay is None:
+        if not sw.rate_hz:
+            raise error("sweep.rate_hz", f"required field is missing; expected "
+                        f"{ALLOWED['sweep.rate_hz']} (or a stream to replay: replay)")  # fmt: skip
+        if sw.rate_factor != [1.0]:
+            raise error("sweep.rate_factor", "applies with replay only; add replay: or remove it")
+        return spec
+    if sw.rate_hz:
+        raise error("sweep.rate_hz", "a replay keeps its recorded timing; speed it up or slow "
+                    "it down with sweep.rate_factor instead")  # fmt: skip
+    if sw.payload != Sweep.model_fields["payload"].default:
+        raise error("sweep.payload", "a replay sends its recorded messages; remove sweep.payload")
+    if not all(get_workload(w).replays for w in sw.workload):
+        able = [w for w in WORKLOADS if get_workload(w).replays]
+        raise error("replay", f"workloads that replay a stream: {either(able)}; "
+                    f"sweep.workload is [{', '.join(sw.workload)}]")  # fmt: skip
+    from roboscale.bags import replay_info
+    from roboscale.workloads.replay import STATA
+
+    source = spec.replay if spec.replay == STATA else str((path.parent / spec.replay).resolve())
+    try:
+        info = replay_info(source)
+    except UserError as e:
+        raise error("replay", str(e)) from None
+    rates = [info.rate_hz * f for f in sw.rate_factor]
+    sweep = sw.model_copy(update={"rate_hz": rates, "payload": [(info.label, info.mean_bytes)]})
+    return spec.model_copy(update={"sweep": sweep, "replay": source})
 
 
 def check_qos(spec: Spec, file: str, lines: LineMap, backends: list[str] | None) -> None:

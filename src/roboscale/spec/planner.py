@@ -64,10 +64,15 @@ class TrialPlan:
     inventory: str | None = None  # real machines: the inventory file (absolute)
     machines: tuple[str, ...] = ()  # its hosts that play hosts 0, 1, ... of the trial
     clock_max_bound_us: float = 1000.0  # one-way figures across them valid up to this
+    # replay (workloads/replay.py): `stata` or a bag's path, its topics, speed-up and loop
+    replay: str = ""
+    stream_topics: tuple[str, ...] = ()
+    rate_factor: float = 1.0
+    loop: bool = False
 
     def params(self) -> dict[str, Any]:
-        """As JSON holds them: the machines' tuple is a list there."""
-        return {**asdict(self), "machines": list(self.machines)}
+        """As JSON holds them: tuples (machines, stream topics) are lists there."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     def stream_settings(self) -> dict[str, Any]:
         """The paced stream's settings, as every workload's node config holds them."""
@@ -286,7 +291,28 @@ def _trial(
         machines=tuple(env.machines[:hosts]),
         clock_max_bound_us=env.clock_max_bound_us,
     )
-    return replace(trial, **variant.fields)
+    return replace(trial, **variant.fields, **_replay_fields(spec, rate, trial.warmup))
+
+
+def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
+    """A replay's source, topics and speed-up; messages default to one pass of the
+    stream and, without `loop`, never go past its end."""
+    if spec.replay is None:
+        return {}
+    from roboscale.bags import replay_info
+
+    info, t = replay_info(spec.replay), spec.trial
+    given = t.messages is not None or t.duration_s is not None
+    messages = t.message_count(rate) if given else info.messages - warmup
+    if not t.loop:
+        messages = min(messages, info.messages - warmup)
+    return {
+        "replay": spec.replay,
+        "stream_topics": tuple(topic.name for topic in info.topics),
+        "rate_factor": rate / info.rate_hz,
+        "loop": t.loop,
+        "messages": max(1, messages),
+    }
 
 
 def _with_qos(trial: TrialPlan, settings: tuple[str | None, ...]) -> TrialPlan:

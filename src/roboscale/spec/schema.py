@@ -61,6 +61,7 @@ History = Annotated[QosAxis, AfterValidator(lambda v: [_qos("history")(x) for x 
 Durability = Annotated[QosAxis, AfterValidator(lambda v: [_qos("durability")(x) for x in v])]
 Payload = Annotated[tuple[str, int], BeforeValidator(_payload)]
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE_HZ)]
+RateFactor = Annotated[float, Field(gt=0, le=1000)]
 Pairs = Annotated[int, Field(ge=1, le=1024)]
 Hosts = Annotated[int, Field(ge=1, le=64)]
 Quota = Annotated[float, Field(gt=0, le=64)]
@@ -81,7 +82,9 @@ class Sweep(Strict):
     """Axes whose lists expand into the cross product of trials."""
 
     backend: Annotated[list[str], BeforeValidator(_as_list), Field(min_length=1)] = ["native"]
-    rate_hz: Annotated[list[Rate], BeforeValidator(_as_list), Field(min_length=1)]
+    # Required unless the spec replays a stream (`replay`), whose rate is recorded.
+    rate_hz: Annotated[list[Rate], BeforeValidator(_as_list), Field(min_length=1)] = []
+    rate_factor: Annotated[list[RateFactor], BeforeValidator(_as_list), Field(min_length=1)] = [1.0]
     payload: Annotated[list[Payload], BeforeValidator(_as_list), Field(min_length=1)] = [
         ("text", 11)
     ]
@@ -151,6 +154,7 @@ class TrialSettings(Strict):
     mode: Literal["standard", "thesis_compat"] = "standard"
     order: Literal["sequential", "shuffled"] = "sequential"
     match_timeout_s: float = Field(20.0, gt=0, le=600)
+    loop: bool = False  # replay: start the stream again when it ends, until `messages`
 
     def message_count(self, rate_hz: float) -> int:
         """Messages per stream: `messages`, or `duration_s` worth at the rate (default 1000)."""
@@ -196,6 +200,7 @@ class Spec(Strict):
     sweep: Sweep
     trial: TrialSettings = TrialSettings()
     seed: int = Field(0, ge=0)
+    replay: str | None = Field(None, min_length=1, max_length=4096)
     verdict: VerdictSettings = VerdictSettings()
     env: EnvSettings = EnvSettings()
 
@@ -204,11 +209,16 @@ class Spec(Strict):
 ALLOWED: dict[str, str] = {
     "name": "a short name of letters, digits, '.', '_' or '-'",
     "description": "free text",
-    "sweep": "a mapping with backend, rate_hz, payload, pairs, hosts, link, cpu, workload, "
-    "listeners, chain_length, ack, reliability, history, durability, stack, workers, "
+    "sweep": "a mapping with backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
+    "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
     "deque_len, kills, kill_method, dispatch",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
+    "sweep.rate_factor": "with replay: a speed-up of the recorded timing, above 0 and at most "
+    "1000 (1: as recorded, 2: twice as fast), or a list of them",
+    "replay": "stata (generated MIT Stata Center streams: LaserScan 20 Hz, Image 30 Hz) or a "
+    "bag to replay, relative to the spec: a ROS 1 .bag, or a rosbag2 folder (sqlite3 or MCAP)",
+    "trial.loop": "true or false: with replay, start the stream again until trial.messages",
     "sweep.payload": "text, laserscan, image, or a size from 1 B to 4 MB (256, '4KB'), or a list",
     "sweep.pairs": "a number of sender/echoer pairs from 1 to 1024, or a list of them",
     "sweep.hosts": "a number of emulated hosts from 1 to 64 (1: this machine), or a list",

@@ -141,6 +141,7 @@ class Workload(Protocol):
     axes: tuple[str, ...]  # sweep fields it uses beyond the common ones
     emulated_hosts: bool  # whether it runs across emulated hosts
     log_words: tuple[str, str, str]  # summary key of its latency, "arrived" word, its name
+    replays: bool  # whether its senders replay a stream (spec `replay`, workloads/replay.py)
 
     def variants(self, sweep: Sweep) -> list[Variant]: ...
 

@@ -18,9 +18,9 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
-from roboscale.backends.base import Publisher, Session
+from roboscale.backends.base import Callback, Publisher, Session
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
@@ -33,6 +33,7 @@ from roboscale.workloads.base import (
     TableSpec,
     Variant,
 )
+from roboscale.workloads.replay import Stream, open_stream, pace_stream
 from roboscale.workloads.stream import Counters, StreamConfig, pace, probe_until_matched
 
 if TYPE_CHECKING:
@@ -52,6 +53,21 @@ class EchoConfig(StreamConfig):
     pair: int
     topic_out: str
     topic_back: str
+    # Replay (workloads/replay.py): `stata` or a stream file; one topic pair per stream topic.
+    replay: str = ""
+    stream_topics: tuple[str, ...] = ()
+    rate_factor: float = 1.0
+    loop: bool = False
+    seed: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Self:
+        return super().from_dict({**d, "stream_topics": tuple(d.get("stream_topics", ()))})
+
+    @property
+    def topic_suffixes(self) -> tuple[str, ...]:
+        """Each stream topic under the pair's topics (one unnamed topic without replay)."""
+        return tuple(self.stream_topics) or ("",)
 
 
 class Sender:
@@ -63,16 +79,35 @@ class Sender:
         self.t_intended = new_column(cfg.total)
         self.t_sent = new_column(cfg.total)
         self.t_received = new_column(cfg.total)
-        self._matched = threading.Event()
-        self._pub: Publisher = session.publisher(cfg.topic_out, cfg.kind, cfg.publisher_queue)
-        session.subscribe(cfg.topic_back, cfg.kind, self._on_reply, cfg.subscriber_queue)
+        self._stream: Stream | None = open_stream(cfg.replay, cfg.seed) if cfg.replay else None
+        self._matched = [threading.Event() for _ in cfg.topic_suffixes]
+        self._pubs: list[Publisher] = []
+        for k, suffix in enumerate(cfg.topic_suffixes):
+            self._pubs.append(
+                session.publisher(cfg.topic_out + suffix, cfg.kind, cfg.publisher_queue)
+            )
+            session.subscribe(
+                cfg.topic_back + suffix, cfg.kind, self._reply_of(k), cfg.subscriber_queue
+            )
+        self._pub = self._pubs[0]
+
+    def _reply_of(self, topic: int) -> Callback:
+        if topic == 0:
+            return self._on_reply
+
+        def on_reply(seq: int, msg: object) -> None:
+            if seq < 0:
+                self._matched[topic].set()
+            self._on_reply(seq, msg)
+
+        return on_reply
 
     def _on_reply(self, seq: int, _msg: object) -> None:
         now = monotonic_ns()
         c = self.counters
         if seq < 0:
             c.probes += 1
-            self._matched.set()
+            self._matched[0].set()
         elif seq >= self.cfg.total:
             c.out_of_range += 1
         elif self.t_received[seq]:
@@ -82,8 +117,10 @@ class Sender:
             c.received += 1
 
     def wait_for_match(self) -> bool:
-        """Probe until one echo returns, so that connection setup is never counted as loss."""
-        return probe_until_matched(self._pub, self._matched, self.cfg)
+        """Probe until one echo returns on every topic, so that connection setup is never
+        counted as loss."""
+        pairs = zip(self._pubs, self._matched, strict=True)
+        return all(probe_until_matched(pub, matched, self.cfg) for pub, matched in pairs)
 
     def no_match(self) -> str:
         return f"no echo within {self.cfg.match_timeout_s:g} s"
@@ -96,7 +133,25 @@ class Sender:
 
     def run(self) -> None:
         start = monotonic_ns() + 1_000_000
-        pace(self._pub.send, self.cfg.total, self.cfg.rate_hz, self.t_intended, self.t_sent, start)
+        if self._stream is None:
+            pace(
+                self._pub.send,
+                self.cfg.total,
+                self.cfg.rate_hz,
+                self.t_intended,
+                self.t_sent,
+                start,
+            )
+        else:
+            pubs, c = self._pubs, self.cfg
+            schedule = list(self._stream.schedule(c.total, c.loop))
+
+            def send(seq: int, stamp: int, topic: int, body: bytes) -> None:
+                pubs[topic].send_body(seq, stamp, body)
+
+            pace_stream(
+                send, schedule, self._stream, c.rate_factor, self.t_intended, self.t_sent, start
+            )
         deadline = time.monotonic() + self.cfg.drain_s
         while self.counters.received < self.cfg.total and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -121,17 +176,23 @@ class Echoer:
         self.cfg = cfg
         self.counters = Counters()
         self.t_echoed = new_column(cfg.total)
-        self._pub = session.publisher(cfg.topic_back, cfg.kind, cfg.publisher_queue)
-        session.subscribe(cfg.topic_out, cfg.kind, self._on_message, cfg.subscriber_queue)
+        for suffix in cfg.topic_suffixes:
+            pub = session.publisher(cfg.topic_back + suffix, cfg.kind, cfg.publisher_queue)
+            session.subscribe(
+                cfg.topic_out + suffix, cfg.kind, self._echo_to(pub), cfg.subscriber_queue
+            )
 
-    def _on_message(self, seq: int, msg: object) -> None:
-        if 0 <= seq < self.cfg.total:
-            if not self.t_echoed[seq]:
-                self.t_echoed[seq] = monotonic_ns()
-                self.counters.received += 1
-        elif seq >= 0:
-            self.counters.out_of_range += 1
-        self._pub.forward(msg)
+    def _echo_to(self, pub: Publisher) -> Callback:
+        def on_message(seq: int, msg: object) -> None:
+            if 0 <= seq < self.cfg.total:
+                if not self.t_echoed[seq]:
+                    self.t_echoed[seq] = monotonic_ns()
+                    self.counters.received += 1
+            elif seq >= 0:
+                self.counters.out_of_range += 1
+            pub.forward(msg)
+
+        return on_message
 
     def wait_for_match(self) -> bool:
         return True
@@ -164,6 +225,7 @@ class EchoWorkload:
     axes = ("pairs",)
     emulated_hosts = True
     log_words = ("rtt_us", "back", "RTT")
+    replays = True  # its senders can replay a stream (spec `replay`)
 
     def variants(self, sweep: Sweep) -> list[Variant]:
         return [Variant()]
@@ -176,11 +238,18 @@ class EchoWorkload:
         return t.host_of("echoer", key) if key < t.pairs else t.host_of("sender", key - t.pairs)
 
     def _config(self, t: TrialPlan, pair: int) -> EchoConfig:
+        from roboscale.bags import replay_info  # a bag becomes a stream file, once
+
         prefix = f"t{t.index:04d}"
         return EchoConfig(
             pair=pair,
             topic_out=f"/{prefix}/chatter_m_{pair}",
             topic_back=f"/{prefix}/chatter_s_{pair}",
+            replay=replay_info(t.replay).source if t.replay else "",
+            stream_topics=t.stream_topics,
+            rate_factor=t.rate_factor,
+            loop=t.loop,
+            seed=t.seed,
             **t.stream_settings(),
         )
 

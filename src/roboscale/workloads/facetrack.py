@@ -168,6 +168,7 @@ class FaceTrackWorkload:
     axes = ("stack", "workers", "deque_len", "kills", "kill_method", "dispatch")
     emulated_hosts = False
     log_words = ("rtt_us", "commanded", "capture to command")
+    replays = False
 
     def variants(self, sweep: Sweep) -> list[Variant]:
         out = []

@@ -214,6 +214,7 @@ class OneWay:
 
     emulated_hosts = True  # nodes spread over the hosts (host_of)
     log_words = ("one_way_us", "reached all", "one-way")
+    replays = False
 
     def __init__(self, name: str, axes: tuple[str, ...], relays: bool) -> None:
         self.name = name

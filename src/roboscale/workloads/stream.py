@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Self
 
@@ -77,10 +77,22 @@ def pace(
 ) -> None:
     """Send `total` messages on absolute deadlines; behind schedule, send at once."""
     period_ns = 1e9 / rate_hz
+    deadlines = (start_ns + int(i * period_ns) for i in range(total))
+    pace_deadlines(send, deadlines, t_intended, t_sent)
+
+
+def pace_deadlines(
+    send: Callable[[int, int], None],
+    deadlines: Iterable[int],
+    t_intended: array[int],
+    t_sent: array[int],
+) -> None:
+    """`send(i, now)` at each absolute deadline (the i-th, in monotonic ns), recording it
+    beside the real send time; behind schedule, at once. The next deadline is drawn
+    before the wait, so whatever its iterator prepares is never counted as latency."""
     sleep = time.sleep
     clock = monotonic_ns
-    for i in range(total):
-        intended = start_ns + int(i * period_ns)
+    for i, intended in enumerate(deadlines):
         delay = intended - clock()
         if delay > 0:
             sleep(delay * 1e-9)

@@ -1,0 +1,143 @@
+"""What a replaying sender sends, prepared in the lab: the generated Stata-like streams, or
+a bag (ROS 1, rosbag2 in sqlite3 or MCAP) read with rosbags' readers and turned into a
+stream file (`workloads/replay.py`) that a stdlib agent reads.
+
+Nothing from a bag is unpickled or imported: rosbags parses the bag, its message
+definitions go into a type store, and the first message of every topic is deserialized
+with it, so a bag that is truncated, of an unknown format, or names a type without a
+definition is refused (a UserError naming the file) before any trial runs. Agents get
+the recorded serialized bytes, never rosbags objects. The `data` extra has rosbags.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roboscale.errors import UserError
+from roboscale.workloads.replay import (
+    STATA,
+    StataStream,
+    Stream,
+    StreamTopic,
+    write_stream_file,
+)
+
+BAG_FORMATS = "a ROS 1 bag (.bag), or a rosbag2 folder (sqlite3 or MCAP) or its .db3/.mcap file"
+INSTALL_HINT = "pip install 'roboscale[data]' (rosbags and mcap)"
+
+
+@dataclass(frozen=True)
+class ReplayInfo:
+    """A replay source as the planner needs it."""
+
+    source: str  # what the agents open: `stata` or a stream file
+    label: str  # the trial's payload name
+    topics: tuple[StreamTopic, ...]
+    messages: int  # in one pass
+    mean_bytes: int
+    rate_hz: float  # messages per second of recorded time, all topics together
+
+
+def info_of(stream: Stream, source: str, label: str, sizes: list[int]) -> ReplayInfo:
+    return ReplayInfo(
+        source=source,
+        label=label,
+        topics=stream.topics,
+        messages=len(stream),
+        mean_bytes=max(1, round(sum(sizes) / len(sizes))),
+        rate_hz=len(stream) * 1e9 / stream.span_ns,
+    )
+
+
+@functools.cache
+def replay_info(source: str) -> ReplayInfo:
+    """`stata`, or the path of a bag (converted once per process)."""
+    if source == STATA:
+        stream = StataStream()
+        first = {stream.topic_of[i]: len(stream.body(i)) for i in range(4)}
+        return info_of(stream, STATA, STATA, [first[t] for t in stream.topic_of])
+    return _bag_info(Path(source))
+
+
+def _bag_paths(path: Path) -> list[Path]:
+    """What AnyReader opens: a .bag file, or a rosbag2 folder (a .db3/.mcap file inside
+    one stands for its folder)."""
+    if not path.exists():
+        raise UserError(f"{path}: no such bag; expected {BAG_FORMATS}")
+    if path.is_file() and path.suffix in (".db3", ".mcap"):
+        return [path.parent]
+    if path.is_dir() and not (path / "metadata.yaml").exists():
+        raise UserError(f"{path}: a folder without metadata.yaml is not a rosbag2")
+    if path.is_file() and path.suffix != ".bag":
+        raise UserError(f"{path}: unknown bag format {path.suffix or '(no suffix)'!r}; "
+                        f"expected {BAG_FORMATS}")  # fmt: skip
+    return [path]
+
+
+def _bag_info(path: Path) -> ReplayInfo:
+    try:
+        from rosbags.highlevel import AnyReader
+    except ImportError:
+        raise UserError("replaying a bag needs rosbags", hint=INSTALL_HINT) from None
+    frames, topics = _read_bag(AnyReader, path)
+    if not frames:
+        raise UserError(f"{path}: the bag has no messages")
+    out = _stream_dir() / f"{len(list(_stream_dir().iterdir()))}.stream"
+    write_stream_file(out, list(topics), frames)
+    from roboscale.workloads.replay import FileStream
+
+    stream = FileStream(topics, frames)
+    return info_of(stream, str(out), path.stem, [len(f[2]) for f in frames])
+
+
+def _read_bag(reader_class: Any, path: Path) -> tuple[list[tuple[int, int, bytes]], Any]:
+    """Every message (offset from the first, topic index, raw bytes), after checking that
+    each topic's type has a definition and that its first message deserializes. A bag
+    without any definitions (older rosbag2) is read with rosbags' latest ROS 2 types."""
+    from rosbags.typesys import Stores, get_typestore
+
+    try:
+        with reader_class(_bag_paths(path), default_typestore=get_typestore(Stores.LATEST)) as bag:
+            encoding = "cdr" if bag.is2 else "ros1"
+            names = sorted({c.topic for c in bag.connections})
+            topics = tuple(_topic(bag, n, encoding, path) for n in names)
+            index = {n: i for i, n in enumerate(names)}
+            frames, checked = [], set()
+            for conn, stamp, raw in bag.messages():
+                if conn.topic not in checked:
+                    bag.deserialize(raw, conn.msgtype)
+                    checked.add(conn.topic)
+                frames.append((stamp, index[conn.topic], bytes(raw)))
+    except UserError:
+        raise
+    except Exception as e:  # rosbags' errors on a truncated or corrupt bag, of any kind
+        if "is unknown" in str(e):
+            raise UserError(f"{path}: a type has no definition in the bag: {e}") from None
+        raise UserError(f"{path}: cannot read the bag: {type(e).__name__}: {e}") from None
+    first = frames[0][0] if frames else 0
+    return [(s - first, t, raw) for s, t, raw in frames], topics
+
+
+def _topic(bag: Any, name: str, encoding: str, path: Path) -> StreamTopic:
+    conn = next(c for c in bag.connections if c.topic == name)
+    if conn.msgtype not in bag.typestore.fielddefs:
+        raise UserError(
+            f"{path}: topic {name}: type {conn.msgtype} has no definition in the bag; "
+            "record it with its message definitions (ros2 bag and rosbag do)"
+        )
+    definition = bag.typestore.generate_msgdef(conn.msgtype)[0] if encoding == "ros1" else ""
+    return StreamTopic(name, conn.msgtype, encoding, definition)
+
+
+@functools.cache
+def _stream_dir() -> Path:
+    """This process's own folder (mode 0700) for stream files, removed at exit."""
+    path = Path(tempfile.mkdtemp(prefix="roboscale-streams-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path

@@ -1,0 +1,159 @@
+"""Bags as replay sources: small bags of each format built with rosbags at test time,
+turned into stream files and read back; bad bags are clear errors naming the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rosbags.rosbag1 import Writer as Writer1
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Writer2
+from rosbags.typesys import Stores, get_typestore
+
+from roboscale.bags import replay_info
+from roboscale.errors import UserError
+from roboscale.workloads.replay import read_stream_file
+
+ROS1 = get_typestore(Stores.ROS1_NOETIC)
+ROS2 = get_typestore(Stores.LATEST)
+START = 1_700_000_000_000_000_000
+# /chatter at 10 Hz and /count at 4 Hz for one second: (topic, type, time, value)
+MESSAGES = sorted(
+    [("/chatter", "std_msgs/msg/String", START + k * 100_000_000, f"hello {k}") for k in range(10)]
+    + [("/count", "std_msgs/msg/Int32", START + k * 250_000_000, k) for k in range(4)],
+    key=lambda m: (m[2], m[0]),
+)
+
+
+def _message(store: object, msgtype: str, value: object) -> object:
+    cls = store.types[msgtype]  # type: ignore[attr-defined]
+    return cls(data=value)
+
+
+def write_bag(path: Path, fmt: str) -> Path:
+    """A bag of MESSAGES: `ros1` (.bag), `sqlite3` or `mcap` (rosbag2 folders)."""
+    if fmt == "ros1":
+        with Writer1(path) as w1:
+            conns = {t: w1.add_connection(t, ty, typestore=ROS1) for t, ty in _topics()}
+            for topic, msgtype, stamp, value in MESSAGES:
+                raw = ROS1.serialize_ros1(_message(ROS1, msgtype, value), msgtype)
+                w1.write(conns[topic], stamp, raw)
+        return path
+    plugin = StoragePlugin.SQLITE3 if fmt == "sqlite3" else StoragePlugin.MCAP
+    with Writer2(path, version=9, storage_plugin=plugin) as w2:
+        conns = {t: w2.add_connection(t, ty, typestore=ROS2) for t, ty in _topics()}
+        for topic, msgtype, stamp, value in MESSAGES:
+            w2.write(
+                conns[topic], stamp, ROS2.serialize_cdr(_message(ROS2, msgtype, value), msgtype)
+            )
+    return path
+
+
+def _topics() -> list[tuple[str, str]]:
+    return sorted({(m[0], m[1]) for m in MESSAGES})
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("ros1", "x.bag"), ("sqlite3", "x2"), ("mcap", "x3")])
+def test_bag_round_trip(tmp_path: Path, fmt: str, name: str) -> None:
+    """Topics, types, bytes and recorded timing survive: bag -> stream file -> frames."""
+    bag = write_bag(tmp_path / name, fmt)
+    info = replay_info(str(bag))
+    assert [t.name for t in info.topics] == ["/chatter", "/count"]
+    assert [t.msgtype for t in info.topics] == ["std_msgs/msg/String", "std_msgs/msg/Int32"]
+    assert {t.encoding for t in info.topics} == {"ros1" if fmt == "ros1" else "cdr"}
+    stream = read_stream_file(Path(info.source))
+    assert stream.offsets == [m[2] - START for m in MESSAGES]
+    assert [stream.topics[i].name for i in stream.topic_of] == [m[0] for m in MESSAGES]
+    decode = ROS1.deserialize_ros1 if fmt == "ros1" else ROS2.deserialize_cdr
+    values = [decode(stream.body(i), m[1]).data for i, m in enumerate(MESSAGES)]  # type: ignore[attr-defined]
+    assert values == [m[3] for m in MESSAGES]
+    assert info.messages == 14 and info.label == bag.stem
+
+
+def test_a_db3_or_mcap_file_stands_for_its_rosbag2_folder(tmp_path: Path) -> None:
+    bag = write_bag(tmp_path / "x", "mcap")
+    inner = next(bag.glob("*.mcap"))
+    assert replay_info(str(inner)).messages == 14
+
+
+def test_truncated_bags_are_refused_naming_the_file(tmp_path: Path) -> None:
+    bag = write_bag(tmp_path / "t.bag", "ros1")
+    bag.write_bytes(bag.read_bytes()[:300])
+    with pytest.raises(UserError, match=r"t\.bag: cannot read the bag"):
+        replay_info(str(bag))
+    folder = write_bag(tmp_path / "t2", "mcap")
+    mcap = next(folder.glob("*.mcap"))
+    mcap.write_bytes(mcap.read_bytes()[:400])
+    with pytest.raises(UserError, match=r"t2: cannot read the bag"):
+        replay_info(str(folder))
+
+
+def test_unknown_formats_are_refused(tmp_path: Path) -> None:
+    other = tmp_path / "data.csv"
+    other.write_text("a,b\n")
+    with pytest.raises(UserError, match=r"data\.csv: unknown bag format '\.csv'"):
+        replay_info(str(other))
+    with pytest.raises(UserError, match=r"without metadata\.yaml is not a rosbag2"):
+        replay_info(str(tmp_path))
+    with pytest.raises(UserError, match="no such bag"):
+        replay_info(str(tmp_path / "missing.bag"))
+    fake = tmp_path / "fake.bag"
+    fake.write_bytes(b"#ROSBAG V1.2\n" + b"\xff" * 64)
+    with pytest.raises(UserError, match=r"fake\.bag: cannot read the bag"):
+        replay_info(str(fake))
+
+
+def test_a_type_without_definition_is_refused(tmp_path: Path) -> None:
+    bag = tmp_path / "u.bag"
+    with Writer1(bag) as w:
+        conn = w.add_connection(
+            "/x", "my_pkg/msg/Foo", msgdef="my_pkg/Missing m\n", md5sum="0" * 32
+        )
+        w.write(conn, START, b"\0\0\0\0")
+    with pytest.raises(UserError, match=r"u\.bag: a type has no definition in the bag: .*Missing"):
+        replay_info(str(bag))
+
+
+E5 = Path(__file__).parents[1] / "experiments" / "thesis-e5.yaml"
+
+
+def e5_with(tmp_path: Path, replay: str) -> Path:
+    spec = tmp_path / "e5.yaml"
+    spec.write_text(E5.read_text().replace("replay: stata", f"replay: {replay}"))
+    return spec
+
+
+def test_thesis_e5_replays_a_bag_built_here(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped spec with `replay: my.bag` (relative to the spec), quick, on native:
+    every replayed message comes back, looping over the bag's 14 messages."""
+    from roboscale.cli import main
+    from roboscale.results import load
+
+    write_bag(tmp_path / "my.bag", "ros1")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["bench", str(e5_with(tmp_path, "my.bag")), "--quick", "--backend", "native",
+              "--out", str(out)])  # fmt: skip
+    assert done.value.code in (0, None), capsys.readouterr().err
+    entries = load(out).entries
+    assert [e["payload"] for e in entries] == ["my", "my"]
+    assert [e["received"] for e in entries] == [150, 150]
+    assert [e["rate_factor"] for e in entries] == pytest.approx([1.0, 2.0])
+    assert [e["stream_topics"] for e in entries] == [["/chatter", "/count"]] * 2
+
+
+def test_a_bad_bag_in_a_spec_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from roboscale.cli import main
+
+    bag = write_bag(tmp_path / "my.bag", "ros1")
+    bag.write_bytes(bag.read_bytes()[:200])
+    with pytest.raises(SystemExit) as done:
+        main(["bench", str(e5_with(tmp_path, "my.bag")), "--quick", "--backend", "native"])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err
+    assert f"e5.yaml:18: replay: {bag}: cannot read the bag" in err

@@ -195,7 +195,7 @@ class DdsPublisher:
         from roboscale.backends.dds_types import StampedBytes, stamp_time
 
         cdr = StampedBytes(id=seq, t=stamp_time(stamp_ns), data=body).serialize()
-        if self._write(self._ref, cdr.ljust(-(-len(cdr) // 4) * 4, b"\0")) < 0:
+        if self._write(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0")) < 0:
             self.failed += 1
 
     def forward(self, msg: object) -> None:

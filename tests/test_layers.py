@@ -39,7 +39,7 @@ LAYERS = [
     ("cli",),
 ]
 # What ros1 agents import in Debian's python3 (the face tracker's workload needs OpenCV).
-AGENT_SIDE = [*LAYERS[5], "workloads.echo", "workloads.oneway"]
+AGENT_SIDE = [*LAYERS[5], "workloads.echo", "workloads.oneway", "workloads.graph"]
 # Layers that stand side by side: neither imports the other.
 APART = [("env", "runtime"), ("env", "backends"), ("records", "runtime"), ("records", "backends")]
 

@@ -77,7 +77,7 @@ def test_unknown_field_suggests_nearest(tmp_path: Path) -> None:
         "F:4: sweep.paylod: unknown field; did you mean 'payload'? "
         "allowed fields here: backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
         "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
-        "deque_len, kills, kill_method, dispatch"
+        "deque_len, kills, kill_method, dispatch, graph"
     ]
 
 
@@ -226,9 +226,9 @@ def test_custom_profile_from_file(tmp_path: Path) -> None:
 
 def test_bad_workload(tmp_path: Path) -> None:
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  workload: [echo, star]\n") == [
-        "F:4: sweep.workload[1]: Input should be 'echo', 'fanout', 'ping', 'chain' or "
-        "'facetrack' (got 'star'); allowed: echo, fanout, ping, chain or facetrack, or a list "
-        "of them"
+        "F:4: sweep.workload[1]: Input should be 'echo', 'fanout', 'ping', 'chain', "
+        "'facetrack' or 'graph' (got 'star'); allowed: echo, fanout, ping, chain, facetrack or "
+        "graph, or a list of them"
     ]
 
 

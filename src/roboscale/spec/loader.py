@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.spec.graphfile import with_graphs
 from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
 from roboscale.workloads.base import get_workload
 from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
@@ -117,6 +118,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     spec = check_replay(validate(base, file, lines), path, lines)
     check_workloads(spec, file, lines)
     check_env(spec, path, lines)
+    spec = with_graphs(spec, path, lines)
     check_qos(spec, file, lines, backends)
     spec = with_inventory(spec, path, lines)
     if overrides is None:
@@ -127,6 +129,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     )
     check_workloads(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
+    quick_spec = with_graphs(quick_spec, path, _quick_lines(lines))
     check_qos(quick_spec, file, _quick_lines(lines), backends)
     quick_spec = with_inventory(quick_spec, path, _quick_lines(lines))
     return quick_spec if quick else spec

@@ -61,6 +61,7 @@ class TrialPlan:
     kills: int = 0  # facetrack: workers killed at once during the run
     kill_method: str = ""  # facetrack: sigterm, sigkill or crash
     dispatch: str = ""  # facetrack: how frames are given to workers
+    graph: str = ""  # graph: the graph file's absolute path
     inventory: str | None = None  # real machines: the inventory file (absolute)
     machines: tuple[str, ...] = ()  # its hosts that play hosts 0, 1, ... of the trial
     clock_max_bound_us: float = 1000.0  # one-way figures across them valid up to this

@@ -120,6 +120,8 @@ class Sweep(Strict):
         BeforeValidator(_as_list),
         Field(min_length=1),
     ] = ["random"]
+    # Graph files (workload graph), relative to the spec; absolute once loaded.
+    graph: Annotated[list[str], BeforeValidator(_as_list)] = []
 
     @field_validator("stack")
     @classmethod
@@ -211,7 +213,7 @@ ALLOWED: dict[str, str] = {
     "description": "free text",
     "sweep": "a mapping with backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
     "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
-    "deque_len, kills, kill_method, dispatch",
+    "deque_len, kills, kill_method, dispatch, graph",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.rate_factor": "with replay: a speed-up of the recorded timing, above 0 and at most "
@@ -227,6 +229,8 @@ ALLOWED: dict[str, str] = {
     "sweep.workload": f"{either(list(WORKLOADS))}, or a list of them",
     "sweep.listeners": f"listeners of a fanout, 1 to {MAX_LISTENERS}, or a list of them",
     "sweep.chain_length": f"nodes in a chain (A -> B -> ...), 2 to {MAX_CHAIN}, or a list",
+    "sweep.graph": "a graph file (workload graph; see README, Graph files), relative to the "
+    "spec, or a list of them",
     "sweep.ack": "false (one-way) or true (each listener acknowledges: ping-pong), or a list",
     "sweep.reliability": "reliable or best_effort (null: the backend's own), or a list; "
     "only backends that honour it (dds honours both)",

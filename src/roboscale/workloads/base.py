@@ -176,6 +176,7 @@ REGISTRY: dict[str, str] = {
     "ping": "roboscale.workloads.oneway:PING",
     "chain": "roboscale.workloads.oneway:CHAIN",
     "facetrack": "roboscale.workloads.facetrack",
+    "graph": "roboscale.workloads.graph",
 }
 # Results written before workloads existed hold round trips of the first one.
 DEFAULT_WORKLOAD = next(iter(REGISTRY))

@@ -16,16 +16,21 @@ Driver side only (it reads YAML): agents get the typed program the workload deri
 from __future__ import annotations
 
 import difflib
+import functools
 import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from roboscale.backends.base import MessageKind
 from roboscale.errors import SpecError, SpecErrors
-from roboscale.spec.payloads import parse_payload
+from roboscale.spec.payloads import parse_payload, payload_kind
 from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
+
+if TYPE_CHECKING:
+    from roboscale.spec.schema import Spec
 
 GRAPH_VERSION = 1
 MAX_HOST = 63
@@ -105,6 +110,13 @@ class Graph:
     def topics(self) -> dict[str, str]:
         """Every topic and its payload, in first-published order."""
         return {o.topic: o.payload for _, o in self.publishers()}
+
+    def kinds(self) -> dict[str, MessageKind]:
+        """Every topic's message kind, as backends build it."""
+        return {
+            o.topic: MessageKind(payload_kind(o.payload), o.payload_bytes)
+            for _, o in self.publishers()
+        }
 
     @property
     def hosts(self) -> int:
@@ -359,3 +371,35 @@ def _join(
             return None
         topics.append(joined[0])
     return tuple(topics)
+
+
+@functools.lru_cache(maxsize=8)
+def cached_graph(path: str) -> Graph:
+    """A graph the spec loader validated, read again where trials are planned."""
+    return read_graph(Path(path))
+
+
+def with_graphs(spec: Spec, spec_path: Path, lines: LineMap) -> Spec:
+    """Check the spec's graph files (relative to the spec) and make their paths absolute:
+    workload graph needs one, each loads, and its host indices fit sweep.hosts."""
+    sw, file = spec.sweep, str(spec_path)
+
+    def fail(loc: KeyPath, problem: str) -> SpecError:
+        return SpecError(file, line_for(loc, lines), dotted(loc), problem)
+
+    if "graph" in sw.workload and not sw.graph:
+        raise fail(("sweep", "graph"), "workload graph needs a graph file here, relative to "
+                   "the spec (e.g. graph: ../examples/graphs/mobile-robot.yaml)")  # fmt: skip
+    resolved = []
+    for i, name in enumerate(sw.graph):
+        path = (spec_path.parent / name).resolve()
+        if not path.is_file():
+            raise fail(("sweep", "graph", i), f"no graph file {str(path)!r} (relative to the spec)")
+        used = read_graph(path).hosts
+        for hosts in sw.hosts:
+            if 1 < hosts < used:
+                raise fail(("sweep", "hosts"), f"graph {name!r} places nodes on hosts 0 to "
+                           f"{used - 1}, so hosts is 1 (all on one) or at least {used}; "
+                           f"got {hosts}")  # fmt: skip
+        resolved.append(str(path))
+    return spec.model_copy(update={"sweep": sw.model_copy(update={"graph": resolved})})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from roboscale.errors import SpecError, SpecErrors
-from roboscale.workloads.graphfile import read_graph
+from roboscale.spec.graphfile import read_graph
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "graphs"
 SMALL = """\

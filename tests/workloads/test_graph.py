@@ -1,0 +1,185 @@
+"""The graph workload: its node programs over an in-memory bus, and real trials (native)
+of a graph with two publishers on one topic, a relay, a fusion and a timer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.workloads.test_oneway import Bus
+
+from roboscale.analysis.graph import ARRIVAL, LINEAGE, SENT, summarize_graph
+from roboscale.analysis.verdict import Thresholds
+from roboscale.backends.base import MessageKind
+from roboscale.errors import SpecError, SpecErrors
+from roboscale.spec.loader import load_spec
+from roboscale.spec.planner import plan
+from roboscale.workloads import graph as wl
+from roboscale.workloads.graph import (
+    ID_SLOTS,
+    GraphNodeConfig,
+    GraphNodeProgram,
+    InputPlan,
+    OutputPlan,
+    message_id,
+)
+
+KIND = MessageKind("bytes", 8)
+GRAPH = """\
+nodes:
+  lidar_a: {publish: {topic: scan, rate_hz: 50, payload: laserscan}}
+  lidar_b: {host: 1, publish: {topic: scan, rate_hz: 20, payload: laserscan}}
+  odom: {publish: {topic: odom, rate_hz: 50, payload: 64B}}
+  filter: {relay: {input: scan, output: points, payload: 1KB, work_ms: 1}}
+  fuse: {fusion: {inputs: [points, odom], output: pose, payload: 64B, when: all}}
+  plan: {timer: {rate_hz: 20, inputs: [pose], output: cmd, payload: text}}
+  base: {subscribe: [cmd, scan]}
+paths:
+  lidar_to_base: [lidar_a, filter, fuse, plan, base]
+  odom_to_base: [odom, fuse, plan, base]
+"""
+
+
+@pytest.fixture(autouse=True)
+def no_clocked_nodes() -> Iterator[None]:
+    wl._CLOCKED.clear()
+    yield
+    wl._CLOCKED.clear()
+
+
+def out(stage: str, pub: int, topic: int, **over: Any) -> OutputPlan:
+    base: dict[str, Any] = {
+        "stage": stage, "pub": pub, "topic": topic, "name": f"t{topic}", "kind": KIND,
+        "rate_hz": 0.0, "messages": 0, "inputs": (), "when": "all", "work_ms": 0.0,
+        "work": "sleep",
+    }  # fmt: skip
+    return OutputPlan(**{**base, **over})
+
+
+def node(name: str, outputs: tuple[OutputPlan, ...], inputs: tuple[int, ...]) -> GraphNodeConfig:
+    return GraphNodeConfig(
+        node=name, outputs=outputs, inputs=tuple(InputPlan(i, f"t{i}", KIND) for i in inputs),
+        drain_s=0.0, publisher_queue=0, subscriber_queue=0,
+    )  # fmt: skip
+
+
+def events(p: GraphNodeProgram, kind: int) -> list[tuple[int, int, int]]:
+    cols = p.columns()
+    rows = zip(cols["event"], cols["topic"], cols["msg"], cols["extra"], strict=True)
+    return [(topic, msg, extra) for event, topic, msg, extra in rows if event == kind]
+
+
+def test_config_round_trips_through_json() -> None:
+    cfg = node("n", (out("fusion", 3, 2, inputs=(0, 1), when="any"),), (0, 1))
+    assert GraphNodeConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_ids_carry_publisher_and_relays_keep_lineage() -> None:
+    bus = Bus()
+    sink = GraphNodeProgram(bus, node("sink", (), (1,)))
+    relay = GraphNodeProgram(bus, node("relay", (out("relay", 2, 1, inputs=(0,)),), (0,)))
+    pubs = [
+        GraphNodeProgram(bus, node(f"p{k}", (out("publish", k, 0, rate_hz=1e4, messages=5),), ()))
+        for k in (0, 1)
+    ]
+    pubs[0].run()  # the first clocked node runs every clocked output of its process
+    for p in (relay, sink, *pubs):
+        p.finish()
+    sent = {msg for p in pubs for _, msg, _ in events(p, SENT)}
+    assert sent == {message_id(s, k) for s in range(5) for k in (0, 1)}
+    arrived_at_relay = {msg for _, msg, _ in events(relay, ARRIVAL)}
+    assert arrived_at_relay == sent
+    # Each relayed message names the message it was made from, and its own publisher (2).
+    made = {parent: msg for _, msg, parent in events(relay, LINEAGE)}
+    assert set(made) == sent and {m % ID_SLOTS for m in made.values()} == {2}
+    assert {msg for _, msg, _ in events(sink, ARRIVAL)} == set(made.values())
+
+
+def test_fusion_all_waits_for_every_input_and_any_does_not() -> None:
+    bus = Bus()
+    both = GraphNodeProgram(bus, node("all", (out("fusion", 2, 2, inputs=(0, 1)),), (0, 1)))
+    either = GraphNodeProgram(
+        bus, node("any", (out("fusion", 3, 3, inputs=(0, 1), when="any"),), (0, 1))
+    )
+    a = GraphNodeProgram(bus, node("a", (out("publish", 0, 0, rate_hz=1e4, messages=4),), ()))
+    GraphNodeProgram(bus, node("b", (out("publish", 1, 1, rate_hz=1e4, messages=1),), ()))
+    a.run()
+    both.finish()
+    either.finish()
+    assert len(events(both, SENT)) == 1  # only once b's single message came
+    assert len(events(either, SENT)) == 5
+
+
+def write_spec(tmp_path: Path, graph: str = GRAPH, **sweep: Any) -> Path:
+    (tmp_path / "g.yaml").write_text(graph)
+    extra = "".join(f"  {k}: {v}\n" for k, v in sweep.items())
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: g\nsweep:\n  backend: native\n  workload: graph\n  graph: g.yaml\n"
+        f"  rate_hz: 10\n{extra}trial:\n  duration_s: 1.5\n  warmup: 3\n  drain_s: 0.5\n"
+    )
+    return spec
+
+
+def test_spec_resolves_the_graph_beside_it(tmp_path: Path) -> None:
+    spec = load_spec(write_spec(tmp_path))
+    assert spec.sweep.graph == [str((tmp_path / "g.yaml").resolve())]
+    t = plan(spec)[0]
+    assert wl.WORKLOAD.measured_nodes(t) == 7 and wl.WORKLOAD.host_of(t, 1) == 0
+
+
+def spec_error(path: Path) -> str:
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    return str(info.value).replace(str(path.parent) + "/", "")
+
+
+def test_spec_refuses_a_missing_graph_file(tmp_path: Path) -> None:
+    path = write_spec(tmp_path)
+    path.write_text(path.read_text().replace("graph: g.yaml", "graph: none.yaml"))
+    assert spec_error(path) == (
+        "spec.yaml:5: sweep.graph[0]: no graph file 'none.yaml' (relative to the spec)"
+    )
+
+
+def test_spec_refuses_too_few_hosts_for_the_graph(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, GRAPH.replace("host: 1", "host: 3"), hosts=3)
+    assert spec_error(path) == (
+        "spec.yaml:7: sweep.hosts: graph 'g.yaml' places nodes on hosts 0 to 3, so hosts is 1 "
+        "(all on one) or at least 4; got 3"
+    )
+
+
+def test_spec_needs_a_graph_for_the_graph_workload(tmp_path: Path) -> None:
+    path = write_spec(tmp_path)
+    path.write_text(path.read_text().replace("  graph: g.yaml\n", ""))
+    assert spec_error(path).startswith("spec.yaml:2: sweep.graph: workload graph needs a graph")
+
+
+def test_graph_errors_name_the_graph_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecErrors) as info:
+        load_spec(write_spec(tmp_path, GRAPH.replace("inputs: [pose]", "inputs: [poze]")))
+    assert str(info.value) == (
+        f"{(tmp_path / 'g.yaml').resolve()}:7: nodes.plan.timer[0].inputs[0]: topic 'poze' has "
+        "no publisher in the graph; did you mean 'pose'?"
+    )
+
+
+def test_native_trial_follows_paths_and_shared_topics(tmp_path: Path, run_trial: Any) -> None:
+    t = plan(load_spec(write_spec(tmp_path)))[0]
+    tables, _ = run_trial(t)
+    import pyarrow as pa
+
+    entry = summarize_graph(pa.concat_tables(tables), t.params(), Thresholds())
+    scan = {(c["publisher"], c["subscriber"]): c for c in entry["topics"] if c["topic"] == "scan"}
+    # One topic, two publishers at their own rates, told apart at each subscriber.
+    assert set(scan) == {(p, s) for p in ("lidar_a", "lidar_b") for s in ("filter", "base")}
+    assert scan["lidar_a", "base"]["rate_hz"] > 1.5 * scan["lidar_b", "base"]["rate_hz"]
+    paths = {p["path"]: p for p in entry["paths"]}
+    assert set(paths) == {"lidar_to_base", "odom_to_base"}
+    for p in paths.values():
+        assert p["sources"] > 0 and p["followed"] > 0
+        assert p["e2e_us"]["p50"] > 0
+    assert entry["received"] == entry["sent"] > 0

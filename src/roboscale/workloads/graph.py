@@ -251,6 +251,7 @@ class GraphWorkload:
     name = "graph"
     axes = ("graph",)
     emulated_hosts = True  # each node on its graph host (all on host 0 with hosts: 1)
+    replays = False  # its publishers keep the rates of the graph file
     log_words = ("e2e_us", "arrived", "end-to-end")
 
     def variants(self, sweep: Sweep) -> list[Variant]:

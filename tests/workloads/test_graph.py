@@ -167,8 +167,22 @@ def test_graph_errors_name_the_graph_file(tmp_path: Path) -> None:
     )
 
 
-def test_native_trial_follows_paths_and_shared_topics(tmp_path: Path, run_trial: Any) -> None:
-    t = plan(load_spec(write_spec(tmp_path)))[0]
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "native",
+        pytest.param("zenoh", marks=pytest.mark.zenoh),
+        pytest.param("ros1", marks=pytest.mark.ros1),
+    ],
+)
+def test_trial_follows_paths_and_shared_topics(
+    tmp_path: Path, run_trial: Any, request: pytest.FixtureRequest, backend: str
+) -> None:
+    if backend != "native":
+        request.getfixturevalue(backend)  # the middleware is installed (CI: never a skip)
+    path = write_spec(tmp_path)
+    path.write_text(path.read_text().replace("backend: native", f"backend: {backend}"))
+    t = plan(load_spec(path))[0]
     tables, _ = run_trial(t)
     import pyarrow as pa
 

@@ -197,3 +197,19 @@ def test_trial_follows_paths_and_shared_topics(
         assert p["sources"] > 0 and p["followed"] > 0
         assert p["e2e_us"]["p50"] > 0
     assert entry["received"] == entry["sent"] > 0
+
+
+def test_a_path_follows_every_message_made_from_the_source() -> None:
+    from roboscale.analysis.graph import Events, _follow
+    from roboscale.spec.graphfile import GraphPath
+
+    # Node 1 made two messages (11, 12) from source message 5; only 12 reached node 2.
+    ev = Events(
+        sent={},
+        arrived=[{}, {(0, 5): 100}, {(1, 12): 300, (1, 13): 250}],
+        made=[{}, {(0, 5, 1): [11, 12]}, {}],
+    )
+    path = GraphPath("p", ("a", "b", "c"), ("x", "y"))
+    index = {"x": 0, "y": 1}
+    assert _follow(ev, [0, 1, 2], index, path, 5) == 300
+    assert _follow(ev, [0, 1, 2], index, path, 6) == 0  # never arrived: not followed

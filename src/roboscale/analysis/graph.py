@@ -3,8 +3,9 @@
 Records (the common columns): one row per message per subscriber of its topic, node
 `topic|TOPIC|PUBLISHER|SUBSCRIBER`, t_echoed = arrival there (null: never arrived);
 one row per source message of each measured path, node `path|NAME`, t_sent = the
-source's send, t_echoed = arrival at the path's sink (null: not followed to the sink:
-lost, or superseded at a fusion or timer that took a newer input). `seq` is the
+source's send, t_echoed = the first arrival at the path's sink of anything made from it
+through the path's relays, fusions and timers (null: lost, or superseded at a fusion
+or timer by a newer input before it was used). `seq` is the
 publisher's own sequence number. Messages sent during the first trial.warmup (at
 sweep.rate_hz: warmup / rate_hz seconds) are not recorded.
 """
@@ -47,7 +48,7 @@ class Events:
 
     sent: dict[int, tuple[int, int, int]]  # id -> (topic, t_sent, deadline)
     arrived: list[dict[tuple[int, int], int]]  # per node: (topic, id) -> t
-    made: list[dict[tuple[int, int, int], int]]  # per node: (in topic, parent, out topic) -> id
+    made: list[dict[tuple[int, int, int], list[int]]]  # (in topic, parent, out topic) -> ids
 
 
 def read_events(raw: Path, names: list[str]) -> Events:
@@ -57,7 +58,7 @@ def read_events(raw: Path, names: list[str]) -> Events:
         kinds, topics, msgs, ts, extra = (cols[c].tolist() for c in
                                           ("event", "topic", "msg", "t", "extra"))  # fmt: skip
         arrived: dict[tuple[int, int], int] = {}
-        made: dict[tuple[int, int, int], int] = {}
+        made: dict[tuple[int, int, int], list[int]] = {}
         for kind, topic, msg, t, x in zip(kinds, topics, msgs, ts, extra, strict=True):
             if kind == SENT:
                 ev.sent[msg] = (topic, t, x)
@@ -65,23 +66,25 @@ def read_events(raw: Path, names: list[str]) -> Events:
             if kind == ARRIVAL:
                 arrived.setdefault((topic, msg), t)
             elif kind == LINEAGE and msg in ev.sent:
-                made.setdefault((topic, x, ev.sent[msg][0]), msg)
+                made.setdefault((topic, x, ev.sent[msg][0]), []).append(msg)
         ev.arrived.append(arrived)
         ev.made.append(made)
     return ev
 
 
 def _follow(ev: Events, keys: list[int], index: dict[str, int], path: GraphPath, msg: int) -> int:
-    """Arrival time at the path's sink of what `msg` became, or 0."""
+    """The first arrival at the path's sink of anything made from `msg` (a message may
+    feed several: a timer or an `any` fusion reuses the latest input), or 0."""
     topics = [index[t] for t in path.topics]
+    current = {msg}
     for step, key in enumerate(keys[1:]):
-        t = ev.arrived[key].get((topics[step], msg), 0)
-        if not t or step == len(topics) - 1:
-            return t
-        nxt = ev.made[key].get((topics[step], msg, topics[step + 1]))
-        if nxt is None:
+        here = [m for m in current if (topics[step], m) in ev.arrived[key]]
+        if step == len(topics) - 1:
+            return min((ev.arrived[key][topics[step], m] for m in here), default=0)
+        made = ev.made[key]
+        current = {n for m in here for n in made.get((topics[step], m, topics[step + 1]), ())}
+        if not current:
             return 0
-        msg = nxt
     return 0
 
 

@@ -327,3 +327,47 @@ def test_a_killed_controller_leaves_nothing_on_the_machines(
     while _left_behind(installed.parent, out) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _left_behind(installed.parent, out)
+
+
+def test_a_capacity_search_runs_on_the_robot_and_fits_its_model(
+    lab: SshLab, installed: Path, tmp_path: Path
+) -> None:
+    # One probe per rate, on both sides of a boundary, as the fit needs (4 sustained trials
+    # at least): 2 nodes hold 50-400 Hz; at 50 kHz a Python sender of 4.25 KB scans falls
+    # behind (and its echoes queue up). 2 s each: 100 messages or more per verdict.
+    spec = tmp_path / "robot-capacity.yaml"
+    spec.write_text(
+        "name: robot-capacity\n"
+        "sweep:\n  backend: zenoh\n  rate_hz: [50, 100, 200, 400, 50000]\n  payload: [laserscan]\n"
+        f"env:\n  inventory: {installed}\n  machines: [robot]\n"
+        "trial:\n  runs: 1\n  duration_s: 2\n  warmup: 5\n  drain_s: 1\n  pause_s: 0\n"
+    )
+    out = tmp_path / "search"
+    search = [ROBOSCALE, "capacity", "search", str(spec), "--max-nodes", "2", "--out", str(out)]
+    done = lab.run(search, 600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads((out / "capacity-search.json").read_text())["searches"]
+    stops = [(s["rate_hz"], s["stop"]) for s in found]
+    assert stops == [(50, "cap"), (100, "cap"), (200, "cap"), (400, "cap"), (50000, "floor")]
+    trials = json.loads((out / "summary.json").read_text())["trials"]
+    assert len(trials) == 5
+    robot_dir = installed.parent / "remote-robot"
+    for entry in trials:
+        assert not entry.get("error"), entry
+        meta = json.loads((out / "trials" / entry["trial"] / "metadata.json").read_text())
+        assert set(meta["env"]["hosts"]) == {"robot"}
+        # The model is of the robot's computer: its facts, as its own probe reported them.
+        assert meta["host"]["inventory_host"] == "robot"
+        assert meta["host"]["cores"] == meta["env"]["hosts"]["robot"]["cores"]
+        # Every node ran there: its raw files went through the robot's mirror of the run.
+        mirrored = robot_dir / "runs" / out.name / "trials" / entry["trial"] / "raw"
+        assert sorted(p.name for p in mirrored.glob("*.raw")), mirrored
+    model = tmp_path / "robot.json"
+    done = lab.run([ROBOSCALE, "capacity", "fit", str(out), "-o", str(model)], 300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    fitted = json.loads(model.read_text())
+    assert fitted["host"]["inventory_host"] == "robot" and fitted["trials"] == 5
+    predict = [ROBOSCALE, "capacity", "predict", str(model), "--size", "laserscan", "--rate", "20"]
+    done = lab.run(predict, 120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not _left_behind(installed.parent, out)

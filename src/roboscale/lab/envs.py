@@ -34,6 +34,7 @@ class Placement:
     facts: dict[str, Any] = field(default_factory=lambda: {"link_profile": "loopback"})
     zenoh_routers: bool = False
     infrastructure_host: int = 0
+    machine: dict[str, Any] | None = None  # the real machines' facts; None: this machine
 
     @classmethod
     def of(cls, hostset: Any) -> Placement:
@@ -56,6 +57,7 @@ class Placement:
             names=remote.names,
             facts=remote.facts(),
             infrastructure_host=remote.infrastructure_host,
+            machine=remote.machine_facts(),
         )
 
 

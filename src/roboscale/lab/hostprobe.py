@@ -64,6 +64,7 @@ def idle_cpu(interval_s: float = 0.2) -> float:
 def report() -> dict[str, Any]:
     from roboscale import __version__
     from roboscale.backends.base import get_backend, known_backends
+    from roboscale.env.hostfacts import host_facts
     from roboscale.errors import UserError
 
     backends: dict[str, str] = {}
@@ -84,6 +85,7 @@ def report() -> dict[str, Any]:
         "roboscale": __version__,
         "fingerprint": fingerprint(),
         "backends": backends,
+        "host": host_facts(),  # what a trial's metadata records of the machine it ran on
     }
 
 

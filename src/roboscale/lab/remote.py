@@ -49,6 +49,7 @@ class HostCheck:
     idle_cpu: float | None = None
     cores: int | None = None
     backends: dict[str, str] = field(default_factory=dict)
+    host: dict[str, Any] = field(default_factory=dict)  # its hostfacts, as the lab records
     clock: OffsetEstimate | None = None
 
     @property
@@ -88,6 +89,7 @@ def check(ssh: Ssh) -> HostCheck:
     else:
         out.roboscale, out.fingerprint = full["roboscale"], full["fingerprint"]
         out.idle_cpu, out.backends = full["idle_cpu"], full["backends"]
+        out.host = dict(full.get("host") or {})
         if not out.same_code:
             out.problem = (
                 f"runs roboscale {out.roboscale} ({out.fingerprint}), this machine "
@@ -254,6 +256,16 @@ class RemoteHosts:
             "link_profile": "real",
             "hosts": {c.name: c.as_dict() for c in self.checks},
         }
+
+    def machine_facts(self) -> dict[str, Any]:
+        """What a trial's metadata records as the machine it ran on: the host's own facts,
+        so a capacity model fitted on them is that computer's, not the controller's. Trials
+        across several machines record them joined ('laptop+robot'): one setup."""
+        facts = [{**c.host, "inventory_host": c.name} for c in self.checks]
+        if len(facts) == 1:
+            return facts[0]
+        keys = dict.fromkeys(k for f in facts for k in f)
+        return {k: "+".join(str(f.get(k)) for f in facts) for k in keys}
 
     def clocks(self) -> dict[str, OffsetEstimate]:
         """Each host's clock against this machine's, measured now."""

@@ -102,6 +102,8 @@ def run_one(
     try:
         where = envs.placement(t)
         meta["env"] = where.facts
+        if where.machine is not None:  # real machines: theirs, not the controller's facts
+            meta["host"] = dict(where.machine)
         meta["host"]["link_profile"] = t.link_crossed
         meta["host"]["cpu_quota"] = t.cpu if t.cpu is not None else meta["host"]["cpu_quota"]
         infra = envs.infrastructure(t)

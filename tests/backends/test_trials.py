@@ -139,3 +139,37 @@ def test_native_across_processes(run_trial: RunTrial, zenoh: None, payload: str,
         check_complete(rows, 200)
     assert len({n["pid"] for n in nodes}) == 4
     assert all(n["malformed"] == 0 for n in nodes)
+
+
+REPLAY_BACKENDS = [
+    pytest.param("ros1", marks=pytest.mark.ros1),
+    pytest.param("zenoh", marks=pytest.mark.zenoh),
+    "native",
+    pytest.param("native-proc", marks=pytest.mark.zenoh),
+    pytest.param("dds", marks=pytest.mark.dds),
+]
+
+
+@pytest.mark.parametrize("backend", REPLAY_BACKENDS)
+def test_stata_replay_round_trips_on_every_backend(
+    run_trial: RunTrial, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The generated Stata streams (scans and images on their own topics) sent with
+    `send_body` and echoed back on each stream's topic, every message."""
+    from dataclasses import replace
+
+    from roboscale.workloads.replay import IMAGE_TOPIC, SCAN_TOPIC
+
+    fixture = {"ros1": "ros1", "zenoh": "zenoh", "native-proc": "zenoh", "dds": "dds"}
+    if backend in fixture:
+        request.getfixturevalue(fixture[backend])
+    t = replace(
+        trial(backend, "stata", 124_000, pairs=1),
+        messages=100,
+        rate_hz=200.0,
+        replay="stata",
+        stream_topics=(SCAN_TOPIC, IMAGE_TOPIC),
+        rate_factor=4.0,
+    )
+    (rows,), _ = run(run_trial, t)
+    check_complete(rows, 100)

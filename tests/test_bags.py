@@ -4,6 +4,7 @@ turned into stream files and read back; bad bags are clear errors naming the fil
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rosbags.rosbag1 import Writer as Writer1
@@ -157,3 +158,77 @@ def test_a_bad_bag_in_a_spec_exits_2_naming_it(
     err = capsys.readouterr().err
     assert done.value.code == 2 and "Traceback" not in err
     assert f"e5.yaml:18: replay: {bag}: cannot read the bag" in err
+
+
+@pytest.mark.parametrize("source", ["stata", "bag.mcap"])
+def test_record_writes_an_mcap_that_the_mcap_reader_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str
+) -> None:
+    """`--record`: every message an echoer received, with its receive time and its type's
+    schema (ROS 1 for the generated streams, ROS 2 CDR for a rosbag2), readable by mcap
+    and decodable by rosbags from the recorded schema alone."""
+    from mcap.reader import make_reader
+
+    from roboscale.cli import main
+
+    if source != "stata":
+        write_bag(tmp_path / "bag", "mcap")
+        source = "bag/" + next((tmp_path / "bag").glob("*.mcap")).name
+    record = tmp_path / "trial.mcap"
+    argv = ["bench", str(e5_with(tmp_path, source)), "--quick", "--backend", "native",
+            "--out", str(tmp_path / "out"), "--record", str(record)]  # fmt: skip
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    out = capsys.readouterr().out
+    assert done.value.code in (0, None) and "recorded:" in out and "(320 messages)" in out
+    with record.open("rb") as f:
+        reader = make_reader(f)
+        rows = list(reader.iter_messages(log_time_order=True))
+        profile = reader.get_header().profile
+    assert len(rows) == 320  # 2 trials of 10 warm-up + 150 messages
+    times = [m.log_time for _, _, m in rows]
+    assert times == sorted(times) and times[0] > 1_600_000_000 * 10**9  # wall clock, ns
+    for schema, channel, message in rows[:3]:  # decoded with the recorded schema alone
+        store = _store_of(schema.name, schema.data.decode())
+        ros1 = schema.encoding == "ros1msg"
+        decode = store.deserialize_ros1 if ros1 else store.deserialize_cdr
+        msg = decode(message.data, _ros2(schema.name))
+        assert channel.message_encoding == ("ros1" if ros1 else "cdr")
+        assert profile == ("ros1" if ros1 else "ros2") and ros1 == (source == "stata")
+        if schema.name.endswith("LaserScan"):
+            assert len(msg.ranges) == 1047  # type: ignore[attr-defined]
+        elif schema.name.endswith("Image"):
+            assert (msg.width, msg.height) == (640, 480)  # type: ignore[attr-defined]
+        else:
+            assert str(msg.data).startswith("hello") or isinstance(msg.data, int)  # type: ignore[attr-defined]
+    names = {c.topic.rsplit("/", 1)[-1] for _, c, _ in rows}
+    assert names == ({"base_scan", "image_raw"} if source == "stata" else {"chatter", "count"})
+
+
+def _ros2(name: str) -> str:
+    return name if "/msg/" in name else name.replace("/", "/msg/")
+
+
+def _store_of(name: str, text: str) -> Any:
+    """A type store of a recorded schema: the type, then each `MSG: pkg/Type` it uses."""
+    from rosbags.typesys import get_types_from_msg
+
+    store = get_typestore(Stores.EMPTY)
+    parts = text.split("=" * 80 + "\n")
+    types = get_types_from_msg(parts[0], _ros2(name))
+    for part in parts[1:]:
+        head, body = part.split("\n", 1)
+        types.update(get_types_from_msg(body, _ros2(head.removeprefix("MSG: ").strip())))
+    store.register(types)
+    return store
+
+
+def test_record_needs_a_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from roboscale.cli import main
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: x\nsweep:\n  backend: native\n  rate_hz: 10\n")
+    with pytest.raises(SystemExit) as done:
+        main(["bench", str(spec), "--record", str(tmp_path / "x.mcap")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "--record records a replayed stream" in err

@@ -131,7 +131,8 @@ def _topic(bag: Any, name: str, encoding: str, path: Path) -> StreamTopic:
             f"{path}: topic {name}: type {conn.msgtype} has no definition in the bag; "
             "record it with its message definitions (ros2 bag and rosbag do)"
         )
-    definition = bag.typestore.generate_msgdef(conn.msgtype)[0] if encoding == "ros1" else ""
+    version = 1 if encoding == "ros1" else 2
+    definition = bag.typestore.generate_msgdef(conn.msgtype, ros_version=version)[0]
     return StreamTopic(name, conn.msgtype, encoding, definition)
 
 
@@ -141,3 +142,49 @@ def _stream_dir() -> Path:
     path = Path(tempfile.mkdtemp(prefix="roboscale-streams-"))
     atexit.register(shutil.rmtree, path, True)
     return path
+
+
+def write_mcap(path: Path, captures: list[Path], topics: tuple[StreamTopic, ...]) -> int:
+    """What the echoers received (their capture files: `workloads/echo.Echoer.finish`) as
+    one MCAP file, each message stamped with its receive time, under the topic it arrived
+    on, with the replayed type's schema: ROS 1 (`ros1msg`/`ros1`) or ROS 2 (`ros2msg`/
+    `cdr`), as Foxglove and `ros2 bag` read them. Returns the number of messages."""
+    from mcap.writer import Writer
+
+    from roboscale.workloads.replay import read_stream_file
+
+    frames: list[tuple[int, str, StreamTopic, bytes]] = []
+    for capture in sorted(captures):
+        stream = read_stream_file(capture)
+        for i, offset in enumerate(stream.offsets):
+            k = stream.topic_of[i]
+            frames.append((offset, stream.topics[k].name, topics[k], stream.body(i)))
+    frames.sort(key=lambda f: f[0])
+    ros1 = all(t.encoding == "ros1" for t in topics)
+    with path.open("wb") as f:
+        writer: Any = Writer(f)
+        writer.start(profile="ros1" if ros1 else "ros2", library="roboscale")
+        schemas = {t.msgtype: _schema(writer, t) for t in topics}
+        channels: dict[str, int] = {}
+        for stamp, name, topic, body in frames:
+            if name not in channels:
+                encoding = "ros1" if topic.encoding == "ros1" else "cdr"
+                channels[name] = writer.register_channel(name, encoding, schemas[topic.msgtype])
+            writer.add_message(channels[name], log_time=stamp, data=body, publish_time=stamp)
+        writer.finish()
+    return len(frames)
+
+
+def _schema(writer: Any, topic: StreamTopic) -> int:
+    """A topic's schema: its definition as the bag held it, or rosbags' (the generated
+    Stata streams are ROS 1 sensor_msgs)."""
+    from rosbags.typesys import Stores, get_typestore
+
+    ros1 = topic.encoding == "ros1"
+    definition = topic.definition
+    if not definition:
+        store = get_typestore(Stores.ROS1_NOETIC if ros1 else Stores.LATEST)
+        definition = store.generate_msgdef(topic.msgtype, ros_version=1 if ros1 else 2)[0]
+    name = topic.msgtype.replace("/msg/", "/") if ros1 else topic.msgtype
+    encoding = "ros1msg" if ros1 else "ros2msg"
+    return int(writer.register_schema(name, encoding, definition.encode()))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import sys
+import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"run a sweep above {LARGE_TRIALS:,} trials or {LARGE_HOURS:g} h without asking",
     )
+    b.add_argument(
+        "--record",
+        type=path,
+        metavar="FILE.mcap",
+        help="record what the echoers received (a spec with replay:), with receive times, as "
+        "one MCAP file for Foxglove or `ros2 bag`",
+    )
     b.add_argument("--quick", action="store_true", help="apply the spec's quick: overrides")
     b.add_argument("--dry-run", action="store_true", help="print the planned trials and exit")
 
@@ -119,6 +129,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     console.print(f"[bold]{spec.name}[/bold]: {count:,} trials, about {_duration(est)}")
     _check_size(args, count, est)
     trials = plan(spec, backends, str(profiles) if profiles else None)
+    if args.record is not None:
+        _check_record(args.record, spec.replay)
     if args.dry_run:
         for t in trials:
             msgs = f"{t.messages} msgs + {t.warmup} warm-up"
@@ -128,7 +140,17 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     out = args.out or Path("results") / f"{spec.name}-{stamp}"
     command = shlex.join(["roboscale", *sys.argv[1:]])
     text = read_text(args.spec, "spec file")
-    outcome = run_sweep(spec, trials, out, text, command, console, resume=args.resume)
+    captures = None
+    if args.record is not None:
+        captures = Path(tempfile.mkdtemp(prefix="roboscale-record-"))  # private: mode 0700
+        trials = [replace(t, record=str(captures)) for t in trials]
+    try:
+        outcome = run_sweep(spec, trials, out, text, command, console, resume=args.resume)
+        if captures is not None and spec.replay is not None:
+            _write_recording(args.record, captures, spec.replay, console)
+    finally:
+        if captures is not None:
+            shutil.rmtree(captures, ignore_errors=True)
     html, md = render_report(outcome.run_dir)
     if outcome.interrupted:
         console.print(
@@ -138,6 +160,27 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]{outcome.failed} trial(s) failed; see summary.md[/red]")
     console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
     return 130 if outcome.interrupted else (1 if outcome.failed == len(trials) else 0)
+
+
+def _check_record(record: Path, replay: str | None) -> None:
+    if record.suffix != ".mcap":
+        raise UserError(f"--record: {record}: an .mcap file, e.g. --record trial.mcap")
+    if replay is None:
+        raise UserError(
+            "--record records a replayed stream; the spec has no replay:",
+            hint="add `replay: stata` or `replay: my.bag` to the spec",
+        )
+    if record.exists():
+        raise UserError(f"--record: {record} exists already; choose a new file")
+
+
+def _write_recording(record: Path, folder: Path, replay: str, console: Console) -> None:
+    """The echoers' captures as one MCAP file."""
+    from roboscale.bags import replay_info, write_mcap
+
+    captures = sorted(folder.glob("*.rec"))
+    count = write_mcap(record, captures, replay_info(replay).topics)
+    console.print(f"[bold]recorded:[/bold] {record} ({count:,} messages)")
 
 
 def _with_stacks(spec: Any, stacks: list[str]) -> Any:

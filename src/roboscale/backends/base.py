@@ -61,6 +61,10 @@ class Session(Protocol):
 
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None: ...
 
+    def body_of(self, msg: object) -> bytes:
+        """The payload of a received `bytes`-kind message: what `send_body` sent."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -49,6 +49,7 @@ PORT_BASE, DOMAIN_GAIN, PARTICIPANT_GAIN, DISCOVERY_OFFSET = 7400, 250, 2, 10
 DOMAINS = range(1, 231)  # 0 is everyone's default; above 230 the ports leave 16 bits
 MAX_PARTICIPANT_INDEX = 119  # 10 + 2 * 119 + 1 = 249: the domain's last port
 STAMP = struct.Struct("<iiI")  # id, t.sec, t.nanosec after the encapsulation header
+OCTETS_LEN = struct.Struct("<I")  # StampedBytes: the length of `data`, after the stamp
 CDR_HEADER = 4
 TAKE_BATCH = 64
 RECEIVE_BUFFER = "4MB"
@@ -306,6 +307,13 @@ class DdsSession:
             return
         seq, _sec, _nanosec = STAMP.unpack_from(data, CDR_HEADER)
         callback(seq, data)
+
+    def body_of(self, msg: object) -> bytes:
+        """StampedBytes' `data`: its length right after the stamp, then the bytes."""
+        data: Any = msg
+        start = CDR_HEADER + STAMP.size + OCTETS_LEN.size
+        (size,) = OCTETS_LEN.unpack_from(data, CDR_HEADER + STAMP.size)
+        return bytes(data[start : start + size])
 
     def close(self) -> None:
         self._closed.set()

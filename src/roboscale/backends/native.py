@@ -110,6 +110,10 @@ class NativeSession:
         node = self._node()
         self.runtime.call(lambda: node.subscribe(topic, on_message, queue_size=queue or 1 << 30))
 
+    def body_of(self, msg: object) -> bytes:
+        frame: Any = msg
+        return bytes(frame[2])
+
     @property
     def malformed(self) -> int:
         return self._malformed
@@ -160,6 +164,10 @@ class NativeProcSession(NativeSession):
         # created; it measures the plain bridge. Beyond loopback this is logged as insecure.
         raw["security"] = {"insecure": True}
         self._bridge = Bridge(self.runtime, bridge_config(raw)).open()
+
+    def body_of(self, msg: object) -> bytes:
+        frame: Any = msg
+        return bytes(frame[HEADER.size :])
 
     @property
     def malformed(self) -> int:

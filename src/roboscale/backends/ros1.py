@@ -130,6 +130,9 @@ class Ros1Session:
         )
         self._subs.append(sub)
 
+    def body_of(self, msg: object) -> bytes:
+        return bytes(msg.data)  # type: ignore[attr-defined]
+
     def close(self) -> None:
         for entity in self._subs + self._pubs:
             entity.unregister()

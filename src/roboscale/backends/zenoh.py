@@ -104,6 +104,10 @@ class ZenohSession:
             seq, _stamp = HEADER.unpack(raw)
             callback(seq, (sample.payload, raw))
 
+    def body_of(self, msg: object) -> bytes:
+        sample: Any = msg
+        return bytes(sample[0].to_bytes())
+
     def close(self) -> None:
         for entity in self._subs + self._pubs:
             entity.undeclare()

@@ -70,6 +70,7 @@ class TrialPlan:
     stream_topics: tuple[str, ...] = ()
     rate_factor: float = 1.0
     loop: bool = False
+    record: str = ""  # --record: the folder where echoers write what they received
 
     def params(self) -> dict[str, Any]:
         """As JSON holds them: tuples (machines, stream topics) are lists there."""

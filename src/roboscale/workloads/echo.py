@@ -33,7 +33,13 @@ from roboscale.workloads.base import (
     TableSpec,
     Variant,
 )
-from roboscale.workloads.replay import Stream, open_stream, pace_stream
+from roboscale.workloads.replay import (
+    Stream,
+    StreamTopic,
+    open_stream,
+    pace_stream,
+    write_stream_file,
+)
 from roboscale.workloads.stream import Counters, StreamConfig, pace, probe_until_matched
 
 if TYPE_CHECKING:
@@ -59,6 +65,7 @@ class EchoConfig(StreamConfig):
     rate_factor: float = 1.0
     loop: bool = False
     seed: int = 0
+    record: str = ""  # the echoer's capture file (--record): what it received, and when
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Self:
@@ -176,18 +183,22 @@ class Echoer:
         self.cfg = cfg
         self.counters = Counters()
         self.t_echoed = new_column(cfg.total)
-        for suffix in cfg.topic_suffixes:
+        self._session = session
+        # (receive time, topic, body): kept in memory, written after the trial (finish)
+        self._captured: list[tuple[int, int, bytes]] | None = [] if cfg.record else None
+        for k, suffix in enumerate(cfg.topic_suffixes):
             pub = session.publisher(cfg.topic_back + suffix, cfg.kind, cfg.publisher_queue)
-            session.subscribe(
-                cfg.topic_out + suffix, cfg.kind, self._echo_to(pub), cfg.subscriber_queue
-            )
+            on_message = self._echo_to(pub, k)
+            session.subscribe(cfg.topic_out + suffix, cfg.kind, on_message, cfg.subscriber_queue)
 
-    def _echo_to(self, pub: Publisher) -> Callback:
+    def _echo_to(self, pub: Publisher, topic: int) -> Callback:
         def on_message(seq: int, msg: object) -> None:
             if 0 <= seq < self.cfg.total:
                 if not self.t_echoed[seq]:
-                    self.t_echoed[seq] = monotonic_ns()
+                    self.t_echoed[seq] = now = monotonic_ns()
                     self.counters.received += 1
+                    if self._captured is not None:
+                        self._captured.append((now, topic, self._session.body_of(msg)))
             elif seq >= 0:
                 self.counters.out_of_range += 1
             pub.forward(msg)
@@ -204,7 +215,13 @@ class Echoer:
         return None
 
     def finish(self) -> None:
-        return None
+        """Write what was captured, stamped on the wall clock, as a stream file."""
+        if self._captured is None:
+            return
+        to_wall = time.time_ns() - monotonic_ns()
+        topics = [StreamTopic(self.cfg.topic_out + s, "", "") for s in self.cfg.topic_suffixes]
+        frames = [(t + to_wall, k, body) for t, k, body in self._captured]
+        write_stream_file(Path(self.cfg.record), topics, frames)
 
     def header(self) -> dict[str, Any]:
         return {"pair": self.cfg.pair}
@@ -250,6 +267,7 @@ class EchoWorkload:
             rate_factor=t.rate_factor,
             loop=t.loop,
             seed=t.seed,
+            record=f"{t.record}/{node_name(t, 'echoer', pair)}.rec" if t.record else "",
             **t.stream_settings(),
         )
 

@@ -242,6 +242,7 @@ def test_an_echo_trial_runs_across_two_machines(
         meta = json.loads((trial / "metadata.json").read_text())
         assert set(meta["clocks"]["hosts"]) == {"laptop", "robot"}
         assert set(meta["env"]["hosts"]) == {"laptop", "robot"}
+        assert meta["host"]["inventory_host"] == "laptop+robot"  # both machines' facts
         assert (trial / "records.parquet").stat().st_size > 0
     assert not _left_behind(installed.parent, out)
 

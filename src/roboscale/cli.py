@@ -30,6 +30,7 @@ examples:
   roboscale bench experiments/thesis-e1.yaml --quick            # a short rate sweep
   roboscale bench experiments/thesis-e1.yaml --backend ros1,zenoh
   roboscale bench experiments/size-sweep.yaml --dry-run         # list trials, run nothing
+  roboscale bench experiments/thesis-e5.yaml --quick --record e5.mcap  # Stata replay, recorded
   roboscale report results/thesis-e1-20261122-140000            # re-render a report
   roboscale backends                                            # what is installed
   roboscale bench experiments/paper-quality.yaml --quick --stack runtime  # face tracker

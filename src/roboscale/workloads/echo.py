@@ -86,7 +86,12 @@ class Sender:
         self.t_intended = new_column(cfg.total)
         self.t_sent = new_column(cfg.total)
         self.t_received = new_column(cfg.total)
-        self._stream: Stream | None = open_stream(cfg.replay, cfg.seed) if cfg.replay else None
+        self._stream: Stream | None = None
+        self._schedule: list[tuple[int, int]] = []
+        if cfg.replay:
+            self._stream = open_stream(cfg.replay, cfg.seed)
+            self._schedule = list(self._stream.schedule(cfg.total, cfg.loop))
+            self._stream.prepare({i for _, i in self._schedule})
         self._matched = [threading.Event() for _ in cfg.topic_suffixes]
         self._pubs: list[Publisher] = []
         for k, suffix in enumerate(cfg.topic_suffixes):
@@ -150,15 +155,13 @@ class Sender:
                 start,
             )
         else:
-            pubs, c = self._pubs, self.cfg
-            schedule = list(self._stream.schedule(c.total, c.loop))
+            pubs, factor = self._pubs, self.cfg.rate_factor
 
             def send(seq: int, stamp: int, topic: int, body: bytes) -> None:
                 pubs[topic].send_body(seq, stamp, body)
 
-            pace_stream(
-                send, schedule, self._stream, c.rate_factor, self.t_intended, self.t_sent, start
-            )
+            stream, schedule = self._stream, self._schedule
+            pace_stream(send, schedule, stream, factor, self.t_intended, self.t_sent, start)
         deadline = time.monotonic() + self.cfg.drain_s
         while self.counters.received < self.cfg.total and time.monotonic() < deadline:
             time.sleep(0.005)

@@ -213,13 +213,15 @@ def installed(lab: SshLab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return inv
 
 
-def echo_spec(tmp_path: Path, inv: Path, backends: str, rates: str = "[100]") -> Path:
+def echo_spec(
+    tmp_path: Path, inv: Path, backends: str, rates: str = "[100]", env: str = ""
+) -> Path:
     spec = tmp_path / "two-machines.yaml"
     spec.write_text(
         "name: two-machines\n"
         f"sweep:\n  backend: [{backends}]\n  rate_hz: {rates}\n  payload: [laserscan]\n"
         "  hosts: 2\n"
-        f"env:\n  inventory: {inv}\n  machines: [laptop, robot]\n"
+        f"env:\n  inventory: {inv}\n  machines: [laptop, robot]\n{env}"
         "trial:\n  messages: 200\n  warmup: 10\n  drain_s: 1\n  pause_s: 0\n"
     )
     return spec
@@ -371,4 +373,19 @@ def test_a_capacity_search_runs_on_the_robot_and_fits_its_model(
     predict = [ROBOSCALE, "capacity", "predict", str(model), "--size", "laserscan", "--rate", "20"]
     done = lab.run(predict, 120)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert not _left_behind(installed.parent, out)
+
+
+def test_zenoh_routers_run_on_the_machines(lab: SshLab, installed: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    spec = echo_spec(tmp_path, installed, "zenoh, native-proc", env="  zenoh_routers: true\n")
+    done = lab.run([ROBOSCALE, "bench", str(spec), "--out", str(out)], 600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = json.loads((out / "summary.json").read_text())["trials"]
+    assert len(trials) == 2
+    for e in trials:
+        assert not e.get("error"), e
+        assert e["received"] == e["sent"] == 200
+    logs = sorted((out / "infra").rglob("router-*.log"))
+    assert len(logs) == 4  # a router on each machine, for each backend
     assert not _left_behind(installed.parent, out)

@@ -273,7 +273,6 @@ def with_inventory(spec: Spec, path: Path, lines: LineMap) -> Spec:
         ("sweep.cpu", sw.cpu != [None], "CPU quotas are for emulated hosts"),
         ("env.load_cpu", env.load_cpu > 0, "background load runs on emulated hosts"),
         ("env.load_net_mbit", env.load_net_mbit > 0, "background load runs on emulated hosts"),
-        ("env.zenoh_routers", env.zenoh_routers, "routers run on emulated hosts for now"),
     ]
     for field, asked, why in emulated_only:
         if asked:

@@ -27,6 +27,19 @@ def lab(root: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab
         yield made
 
 
+def system_wheels(out: Path) -> Path:
+    """A wheelhouse for the hosts' interpreter: Debian's python3, as on the hosts here."""
+    system = json.loads(
+        subprocess.run(
+            ["/usr/bin/python3", "-c", "import json, platform; print(json.dumps("
+             "[platform.python_version(), platform.machine(), platform.libc_ver()[1]]))"],
+            capture_output=True, text=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    facts = HostCheck("h", "", True, python=system[0], machine=system[1], libc=system[2])
+    return build_wheels(out, [facts])
+
+
 def inventory(lab: SshLab, tmp: Path, **hosts: dict[str, object]) -> Path:
     lines = ["hosts:"]
     for name, entry in hosts.items():
@@ -74,17 +87,7 @@ def test_check_tells_each_hosts_problem(lab: SshLab, tmp_path: Path) -> None:
 
 
 def test_install_puts_this_roboscale_on_the_host(lab: SshLab, tmp_path: Path) -> None:
-    system = json.loads(
-        subprocess.run(
-            ["/usr/bin/python3", "-c", "import json, platform; print(json.dumps("
-             "[platform.python_version(), platform.machine(), platform.libc_ver()[1]]))"],
-            capture_output=True, text=True, check=True,
-        ).stdout
-    )  # fmt: skip
-    wheels = build_wheels(
-        tmp_path / "wheels",
-        [HostCheck("h", "", True, python=system[0], machine=system[1], libc=system[2])],
-    )
+    wheels = system_wheels(tmp_path / "wheels")
     inv = inventory(lab, tmp_path, robot={"address": lab.remote(1).address})
     done = lab.run([ROBOSCALE, "hosts", "install", str(inv), "--wheels", str(wheels)], 900)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -191,17 +194,7 @@ def _processes_with(marker: str) -> list[int]:
 def installed(lab: SshLab, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Both remote hosts with this roboscale installed in their own working directories."""
     tmp = tmp_path_factory.mktemp("installed")
-    system = json.loads(
-        subprocess.run(
-            ["/usr/bin/python3", "-c", "import json, platform; print(json.dumps("
-             "[platform.python_version(), platform.machine(), platform.libc_ver()[1]]))"],
-            capture_output=True, text=True, check=True,
-        ).stdout
-    )  # fmt: skip
-    wheels = build_wheels(
-        tmp / "wheels",
-        [HostCheck("h", "", True, python=system[0], machine=system[1], libc=system[2])],
-    )
+    wheels = system_wheels(tmp / "wheels")
     inv = inventory(
         lab,
         tmp,

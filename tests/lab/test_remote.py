@@ -129,7 +129,8 @@ import json, os, sys
 cfg = json.load(open(sys.argv[1]))
 print("READY", os.environ["ROS_TEST"], flush=True)
 line = sys.stdin.readline().strip()
-open(cfg["output"], "w").write(line + " " + os.getcwd())
+given = open(cfg["input"]).read()
+open(cfg["output"], "w").write(line + " " + given + " " + os.getcwd())
 print("DONE", flush=True)
 """
 
@@ -138,7 +139,10 @@ def test_sshexec_runs_a_command_on_the_host_as_if_here(lab: SshLab, tmp_path: Pa
     run = tmp_path / "run"
     (run / "raw").mkdir(parents=True)
     cfg = run / "raw" / "a.json"
-    cfg.write_text(json.dumps({"output": str(run / "raw" / "a.out")}))
+    (run / "raw" / "in.txt").write_text("x" * 200_000)  # more than a command line holds
+    cfg.write_text(
+        json.dumps({"output": str(run / "raw" / "a.out"), "input": str(run / "raw" / "in.txt")})
+    )
     hf = hostfile(lab, tmp_path, run)
     proc = subprocess.Popen(
         [*lab.controller.argv_prefix(), "env", "ROS_TEST=1", sys.executable, "-m",
@@ -153,7 +157,7 @@ def test_sshexec_runs_a_command_on_the_host_as_if_here(lab: SshLab, tmp_path: Pa
     assert proc.wait(60) == 0
     # The output came back from the host's mirror of the run folder.
     text = (run / "raw" / "a.out").read_text()
-    assert text == f"GO {tmp_path / 'remote-robot'}"
+    assert text == f"GO {'x' * 200_000} {tmp_path / 'remote-robot'}"
     assert (tmp_path / "remote-robot" / "runs" / "test" / "raw" / "a.json").exists()
 
 

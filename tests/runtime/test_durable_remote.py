@@ -98,15 +98,7 @@ def test_subscriber_killed_20_times_loses_only_what_was_in_flight(
             subscriber.wait(timeout=EVENT_TIMEOUT_S)
         subscriber = spawn("bridge_sub.py", endpoint, str(cursor), str(out))
         wait_ready(subscriber)
-        stop_file.touch()
-        deadline = time.monotonic() + EVENT_TIMEOUT_S
-        while not count_file.exists() or not count_file.read_text():
-            assert time.monotonic() < deadline, "the publisher did not stop"
-            time.sleep(0.01)
-        published = int(count_file.read_text())
-        while not taken(out) or taken(out)[-1] < published:
-            assert time.monotonic() < deadline, "the last subscriber did not catch up"
-            time.sleep(0.01)
+        published = stop_and_catch_up(stop_file, count_file, out)
     finally:
         for proc in (subscriber, publisher):
             if proc is not None:
@@ -119,6 +111,20 @@ def test_subscriber_killed_20_times_loses_only_what_was_in_flight(
     # None lost but, at most, the one message handed over in the instant of a SIGKILL,
     # before its callback could act (at-most-once for the message in flight).
     assert missing <= in_flight_at_kills(records), sorted(missing)
+
+
+def stop_and_catch_up(stop_file: Path, count_file: Path, out: Path) -> int:
+    """Stop the publisher, wait for its count, then for the subscriber to take the last."""
+    stop_file.touch()
+    deadline = time.monotonic() + EVENT_TIMEOUT_S
+    while not count_file.exists() or not count_file.read_text():
+        assert time.monotonic() < deadline, "the publisher did not stop"
+        time.sleep(0.01)
+    published = int(count_file.read_text())
+    while not taken(out) or taken(out)[-1] < published:
+        assert time.monotonic() < deadline, "the last subscriber did not catch up"
+        time.sleep(0.01)
+    return published
 
 
 @pytest.mark.zenoh
@@ -141,15 +147,7 @@ def test_a_message_whose_callback_was_killed_comes_again_only_at_least_once(
         subscriber.wait(timeout=EVENT_TIMEOUT_S)
         subscriber = spawn("bridge_sub.py", endpoint, str(cursor), str(out), delivery)
         wait_ready(subscriber)
-        stop_file.touch()
-        deadline = time.monotonic() + EVENT_TIMEOUT_S
-        while not count_file.exists() or not count_file.read_text():
-            assert time.monotonic() < deadline, "the publisher did not stop"
-            time.sleep(0.01)
-        published = int(count_file.read_text())
-        while not taken(out) or taken(out)[-1] < published:
-            assert time.monotonic() < deadline, "the last subscriber did not catch up"
-            time.sleep(0.01)
+        published = stop_and_catch_up(stop_file, count_file, out)
     finally:
         for proc in (subscriber, publisher):
             if proc is not None:

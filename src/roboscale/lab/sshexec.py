@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from roboscale.env.inventory import InventoryHost
-from roboscale.env.ssh import Ssh
+from roboscale.env.ssh import Ssh, SshError
 
 FORWARDED = ("ROS_", "ROBOSCALE_", "ZENOH", "CYCLONEDDS", "RUST_LOG", "PYTHONUNBUFFERED")
 REMOTE_VENV_PYTHON = "venv/bin/python"
@@ -138,8 +138,10 @@ class Mirror:
             return [self._json(v) for v in node]
         if isinstance(node, str):
             mapped = self.remote_path(node)
-            if mapped != node:
-                self.downloads[mapped] = Path(node)
+            if mapped != node and Path(node).is_file():
+                self.uploads[mapped] = Path(node).read_bytes()  # an input: a stream file
+            elif mapped != node:
+                self.downloads[mapped] = Path(node)  # an output, written there
             return mapped
         return node
 
@@ -153,15 +155,10 @@ def remote_command(hf: HostFile, argv: list[str], environ: dict[str, str]) -> tu
         env["PYTHONPATH"] = REMOTE_PACKAGE
     dirs = {str(Path(p).parent) for p in [*mirror.uploads, *mirror.downloads]}
     dirs |= {v for k, v in env.items() if v.startswith(mirror.remote + "/")}
-    uploads = [
-        f"echo {base64.b64encode(data).decode()} | base64 -d > {shlex.quote(path)}"
-        for path, data in mirror.uploads.items()
-    ]
     guard = base64.b64encode(GUARD.encode()).decode()
     command = " && ".join(
         [
             *([f"mkdir -p {' '.join(shlex.quote(d) for d in sorted(dirs))}"] if dirs else []),
-            *uploads,
             f"guard=$(echo {guard} | base64 -d)",
             "exec env "
             + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
@@ -170,6 +167,16 @@ def remote_command(hf: HostFile, argv: list[str], environ: dict[str, str]) -> tu
         ]
     )
     return command, mirror
+
+
+def upload(ssh: Ssh, mirror: Mirror) -> None:
+    """Copy the files the command reads to the host's mirror, each over the shared
+    connection's stdin: a command line could not carry them (an argument holds 128 KiB)."""
+    for remote, data in mirror.uploads.items():
+        write = f"mkdir -p {shlex.quote(str(Path(remote).parent))} && cat > {shlex.quote(remote)}"
+        done = ssh.run(["sh", "-c", write], timeout_s=600, stdin=data)
+        if done.returncode != 0:
+            raise SshError(f"host {ssh.host.name}: cannot write {remote} in {ssh.host.workdir}")
 
 
 def fetch(ssh: Ssh, mirror: Mirror) -> None:
@@ -202,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     hf = HostFile.read(Path(args[0]))
     ssh = Ssh(hf.inventory_host(), Path(hf.control_dir))
     command, mirror = remote_command(hf, args[2:], dict(os.environ))
+    upload(ssh, mirror)
     proc = subprocess.Popen(ssh.shell_argv(command), stdin=subprocess.PIPE)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # Ending ssh closes the host's stdin: its guard ends the command's group.

@@ -158,9 +158,9 @@ async def _echo(runtime: Runtime, n: int, size: int) -> list[float]:
     params = {"count": n, "size": size, "done": done}
     sup = Supervisor(
         runtime,
-        "echo",
+        "round_trip",
         [
-            ChildSpec(NodeHandle(runtime, "echo", _Echo)),
+            ChildSpec(NodeHandle(runtime, "echoer", _Echo)),
             ChildSpec(NodeHandle(runtime, "ping", _Pinger, params)),
         ],
     )

@@ -42,9 +42,20 @@ class ReplayInfo:
     messages: int  # in one pass
     mean_bytes: int
     rate_hz: float  # messages per second of recorded time, all topics together
+    topic_messages: tuple[int, ...] = ()  # per topic (as `topics`), in one pass
+    topic_bytes: tuple[int, ...] = ()  # per topic, its messages' mean size
+
+    def topic_rate_hz(self, topic: int) -> float:
+        """One topic's messages per second of recorded time."""
+        return self.topic_messages[topic] * self.rate_hz / self.messages
 
 
 def info_of(stream: Stream, source: str, label: str, sizes: list[int]) -> ReplayInfo:
+    counts = [0] * len(stream.topics)
+    totals = [0] * len(stream.topics)
+    for topic, size in zip(stream.topic_of, sizes, strict=True):
+        counts[topic] += 1
+        totals[topic] += size
     return ReplayInfo(
         source=source,
         label=label,
@@ -52,6 +63,10 @@ def info_of(stream: Stream, source: str, label: str, sizes: list[int]) -> Replay
         messages=len(stream),
         mean_bytes=max(1, round(sum(sizes) / len(sizes))),
         rate_hz=len(stream) * 1e9 / stream.span_ns,
+        topic_messages=tuple(counts),
+        topic_bytes=tuple(
+            max(1, round(t / c)) if c else 1 for t, c in zip(totals, counts, strict=True)
+        ),
     )
 
 

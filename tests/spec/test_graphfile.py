@@ -185,3 +185,113 @@ def test_nonexistent_path_is_refused(tmp_path: Path) -> None:
 def test_every_error_is_reported_together(tmp_path: Path) -> None:
     text = SMALL.replace("rate_hz: 20", "rate_hz: fast").replace("work: busy", "work: x")
     assert len(errors_of(tmp_path, text)) == 2
+
+
+REPLAYED = """\
+nodes:
+  player:
+    publish: {topic: chatter, replay: {bag: x.bag, topic: /chatter, rate_factor: 2}}
+  sink:
+    subscribe: [chatter]
+"""
+
+
+def test_a_publisher_replays_a_bag_topic_beside_the_graph(tmp_path: Path) -> None:
+    from tests.test_bags import write_bag
+
+    from roboscale.bags import replay_info
+
+    bag = write_bag(tmp_path / "x.bag", "ros1")
+    path = tmp_path / "g.yaml"
+    path.write_text(REPLAYED)
+    player = read_graph(path).publishers()[0][1]
+    assert player.replay is not None
+    assert (player.replay.bag, player.replay.topic) == (str(bag.resolve()), "/chatter")
+    assert (player.replay.rate_factor, player.replay.loop) == (2.0, False)
+    info = replay_info(str(bag.resolve()))
+    # The bag's own rate of the topic (10 in its span) and the recorded size, not a payload.
+    assert player.rate_hz == pytest.approx(2 * 10 * info.rate_hz / info.messages)
+    assert player.payload == "std_msgs/msg/String" and player.payload_bytes == info.topic_bytes[0]
+    assert read_graph(path).kinds()["chatter"].kind == "bytes"
+
+
+def test_stata_topics_replay_without_a_bag(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(REPLAYED.replace("bag: x.bag, topic: /chatter", "bag: stata, topic: /base_scan")
+                    .replace("rate_factor: 2", "loop: true"))  # fmt: skip
+    player = read_graph(path).publishers()[0][1]
+    assert player.rate_hz == pytest.approx(20.0) and player.replay is not None
+    assert player.replay.loop and player.payload == "sensor_msgs/msg/LaserScan"
+
+
+BROKEN_REPLAYS = [
+    (
+        REPLAYED.replace("/chatter,", "/chater,"),
+        [
+            "g.yaml:3: nodes.player.publish[0].replay.topic: the bag has no topic '/chater'; did "
+            "you mean '/chatter'? its topics: /chatter, /count"
+        ],
+    ),
+    (
+        REPLAYED.replace("rate_factor: 2", "speed: 2"),
+        [
+            "g.yaml:3: nodes.player.publish[0].replay.speed: unknown field; allowed: bag, topic, "
+            "rate_factor, loop"
+        ],
+    ),
+    (
+        REPLAYED.replace("rate_factor: 2", "rate_factor: 0, loop: 3"),
+        [
+            "g.yaml:3: nodes.player.publish[0].replay.rate_factor: a speed-up of the recorded "
+            "timing, a number from 0.001 to 1000; got 0",
+            "g.yaml:3: nodes.player.publish[0].replay.loop: true or false: start the bag again at "
+            "its end; got 3",
+        ],
+    ),
+    (
+        REPLAYED.replace("topic: chatter, replay", "topic: chatter, rate_hz: 5, replay"),
+        [
+            "g.yaml:3: nodes.player.publish[0].rate_hz: a replayed publisher sends the bag's "
+            "messages at their recorded times; remove rate_hz and payload (replay.rate_factor "
+            "speeds it up)"
+        ],
+    ),
+    (
+        REPLAYED.replace("bag: x.bag, ", ""),
+        [
+            "g.yaml:3: nodes.player.publish[0].replay: missing bag (a replay has bag: stata or a "
+            "bag file relative to the graph file, topic: one of its topics, and rate_factor, loop)"
+        ],
+    ),
+    (
+        REPLAYED.replace("x.bag", "x.csv"),
+        [
+            "g.yaml:3: nodes.player.publish[0].replay.bag: {dir}/x.csv: unknown bag format "
+            "'.csv'; expected a ROS 1 bag (.bag), or a rosbag2 folder (sqlite3 or MCAP) or its "
+            ".db3/.mcap file"
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "messages"), BROKEN_REPLAYS)
+def test_broken_replays_are_refused_with_their_line(
+    tmp_path: Path, text: str, messages: list[str]
+) -> None:
+    from tests.test_bags import write_bag
+
+    write_bag(tmp_path / "x.bag", "ros1")
+    (tmp_path / "x.csv").write_text("a,b\n")
+    expected = [m.replace("{dir}", str(tmp_path.resolve())) for m in messages]
+    assert errors_of(tmp_path, text) == expected
+
+
+def test_a_truncated_bag_is_refused_at_its_replay(tmp_path: Path) -> None:
+    from tests.test_bags import write_bag
+
+    bag = write_bag(tmp_path / "x.bag", "ros1")
+    bag.write_bytes(bag.read_bytes()[:300])
+    (message,) = errors_of(tmp_path, REPLAYED)
+    assert message.startswith(
+        f"g.yaml:3: nodes.player.publish[0].replay.bag: {bag.resolve()}: cannot read the bag: "
+    )

@@ -7,15 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
-from tests.workloads.test_oneway import Bus
+from tests.workloads.test_oneway import Bus, Pub
 
 from roboscale.analysis.graph import ARRIVAL, LINEAGE, SENT, summarize_graph
 from roboscale.analysis.verdict import Thresholds
 from roboscale.backends.base import MessageKind
 from roboscale.errors import SpecError, SpecErrors
 from roboscale.spec.loader import load_spec
-from roboscale.spec.planner import plan
+from roboscale.spec.planner import TrialPlan, plan
 from roboscale.workloads import graph as wl
 from roboscale.workloads.graph import (
     ID_SLOTS,
@@ -112,6 +113,108 @@ def test_fusion_all_waits_for_every_input_and_any_does_not() -> None:
     assert len(events(either, SENT)) == 5
 
 
+class BodyBus(Bus):
+    """A bus whose publishers also send recorded bodies, kept in `bodies` in send order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[bytes] = []
+
+    def publisher(self, topic: str, kind: MessageKind, queue: int) -> Pub:
+        return BodyPub(self, topic)
+
+
+class BodyPub(Pub):
+    bus: BodyBus
+
+    def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
+        self.bus.bodies.append(body)
+        self.forward(seq)
+
+
+@pytest.mark.parametrize("loop", [True, False])
+def test_a_replayed_publisher_sends_the_bag_topic_at_its_recorded_times(
+    tmp_path: Path, loop: bool
+) -> None:
+    from tests.test_bags import ROS1, write_bag
+
+    from roboscale.bags import replay_info
+    from roboscale.workloads.replay import read_stream_file
+
+    info = replay_info(str(write_bag(tmp_path / "x.bag", "ros1")))
+    count = [t.name for t in info.topics].index("/count")  # 4 messages: 0, 1, 2, 3
+    bus = BodyBus()
+    sink = GraphNodeProgram(bus, node("sink", (), (0,)))
+    player = out("publish", 0, 0, messages=6, replay=info.source, stream_topic=count,
+                 rate_factor=50.0, loop=loop)  # fmt: skip
+    source = GraphNodeProgram(bus, node("player", (player,), ()))
+    source.run()
+    sink.finish()
+    source.finish()
+    values = [ROS1.deserialize_ros1(b, "std_msgs/msg/Int32").data for b in bus.bodies]
+    assert values == ([0, 1, 2, 3, 0, 1] if loop else [0, 1, 2, 3])  # the recorded bytes
+    # Each send is aimed at the start plus its recorded offset (a loop: plus the bag's
+    # span) over rate_factor.
+    stream = read_stream_file(Path(info.source))
+    offsets = [o for o, _ in stream.schedule(6, loop, count)]
+    deadlines = [d for _, _, d in events(source, SENT)]
+    aimed = [d - deadlines[0] for d in deadlines]
+    expected = [int(o / 50) - int(offsets[0] / 50) for o in offsets]
+    assert all(abs(a - e) <= 1 for a, e in zip(aimed, expected, strict=True))
+    assert len({msg for _, msg, _ in events(sink, ARRIVAL)}) == len(values)
+
+
+BACKENDS = [
+    "native",
+    pytest.param("zenoh", marks=pytest.mark.zenoh),
+    pytest.param("ros1", marks=pytest.mark.ros1),
+]
+
+
+def graph_trial(
+    tmp_path: Path, run_trial: Any, request: pytest.FixtureRequest, backend: str, graph: str
+) -> tuple[TrialPlan, pa.Table]:
+    """One trial of `graph` on `backend` (the middleware is installed: CI never skips)."""
+    if backend != "native":
+        request.getfixturevalue(backend)
+    path = write_spec(tmp_path, graph)
+    path.write_text(path.read_text().replace("backend: native", f"backend: {backend}"))
+    t = plan(load_spec(path))[0]
+    tables, _ = run_trial(t)
+    return t, pa.concat_tables(tables)
+
+
+REPLAY_GRAPH = """\
+nodes:
+  player: {publish: {topic: chatter, replay: {bag: x.bag, topic: /chatter, loop: true}}}
+  relay: {relay: {input: chatter, output: out, payload: 64B}}
+  sink: {subscribe: [out, chatter]}
+paths:
+  replayed: [player, relay, sink]
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_trial_replays_a_bag_topic_through_a_relay(
+    tmp_path: Path, run_trial: Any, request: pytest.FixtureRequest, backend: str
+) -> None:
+    """A bag built here, one of its topics replayed in a loop into a relay: every recorded
+    message arrives at both subscribers, and the path is followed end to end."""
+    from tests.test_bags import write_bag
+
+    write_bag(tmp_path / "x.bag", "ros1")
+    t, table = graph_trial(tmp_path, run_trial, request, backend, REPLAY_GRAPH)
+    entry = summarize_graph(table, t.params(), Thresholds())
+    chatter = [c for c in entry["topics"] if c["topic"] == "chatter"]
+    assert {c["subscriber"] for c in chatter} == {"relay", "sink"}
+    assert all(c["arrived"] == c["sent"] > 0 for c in chatter)
+    (replayed,) = entry["paths"]
+    assert replayed["followed"] == replayed["sources"] > 0
+    sizes = set(table.filter(pa.compute.equal(table["node"], "topic|chatter|player|sink"))
+                .column("bytes").to_pylist())  # fmt: skip
+    assert sizes == {wl.WORKLOAD.graph(t).kinds()["chatter"].size}
+
+
 def write_spec(tmp_path: Path, graph: str = GRAPH, **sweep: Any) -> Path:
     (tmp_path / "g.yaml").write_text(graph)
     extra = "".join(f"  {k}: {v}\n" for k, v in sweep.items())
@@ -167,26 +270,12 @@ def test_graph_errors_name_the_graph_file(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        "native",
-        pytest.param("zenoh", marks=pytest.mark.zenoh),
-        pytest.param("ros1", marks=pytest.mark.ros1),
-    ],
-)
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_trial_follows_paths_and_shared_topics(
     tmp_path: Path, run_trial: Any, request: pytest.FixtureRequest, backend: str
 ) -> None:
-    if backend != "native":
-        request.getfixturevalue(backend)  # the middleware is installed (CI: never a skip)
-    path = write_spec(tmp_path)
-    path.write_text(path.read_text().replace("backend: native", f"backend: {backend}"))
-    t = plan(load_spec(path))[0]
-    tables, _ = run_trial(t)
-    import pyarrow as pa
-
-    entry = summarize_graph(pa.concat_tables(tables), t.params(), Thresholds())
+    t, table = graph_trial(tmp_path, run_trial, request, backend, GRAPH)
+    entry = summarize_graph(table, t.params(), Thresholds())
     scan = {(c["publisher"], c["subscriber"]): c for c in entry["topics"] if c["topic"] == "scan"}
     # One topic, two publishers at their own rates, told apart at each subscriber.
     assert set(scan) == {(p, s) for p in ("lidar_a", "lidar_b") for s in ("filter", "base")}

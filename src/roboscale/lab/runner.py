@@ -219,8 +219,8 @@ def run_sweep(
                     time.sleep(t.pause_s)
                 bar.update(
                     task,
-                    description=f"{t.backend} {t.workload} {t.rate_hz:g} Hz {t.payload} "
-                    f"x{t.measured_nodes} run {t.run}",
+                    description=f"{t.backend} {t.workload} {t.rate_hz:g} Hz "
+                    f"{t.subject or t.payload} x{t.measured_nodes} run {t.run}",
                 )
                 entry = run_one(backends[t.backend], envs, t, run_dir, th)
                 append_summary(run_dir, entry, th.to_dict())

@@ -1,7 +1,7 @@
 """Graph files: a robot's node graph in YAML, read and validated like specs.
 
 A graph file declares nodes (each on a host index), what each publishes (paced
-streams), relays (input -> work -> output), fusions (publish when all, or any, of
+streams, or a bag topic replayed at its recorded times: `roboscale.bags`), relays (input -> work -> output), fusions (publish when all, or any, of
 their inputs arrived), timers (publish at a rate with the latest of their inputs),
 pure subscriptions, and the paths whose end-to-end latency is measured. A topic may
 have several publishers; they must agree on its payload. Every problem is a
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roboscale.backends.base import MessageKind
-from roboscale.errors import SpecError, SpecErrors
+from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.payloads import parse_payload, payload_kind
 from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
 
@@ -39,16 +39,29 @@ MAX_WORK_MS = 10_000.0
 MAX_PUBLISHERS = 63  # message ids pack the publisher in 6 bits (ids stay in ROS 1's int32)
 WORK_MODES = ("sleep", "busy")
 WHEN = ("all", "any")
+REPLAY_FIELDS = ("bag", "topic", "rate_factor", "loop")
+MAX_RATE_FACTOR = 1000.0
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _TOPIC = re.compile(r"^[A-Za-z_][A-Za-z0-9_/]{0,127}$")
 NODE_FIELDS = ("host", "publish", "relay", "fusion", "timer", "subscribe")
 TOP_FIELDS = ("version", "name", "description", "nodes", "paths")
 STAGE_FIELDS = {
-    "publish": ("topic", "rate_hz", "payload"),
+    "publish": ("topic", "rate_hz", "payload", "replay"),
     "relay": ("input", "output", "payload", "work_ms", "work"),
     "fusion": ("inputs", "output", "when", "payload", "work_ms", "work"),
     "timer": ("rate_hz", "inputs", "output", "payload", "work_ms", "work"),
 }
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A publisher that sends one topic of a bag (or of the generated Stata streams) at
+    its recorded times: the recorded message bytes, sped up by `rate_factor`."""
+
+    bag: str  # `stata` or the bag's absolute path
+    topic: str  # the topic in the bag
+    rate_factor: float = 1.0
+    loop: bool = False  # start again at the end of the bag, until the trial ends
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,7 @@ class Output:
     when: str = "all"
     work_ms: float = 0.0
     work: str = "sleep"
+    replay: Replay | None = None  # a publish entry that replays a bag topic
 
     @property
     def triggered(self) -> bool:
@@ -114,7 +128,7 @@ class Graph:
     def kinds(self) -> dict[str, MessageKind]:
         """Every topic's message kind, as backends build it."""
         return {
-            o.topic: MessageKind(payload_kind(o.payload), o.payload_bytes)
+            o.topic: MessageKind("bytes" if o.replay else payload_kind(o.payload), o.payload_bytes)
             for _, o in self.publishers()
         }
 
@@ -134,6 +148,7 @@ class _Reader:
 
     def __init__(self, file: str, lines: LineMap) -> None:
         self.file = file
+        self.base = Path(file).parent  # bags are named relative to the graph file
         self.lines = lines
         self.errors: list[SpecError] = []
 
@@ -146,7 +161,7 @@ class _Reader:
             return False
         for key in value:
             if key not in allowed:
-                hint = nearest(key, list(allowed))
+                hint = nearest(key, list(allowed)) or ";"
                 self.fail((*loc, key), f"unknown field{hint} allowed: {', '.join(allowed)}")
         return True
 
@@ -182,11 +197,16 @@ class _Reader:
     def output(self, stage: str, d: Any, loc: KeyPath) -> Output | None:
         if not self.mapping(d, loc, STAGE_FIELDS[stage], f"a {stage}"):
             return None
-        required = [f for f in STAGE_FIELDS[stage] if f not in ("work_ms", "work", "when")]
+        if stage == "publish" and "replay" in d:
+            return self.replayed(d, loc)
+        optional = ("work_ms", "work", "when", "replay")
+        required = [f for f in STAGE_FIELDS[stage] if f not in optional]
         missing = [f for f in required if f not in d]
         if missing:
-            self.fail(loc, f"missing {', '.join(missing)} (a {stage} has "
-                      f"{', '.join(STAGE_FIELDS[stage])})")  # fmt: skip
+            has = ", ".join(STAGE_FIELDS[stage])
+            if stage == "publish":
+                has = "topic, rate_hz and payload, or topic and replay"
+            self.fail(loc, f"missing {', '.join(missing)} (a {stage} has {has})")
             return None
         try:
             payload, size = parse_payload(d["payload"])
@@ -213,6 +233,69 @@ class _Reader:
             work=self.choice(d.get("work", "sleep"), (*loc, "work"), WORK_MODES),
         )  # fmt: skip
 
+    def replayed(self, d: dict[str, Any], loc: KeyPath) -> Output | None:
+        """A publish entry that replays a bag topic: its rate and sizes are the bag's."""
+        for key in ("rate_hz", "payload"):
+            if key in d:
+                self.fail((*loc, key), "a replayed publisher sends the bag's messages at their "
+                          "recorded times; remove rate_hz and payload (replay.rate_factor "
+                          "speeds it up)")  # fmt: skip
+        if "topic" not in d:
+            self.fail(loc, "missing topic (a publish has topic, rate_hz and payload, or topic "
+                      "and replay)")  # fmt: skip
+            return None
+        topic = self.topic(d["topic"], (*loc, "topic"))
+        found = self.replay(d["replay"], (*loc, "replay"))
+        if found is None:
+            return None
+        replay, msgtype, rate, size = found
+        return Output("publish", topic, msgtype, size, rate, replay=replay)
+
+    def replay(self, d: Any, loc: KeyPath) -> tuple[Replay, str, float, int] | None:
+        """The bag (read and checked now: `roboscale.bags`), its topic, the speed-up."""
+        from roboscale.bags import replay_info
+        from roboscale.workloads.replay import STATA
+
+        if not self.mapping(d, loc, REPLAY_FIELDS, "a replay"):
+            return None
+        missing = [f for f in ("bag", "topic") if f not in d]
+        if missing:
+            self.fail(loc, f"missing {', '.join(missing)} (a replay has bag: stata or a bag "
+                      "file relative to the graph file, topic: one of its topics, and "
+                      "rate_factor, loop)")  # fmt: skip
+            return None
+        bag, topic = d["bag"], d["topic"]
+        if not isinstance(bag, str) or not bag:
+            self.fail((*loc, "bag"), "stata (generated MIT Stata Center streams) or a bag "
+                      "relative to the graph file: a ROS 1 .bag, or a rosbag2 folder (sqlite3 "
+                      f"or MCAP); got {bag!r}")  # fmt: skip
+            return None
+        source = bag if bag == STATA else str((self.base / bag).resolve())
+        try:
+            info = replay_info(source)
+        except UserError as e:
+            self.fail((*loc, "bag"), str(e))
+            return None
+        factor = self.number(d.get("rate_factor", 1.0), (*loc, "rate_factor"), 0.001,
+                             MAX_RATE_FACTOR, "a speed-up of the recorded timing")  # fmt: skip
+        loop = d.get("loop", False)
+        if not isinstance(loop, bool):
+            self.fail((*loc, "loop"), f"true or false: start the bag again at its end; "
+                      f"got {loop!r}")  # fmt: skip
+        names = [t.name for t in info.topics]
+        if topic not in names:
+            hint = nearest(str(topic), names) or ";"
+            self.fail((*loc, "topic"), f"the bag has no topic {topic!r}{hint} its topics: "
+                      f"{', '.join(names)}")  # fmt: skip
+            return None
+        k = names.index(topic)
+        rate = info.topic_rate_hz(k) * factor
+        if rate > MAX_RATE_HZ:
+            self.fail((*loc, "rate_factor"), f"{topic} at {rate:.0f} Hz; at most "
+                      f"{MAX_RATE_HZ:g} Hz per publisher")  # fmt: skip
+        replay = Replay(source, topic, factor, loop is True)
+        return replay, info.topics[k].msgtype, rate, info.topic_bytes[k]
+
     def node(self, name: Any, d: Any, loc: KeyPath) -> GraphNode | None:
         if not isinstance(name, str) or not _NAME.match(name):
             self.fail(loc, f"a node name: a letter or _, then letters, digits or _; got {name!r}")
@@ -238,7 +321,7 @@ class _Reader:
                 if out is not None:
                     outputs.append(out)
         subs = self.topic_list(d.get("subscribe", []), (*loc, "subscribe"), 0)
-        if not outputs and not subs:
+        if not any(d.get(key) for key in (*STAGE_FIELDS, "subscribe")):
             self.fail(loc, "a node publishes, relays, fuses, runs a timer or subscribes")
         return GraphNode(name, host, tuple(outputs), subs)
 

@@ -62,6 +62,7 @@ class TrialPlan:
     kill_method: str = ""  # facetrack: sigterm, sigkill or crash
     dispatch: str = ""  # facetrack: how frames are given to workers
     graph: str = ""  # graph: the graph file's absolute path
+    subject: str = ""  # what it runs as its id names it: the payload, or the variant (graph)
     inventory: str | None = None  # real machines: the inventory file (absolute)
     machines: tuple[str, ...] = ()  # its hosts that play hosts 0, 1, ... of the trial
     clock_max_bound_us: float = 1000.0  # one-way figures across them valid up to this
@@ -170,13 +171,15 @@ def count_trials(spec: Spec, backends: list[str] | None = None) -> int:
     """len(plan(spec, backends)) from the lengths of the axes alone: a huge sweep is
     counted, and refused, before a single trial is built."""
     sw = spec.sweep
-    per_variant = sum(len(sw.pairs) if _has_pairs(v) else 1 for v in variants(sw))
+    per_variant = sum(
+        (len(sw.pairs) if _has_pairs(v) else 1) * (len(sw.payload) if v[1].names_payload else 1)
+        for v in variants(sw)
+    )
     axes = (
         sw.hosts,
         sw.link,
         sw.cpu,
         backends or sw.backend,
-        sw.payload,
         sw.rate_hz,
         *qos_axes(sw),
     )
@@ -226,6 +229,8 @@ def plan(
     for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate, qos in combos:
         if not _has_pairs(var) and pairs_given != sw.pairs[0]:
             continue  # one publisher per trial when the workload has no pairs axis
+        if not var[1].names_payload and (payload, size) != sw.payload[0]:
+            continue  # its nodes have their own payloads: sweep.payload does not apply
         for run in range(t.runs):
             one = _trial(spec, backend, var, (payload, size), (hosts, link, cpu), pairs_given, rate)
             trials.append(_with_qos(one, qos))
@@ -259,7 +264,8 @@ def _trial(
     if env.pairs_per == "host_pair" and hosts > 1 and paired:
         pairs = pairs_given * senders * (hosts - senders)
     label = "".join(f"{p}-" for p in (backend, variant.label) if p)
-    label += f"{_rate_label(rate)}hz-{payload[0]}-p{pairs}"
+    label += f"{_rate_label(rate)}hz" + (f"-{payload[0]}-p{pairs}" if variant.names_payload else "")
+    subject = payload[0] if variant.names_payload else variant.label
     trial = TrialPlan(
         index=0,
         trial=label + _env_label(hosts, link, cpu),
@@ -268,6 +274,7 @@ def _trial(
         payload=payload[0],
         payload_bytes=payload[1],
         pairs=pairs,
+        subject=subject,
         run=0,
         messages=t.message_count(rate),
         warmup=0 if t.mode == "thesis_compat" else t.warmup,

@@ -134,6 +134,9 @@ class Variant:
 
     fields: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    # Whether the trial is named by sweep.payload (and pairs): false when the workload's
+    # nodes have their own payloads (a graph file's), so the label alone says what runs.
+    names_payload: bool = True
 
 
 class Workload(Protocol):

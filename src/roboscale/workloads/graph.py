@@ -44,13 +44,14 @@ from roboscale.workloads.base import (
     TableSpec,
     Variant,
 )
+from roboscale.workloads.replay import Stream, open_stream
 from roboscale.workloads.stream import Counters
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
-    from roboscale.spec.graphfile import Graph
+    from roboscale.spec.graphfile import Graph, Replay
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -81,6 +82,12 @@ class OutputPlan:
     when: str
     work_ms: float
     work: str
+    # A replayed publisher: the stream agents open (`stata` or a stream file the lab
+    # wrote from a bag), its topic there, the speed-up and whether it loops.
+    replay: str = ""
+    stream_topic: int = 0
+    rate_factor: float = 1.0
+    loop: bool = False
 
     @property
     def clocked(self) -> bool:
@@ -102,6 +109,7 @@ class GraphNodeConfig:
     drain_s: float
     publisher_queue: int
     subscriber_queue: int
+    seed: int = 0  # of the generated Stata streams
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,6 +153,7 @@ class GraphNodeProgram:
         self._pending: dict[int, set[int]] = {o.pub: set() for o in cfg.outputs}
         self._seq = {o.pub: 0 for o in cfg.outputs}
         self._arrivals: queue.SimpleQueue[tuple[int, int, int] | None] = queue.SimpleQueue()
+        self._replays = {o.pub: replay_schedule(o, cfg.seed) for o in cfg.outputs if o.replay}
         # Publishers first: native-proc exports what exists when the node subscribes.
         self._pubs: dict[int, Publisher] = {
             o.pub: session.publisher(o.name, o.kind, cfg.publisher_queue) for o in cfg.outputs
@@ -189,8 +198,11 @@ class GraphNodeProgram:
             pending.clear()
             self._fire(out, out.inputs)
 
-    def _fire(self, out: OutputPlan, inputs: Sequence[int], deadline: int = 0) -> None:
-        """Work, then publish one message made from the latest message of `inputs`."""
+    def _fire(
+        self, out: OutputPlan, inputs: Sequence[int], deadline: int = 0, body: bytes | None = None
+    ) -> None:
+        """Work, then publish one message made from the latest message of `inputs` (a
+        replayed message: `body`, the recorded bytes)."""
         with self._lock:
             parents = [(t, self._latest[t]) for t in inputs if t in self._latest]
         do_work(out)
@@ -198,12 +210,18 @@ class GraphNodeProgram:
             msg_id = message_id(self._seq[out.pub], out.pub)
             self._seq[out.pub] += 1
             now = monotonic_ns()
-            self._pubs[out.pub].send(msg_id, now)
+            if body is None:
+                self._pubs[out.pub].send(msg_id, now)
+            else:
+                self._pubs[out.pub].send_body(msg_id, now, body)
             self._record(SENT, out.topic, msg_id, now, deadline or now)
             for topic, parent in parents:
                 self._record(LINEAGE, topic, msg_id, 0, parent)
 
     def _clock(self, out: OutputPlan, start_ns: int) -> None:
+        if out.pub in self._replays:
+            self._replay(out, start_ns, *self._replays[out.pub])
+            return
         period_ns = 1e9 / out.rate_hz
         for i in range(out.messages):
             deadline = start_ns + int(i * period_ns)
@@ -211,6 +229,19 @@ class GraphNodeProgram:
             if delay > 0:
                 time.sleep(delay * 1e-9)
             self._fire(out, out.inputs, deadline)
+
+    def _replay(
+        self, out: OutputPlan, start_ns: int, stream: Stream, schedule: list[tuple[int, int]]
+    ) -> None:
+        """The bag topic's messages at `start + recorded offset / rate_factor`, each body
+        built before its wait."""
+        for offset, frame in schedule:
+            body = stream.body(frame)
+            deadline = start_ns + int(offset / out.rate_factor)
+            delay = deadline - monotonic_ns()
+            if delay > 0:
+                time.sleep(delay * 1e-9)
+            self._fire(out, out.inputs, deadline, body)
 
     def wait_for_match(self) -> bool:
         return True  # the first trial.warmup of the run is not measured (see collect)
@@ -255,7 +286,7 @@ class GraphWorkload:
     log_words = ("e2e_us", "arrived", "end-to-end")
 
     def variants(self, sweep: Sweep) -> list[Variant]:
-        return [Variant({"graph": g}, Path(g).stem) for g in sweep.graph]
+        return [Variant({"graph": g}, Path(g).stem, names_payload=False) for g in sweep.graph]
 
     @staticmethod
     def graph(t: TrialPlan) -> Graph:
@@ -292,6 +323,7 @@ class GraphWorkload:
                 when=o.when,
                 work_ms=o.work_ms,
                 work=o.work,
+                **replay_fields(o.replay),
             )
             for pub, (n, o) in enumerate(g.publishers())
             if n.name == g.nodes[key].name
@@ -299,7 +331,7 @@ class GraphWorkload:
         inputs = tuple(InputPlan(index[i], full[i], kinds[i]) for i in g.nodes[key].inputs)
         return GraphNodeConfig(
             node=g.nodes[key].name, outputs=outputs, inputs=inputs, drain_s=t.drain_s,
-            publisher_queue=t.publisher_queue, subscriber_queue=t.subscriber_queue,
+            publisher_queue=t.publisher_queue, subscriber_queue=t.subscriber_queue, seed=t.seed,
         )  # fmt: skip
 
     def _node(self, t: TrialPlan, key: int) -> NodePlan:
@@ -368,6 +400,37 @@ class GraphWorkload:
             TableSpec("Graph paths: end-to-end latency", path_table, lead=True),
             TableSpec("Graph topics: rate, latency and publisher", topic_table),
         ]
+
+
+def replay_fields(replay: Replay | None) -> dict[str, Any]:
+    """A replayed publisher's OutputPlan fields: the stream its agent opens (a bag becomes
+    a stream file, once per lab process: `roboscale.bags`) and its topic there."""
+    if replay is None:
+        return {}
+    from roboscale.bags import replay_info
+
+    info = replay_info(replay.bag)
+    names = [topic.name for topic in info.topics]
+    return {
+        "replay": info.source,
+        "stream_topic": names.index(replay.topic),
+        "rate_factor": replay.rate_factor,
+        "loop": replay.loop,
+    }
+
+
+@functools.cache
+def _open_stream(source: str, seed: int) -> Stream:
+    """One stream per source in a process (its nodes may replay several of its topics)."""
+    return open_stream(source, seed)
+
+
+def replay_schedule(out: OutputPlan, seed: int) -> tuple[Stream, list[tuple[int, int]]]:
+    """A replayed output's stream and its (offset, frame) sends, their bodies prepared."""
+    stream = _open_stream(out.replay, seed)
+    schedule = list(stream.schedule(out.messages, out.loop, out.stream_topic))
+    stream.prepare({i for _, i in schedule})
+    return stream, schedule
 
 
 def topic_publishers(g: Graph, topic: str) -> list[str]:

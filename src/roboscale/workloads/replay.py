@@ -24,7 +24,7 @@ import math
 import random
 import struct
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -86,13 +86,21 @@ class Stream:
         """Build ahead what would be slow to build on the way (before the trial starts)."""
         return None
 
-    def schedule(self, total: int, loop: bool) -> Iterator[tuple[int, int]]:
-        """(offset_ns, frame index) of the first `total` sends, looping or not."""
-        n = len(self.offsets)
+    def schedule(
+        self, total: int, loop: bool, topic: int | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """(offset_ns, frame index) of the first `total` sends, looping or not; of one
+        topic's frames only when `topic` is given (at their offsets in the whole stream)."""
+        frames: Sequence[int] = range(len(self.offsets))
+        if topic is not None:
+            frames = [i for i, k in enumerate(self.topic_of) if k == topic]
+        n = len(frames)
+        if not n:
+            return
         count = total if loop else min(total, n)
         span = self.span_ns
         for k in range(count):
-            i = k % n
+            i = frames[k % n]
             yield (k // n) * span + self.offsets[i], i
 
 
@@ -178,7 +186,8 @@ class StataStream(Stream):
     def prepare(self, frames: Iterable[int]) -> None:
         """Scans take about 0.6 ms each (1047 ranges in Python): those of the trial are
         built before it (at most 1200, about 5 MB), so that 2 kHz of scans stay on time."""
-        self._scans = {i: self._scan(i, self.offsets[i]) for i in frames if self.topic_of[i] == 0}
+        new = {i for i in frames if self.topic_of[i] == 0 and i not in self._scans}
+        self._scans.update({i: self._scan(i, self.offsets[i]) for i in sorted(new)})
 
     def _scan(self, i: int, t_ns: int) -> bytes:
         """Walls 2-6 m away that move smoothly with the angle and as the robot drives,

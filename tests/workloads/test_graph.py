@@ -302,3 +302,29 @@ def test_a_path_follows_every_message_made_from_the_source() -> None:
     index = {"x": 0, "y": 1}
     assert _follow(ev, [0, 1, 2], index, path, 5) == 300
     assert _follow(ev, [0, 1, 2], index, path, 6) == 0  # never arrived: not followed
+
+
+def test_a_bad_bag_in_a_graph_exits_2_naming_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.test_bags import write_bag
+
+    from roboscale.cli import main
+
+    bag = write_bag(tmp_path / "x.bag", "ros1")
+    bag.write_bytes(bag.read_bytes()[:200])
+    with pytest.raises(SystemExit) as done:
+        main(["bench", str(write_spec(tmp_path, REPLAY_GRAPH)), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err
+    graph = (tmp_path / "g.yaml").resolve()
+    assert f"{graph}:2: nodes.player.publish[0].replay.bag: {bag.resolve()}: cannot read" in err
+
+
+def test_a_graph_trial_is_named_by_its_graph_not_the_payload(tmp_path: Path) -> None:
+    from roboscale.spec.planner import count_trials
+
+    spec = load_spec(write_spec(tmp_path, payload="[text, 4KB]"))
+    trials = plan(spec)
+    assert [t.trial for t in trials] == ["t0000-native-g-10hz-r0"]
+    assert trials[0].subject == "g" and count_trials(spec) == 1

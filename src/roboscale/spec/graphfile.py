@@ -1,8 +1,9 @@
 """Graph files: a robot's node graph in YAML, read and validated like specs.
 
 A graph file declares nodes (each on a host index), what each publishes (paced
-streams, or a bag topic replayed at its recorded times: `roboscale.bags`), relays (input -> work -> output), fusions (publish when all, or any, of
-their inputs arrived), timers (publish at a rate with the latest of their inputs),
+streams, or a bag topic replayed at its recorded times: `roboscale.bags`), relays
+(input -> work -> output), fusions (publish when all, or any, of their inputs
+arrived), timers (publish at a rate with the latest of their inputs),
 pure subscriptions, and the paths whose end-to-end latency is measured. A topic may
 have several publishers; they must agree on its payload. Every problem is a
 SpecError naming the file, the line, the field, what is allowed and, for an unknown

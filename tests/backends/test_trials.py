@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.conftest import REPO
 
 from roboscale.backends.base import get_backend
 from roboscale.lab.envs import Placement
@@ -73,6 +74,33 @@ def test_ros1_echo(run_trial: RunTrial, ros1: None, payload: str, size: int) -> 
     tables, _ = run(run_trial, trial("ros1", payload, size, pairs=2))
     for rows in tables:
         check_complete(rows, 200)
+
+
+CUSTOM = [("robot_msgs/msg/WheelState@4KB", 4096), ("legacy_msgs/msg/Odometry2D", 153)]
+
+
+def custom_trial(backend: str, payload: str, size: int) -> TrialPlan:
+    """A type of examples/msgs (roboscale/msgtypes.py) as the payload."""
+    from dataclasses import replace
+
+    pytest.importorskip("rosbags")  # the data extra, which make test installs
+    msgs = str(REPO / "examples" / "msgs")
+    return replace(trial(backend, payload, size, pairs=1), message_types=(msgs,))
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [pytest.param("zenoh", marks=pytest.mark.zenoh), pytest.param("ros1", marks=pytest.mark.ros1)],
+)
+@pytest.mark.parametrize(("payload", "size"), CUSTOM)
+def test_a_custom_type_is_echoed(
+    run_trial: RunTrial, request: pytest.FixtureRequest, backend: str, payload: str, size: int
+) -> None:
+    """Every message back. zenoh carries the type's CDR; ros1 is a real typed topic: genpy
+    classes generated from the .msg files, deserialized by rospy."""
+    request.getfixturevalue(backend)  # the backend is installed (a skip outside CI)
+    tables, _ = run(run_trial, custom_trial(backend, payload, size))
+    check_complete(tables[0], 200)
 
 
 @pytest.mark.ros1

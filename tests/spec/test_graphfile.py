@@ -73,7 +73,9 @@ BROKEN = [
     (
         SMALL.replace("payload: 4KB", "payload: 4XB"),
         "g.yaml:7: nodes.filter.relay[0].payload: '4XB' is not a payload; allowed: one of text, "
-        "laserscan, image, or a size from 1 B to 4 MB such as 256, '256B', '4KB', '4MB'",
+        "laserscan, image, a size from 1 B to 4 MB such as 256, '256B', '4KB', '4MB', or a "
+        "message type of message_types (package/msg/Type, or {type: package/msg/Type, size: "
+        "64KB})",
     ),
     (
         SMALL.replace("input: scan", "input: scna"),

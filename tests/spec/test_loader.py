@@ -85,7 +85,8 @@ def test_unknown_top_level_field(tmp_path: Path) -> None:
     msgs = messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\ntrials:\n  runs: 2\n")
     assert msgs == [
         "F:4: trials: unknown field; did you mean 'trial'? "
-        "allowed fields here: name, description, sweep, trial, seed, replay, verdict, env"
+        "allowed fields here: name, description, sweep, trial, seed, replay, message_types, "
+        "verdict, env"
     ]
 
 
@@ -119,8 +120,9 @@ def test_unknown_backend(tmp_path: Path) -> None:
 
 
 def test_bad_payloads(tmp_path: Path) -> None:
-    allowed = "one of text, laserscan, image, or a size from 1 B to 4 MB such as 256, "
-    allowed += "'256B', '4KB', '4MB'"
+    allowed = "one of text, laserscan, image, a size from 1 B to 4 MB such as 256, "
+    allowed += "'256B', '4KB', '4MB', or a message type of message_types (package/msg/Type, "
+    allowed += "or {type: package/msg/Type, size: 64KB})"
     assert messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\n  payload: [foo, 5MB]\n") == [
         f"F:4: sweep.payload[0]: 'foo' is not a payload; allowed: {allowed}",
         "F:4: sweep.payload[1]: '5MB' is 5242880 bytes; allowed: sizes from 1 B to 4 MB",
@@ -317,3 +319,26 @@ def test_thesis_e5_replays_the_generated_stata_streams() -> None:
 def test_bad_replays(tmp_path: Path, text: str, message: str) -> None:
     found = messages(tmp_path, text)
     assert [m.replace(str(tmp_path.resolve()), "D") for m in found] == [message]
+
+
+def test_message_types_size_the_payloads_that_name_them(tmp_path: Path) -> None:
+    """.msg paths are relative to the spec and absolute once loaded; a payload naming a
+    type gets its sample's CDR size, and trials carry the type whole."""
+    pytest.importorskip("rosbags")  # the data extra, which make test installs
+    from roboscale.spec.planner import plan
+
+    msgs = Path(__file__).resolve().parents[2] / "examples" / "msgs"
+    text = (
+        "name: x\nsweep:\n  rate_hz: 10\n  payload: [text, robot_msgs/WheelState,\n"
+        "    {type: robot_msgs/msg/WheelState, size: 64KB}]\n"
+        f"message_types: {msgs}\n"
+    )
+    spec = load_spec(write(tmp_path, text))
+    assert spec.message_types == [str(msgs)]
+    (_, small), (name, big) = spec.sweep.payload[1:]
+    assert name == "robot_msgs/msg/WheelState@64KB" and 65536 - 64 <= big <= 65536 and small < 1000
+    trials = plan(spec)
+    kind = trials[2].stream_settings()["kind"]
+    assert kind["kind"] == "custom" and kind["size"] == big
+    assert kind["typed"]["msgtype"] == "robot_msgs/msg/WheelState"
+    assert trials[0].stream_settings()["kind"] == {"kind": "text", "size": 11}

@@ -76,7 +76,7 @@ def test_agent_config_round_trips_typed() -> None:
 def test_agent_config_refuses_another_version() -> None:
     data = json.loads(config()[0].to_json())
     data["version"] = AGENT_CONFIG_VERSION + 1
-    with pytest.raises(AgentConfigError, match=r"agent configuration version 2; .* version 1"):
+    with pytest.raises(AgentConfigError, match=r"agent configuration version 3; .* version 2"):
         AgentConfig.from_json(json.dumps(data))
 
 

@@ -14,6 +14,7 @@ run in Debian's system Python. A backend has two halves:
 
 from __future__ import annotations
 
+import base64
 import socket
 import sys
 from collections.abc import Callable
@@ -31,11 +32,44 @@ Callback = Callable[[int, object], None]
 
 
 @dataclass(frozen=True)
+class TypedPayload:
+    """A message type of the user's (.msg files, roboscale/msgtypes.py) as agents carry
+    it: the ROS 1 full definition of `msgtype` (its text, then each dependency after
+    genpy's separator) and one sample message, base64, serialized for ROS 1 and as CDR
+    (little endian, with its 4-byte encapsulation header, as ROS 2 sends it)."""
+
+    msgtype: str  # package/msg/Type
+    ros1_definition: str
+    ros1_sample: str
+    cdr_sample: str
+    numeric: bool  # has a variable-length array of numbers wider than a byte
+
+    def sample(self, encoding: str) -> bytes:
+        """The sample message, `ros1` or `cdr`."""
+        return base64.b64decode(self.ros1_sample if encoding == "ros1" else self.cdr_sample)
+
+    @property
+    def package(self) -> str:
+        return self.msgtype.split("/")[0]
+
+    @property
+    def type_name(self) -> str:
+        return self.msgtype.split("/")[-1]
+
+
+@dataclass(frozen=True)
 class MessageKind:
-    """What a publisher sends: a named kind (text, laserscan, image) or raw bytes."""
+    """What a publisher sends: a named kind (text, laserscan, image), raw bytes, or
+    `custom`: a type of the user's, described by `typed`."""
 
     kind: str
     size: int
+    typed: TypedPayload | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MessageKind:
+        typed = d.get("typed")
+        return cls(d["kind"], d["size"], TypedPayload(**typed) if typed else None)
 
 
 @dataclass
@@ -103,6 +137,8 @@ class Backend(Protocol):
     # The QoS settings it honours, per axis (backends/qos.py); a trial asking for another
     # is refused before anything runs.
     qos: Capability
+    # Whether it carries payloads of the user's own message types (MessageKind custom).
+    custom_types: bool
 
     @property
     def python(self) -> str: ...

@@ -28,7 +28,7 @@ from roboscale.backends.base import (
     Where,
     current_python,
 )
-from roboscale.backends.payload import HEADER, body
+from roboscale.backends.payload import HEADER, wire_body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 
 _RUNTIME_LOCK = threading.Lock()
@@ -51,7 +51,7 @@ class NativePublisher:
 
     def __init__(self, publisher: Any, kind: MessageKind) -> None:
         self._pub = publisher
-        self._body = body(kind.size, kind.kind)
+        self._body = wire_body(kind)
 
     def send(self, seq: int, stamp_ns: int) -> None:
         self._pub.publish((seq, stamp_ns, self._body))
@@ -181,6 +181,7 @@ class NativeProcSession(NativeSession):
 
 class NativeBackend:
     qos = RELIABLE_VOLATILE
+    custom_types = True  # docs/msgtypes.md: what it does with them
     name = "native"
     placement = "pair"
 

@@ -4,12 +4,17 @@ The lab starts its own roscore on a free port with its own ROS_HOME and log
 directory, so it never touches a user's running ROS system, and always stops it.
 Nodes run in Debian's system Python, where rospy lives. Messages are the thesis's
 stamped types (`int32 id`, `time t`, then the payload), generated at run time by
-genpy from their definitions, around real `sensor_msgs` LaserScan and Image.
+genpy from their definitions, around real `sensor_msgs` LaserScan and Image, or
+around a type of the user's (`roboscale_msgs/Stamped<Type>`: `<package>/<Type> msg`,
+generated from the .msg files' ROS 1 definition, so its md5sum is the one a ROS node
+built from the same files has); its sample message is deserialized into it once, and
+every send serializes it, as rospy does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import signal
@@ -20,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from roboscale import lifeline
-from roboscale.backends.base import Callback, MessageKind, NodeContext, Where, free_port
+from roboscale.backends.base import (
+    Callback,
+    MessageKind,
+    NodeContext,
+    TypedPayload,
+    Where,
+    free_port,
+)
 from roboscale.backends.payload import TEXT, body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable, UserError
@@ -47,9 +59,19 @@ DEFINITIONS = {
 LASER_FIXED_BYTES = 60  # header, angles, times, ranges and 2 array lengths, frame "laser"
 
 
-def message_class(kind: str) -> Any:
+def typed_definition(typed: TypedPayload) -> tuple[str, str]:
+    """The stamped wrapper of a type of the user's: its name and genpy full text."""
+    inner = f"{typed.package}/{typed.type_name}"
+    text = HEAD + f"{inner} msg\n" + SEP + f"{inner}\n" + typed.ros1_definition
+    return f"roboscale_msgs/Stamped{typed.type_name}", text
+
+
+def message_class(kind: str, typed: TypedPayload | None = None) -> Any:
     from genpy.dynamic import generate_dynamic
 
+    if typed is not None:
+        name, full = typed_definition(typed)
+        return generate_dynamic(name, full)[name]
     type_name, text, dep = DEFINITIONS[kind]
     if dep is not None:
         import sensor_msgs.msg
@@ -60,8 +82,10 @@ def message_class(kind: str) -> Any:
 
 def build_message(kind: MessageKind) -> Any:
     """A message whose payload part serializes to about `kind.size` bytes."""
-    msg = message_class(kind.kind)()
-    if kind.kind == "text":
+    msg = message_class(kind.kind, kind.typed)()
+    if kind.typed is not None:
+        msg.msg.deserialize(kind.typed.sample("ros1"))
+    elif kind.kind == "text":
         msg.message = TEXT.decode()
     elif kind.kind == "laserscan":
         msg.scan.header.frame_id = "laser"
@@ -112,7 +136,7 @@ class Ros1Session:
         self._subs: list[Any] = []
 
     def publisher(self, topic: str, kind: MessageKind, queue: int) -> Ros1Publisher:
-        cls = message_class(kind.kind)
+        cls = message_class(kind.kind, kind.typed)
         pub = self._rospy.Publisher(topic, cls, queue_size=queue or None)
         self._pubs.append(pub)
         return Ros1Publisher(pub, kind)
@@ -123,7 +147,7 @@ class Ros1Session:
 
         sub = self._rospy.Subscriber(
             topic,
-            message_class(kind.kind),
+            message_class(kind.kind, kind.typed),
             on_message,
             queue_size=queue or None,
             tcp_nodelay=self._nodelay,
@@ -131,7 +155,13 @@ class Ros1Session:
         self._subs.append(sub)
 
     def body_of(self, msg: object) -> bytes:
-        return bytes(msg.data)  # type: ignore[attr-defined]
+        """The payload: the bytes of a `bytes` message, else the message part serialized."""
+        data = getattr(msg, "data", None)
+        if data is not None:
+            return bytes(data)
+        out = io.BytesIO()
+        msg.msg.serialize(out)  # type: ignore[attr-defined]
+        return out.getvalue()
 
     def close(self) -> None:
         for entity in self._subs + self._pubs:
@@ -235,6 +265,7 @@ def _children(pid: int) -> list[int]:
 
 class Ros1Backend:
     qos = RELIABLE_VOLATILE
+    custom_types = True  # docs/msgtypes.md: what it does with them
     name = "ros1"
     placement = "node"
 

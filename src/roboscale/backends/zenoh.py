@@ -23,7 +23,7 @@ from roboscale.backends.base import (
     current_python,
     free_port,
 )
-from roboscale.backends.payload import HEADER, body
+from roboscale.backends.payload import HEADER, wire_body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable
 from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
@@ -36,7 +36,7 @@ class ZenohPublisher:
         import zenoh
 
         self._pub: Any = publisher
-        self._body: Any = zenoh.ZBytes(body(kind.size, kind.kind))
+        self._body: Any = zenoh.ZBytes(wire_body(kind))
         self._header = bytearray(HEADER.size)
 
     def send(self, seq: int, stamp_ns: int) -> None:
@@ -116,6 +116,7 @@ class ZenohSession:
 
 class ZenohBackend:
     qos = RELIABLE_VOLATILE
+    custom_types = True  # docs/msgtypes.md: what it does with them
     name = "zenoh"
     placement = "node"
 

@@ -119,6 +119,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     check_workloads(spec, file, lines)
     check_env(spec, path, lines)
     spec = with_graphs(spec, path, lines)
+    spec = with_message_types(spec, path, lines, backends)
     check_qos(spec, file, lines, backends)
     spec = with_inventory(spec, path, lines)
     if overrides is None:
@@ -130,6 +131,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     check_workloads(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
     quick_spec = with_graphs(quick_spec, path, _quick_lines(lines))
+    quick_spec = with_message_types(quick_spec, path, _quick_lines(lines), backends)
     check_qos(quick_spec, file, _quick_lines(lines), backends)
     quick_spec = with_inventory(quick_spec, path, _quick_lines(lines))
     return quick_spec if quick else spec
@@ -172,6 +174,46 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
     rates = [info.rate_hz * f for f in sw.rate_factor]
     sweep = sw.model_copy(update={"rate_hz": rates, "payload": [(info.label, info.mean_bytes)]})
     return spec.model_copy(update={"sweep": sweep, "replay": source})
+
+
+def with_message_types(spec: Spec, path: Path, lines: LineMap, backends: list[str] | None) -> Spec:
+    """Load the spec's .msg files (relative to it; absolute once loaded), check that each
+    payload naming a type finds it and can be sized, and that every chosen backend
+    carries such payloads. A payload's bytes become its sample's CDR size."""
+    from roboscale.spec.payloads import payload_kind
+
+    sw, file = spec.sweep, str(path)
+    named = [(i, p) for i, (p, _) in enumerate(sw.payload) if payload_kind(p) == "custom"]
+    sources = [str((path.parent / p).resolve()) for p in spec.message_types]
+    if not named:
+        return spec.model_copy(update={"message_types": sources})
+    if not sources:
+        raise SpecError(file, line_for(("sweep", "payload"), lines), "sweep.payload",
+                        f"payload {named[0][1]!r} names a message type, but the spec loads "
+                        "none; add message_types: [.msg files or folders]")  # fmt: skip
+    from roboscale.backends.base import get_backend, known_backends
+    from roboscale.msgtypes import load_cached, message_kind
+
+    try:
+        load_cached(tuple(sources))
+    except UserError as e:  # it names the .msg file, its line and field
+        raise SpecError(file, line_for(("message_types",), lines), "message_types",
+                        str(e)) from None  # fmt: skip
+    for name in backends or sw.backend:
+        if not get_backend(name).custom_types:
+            able = [b for b in known_backends() if get_backend(b).custom_types]
+            raise SpecError(file, line_for(("sweep", "backend"), lines), "sweep.backend",
+                            f"backend {name!r} cannot carry message types of .msg files yet; "
+                            f"backends that do: {', '.join(able)}")  # fmt: skip
+    payloads = list(sw.payload)
+    for i, name in named:
+        try:
+            payloads[i] = (name, message_kind(tuple(sources), name).size)
+        except UserError as e:
+            line = line_for(("sweep", "payload", i), lines)
+            raise SpecError(file, line, "sweep.payload", str(e)) from None
+    sweep = sw.model_copy(update={"payload": payloads})
+    return spec.model_copy(update={"sweep": sweep, "message_types": sources})
 
 
 def check_qos(spec: Spec, file: str, lines: LineMap, backends: list[str] | None) -> None:

@@ -27,26 +27,70 @@ def is_numeric(name: str) -> bool:
 
 
 def payload_kind(name: str) -> str:
-    """The message kind a backend builds: a named kind, or raw bytes for a plain size."""
-    return name if name in NAMED_PAYLOADS else "bytes"
+    """The message kind a backend builds: a named kind, a type of the user's (`custom`),
+    or raw bytes for a plain size."""
+    if name in NAMED_PAYLOADS:
+        return name
+    return "custom" if _TYPE_NAME.match(name) else "bytes"
+
+
+# A type of the user's (.msg files, roboscale/msgtypes.py): package/msg/Type, or the ROS 1
+# spelling package/Type, optionally with the size its variable-length arrays fill
+# (package/msg/Type@64KB; the mapping {type: ..., size: ...} says the same).
+_TYPE_NAME = re.compile(r"^([a-z][a-z0-9_]*)/(?:msg/)?([A-Za-z][A-Za-z0-9_]*)(?:@(.+))?$")
+TYPE_FIELDS = ("type", "size")
+
+
+def custom_type(name: str) -> tuple[str, int]:
+    """(package/msg/Type, the size asked for or 0) of a payload naming a type of the user's."""
+    m = _TYPE_NAME.match(name)
+    if m is None:
+        raise ValueError(_allowed(name))
+    size = _size(m.group(3), name) if m.group(3) else 0
+    return f"{m.group(1)}/msg/{m.group(2)}", size
+
+
+def _custom(value: object) -> tuple[str, int] | None:
+    """A payload naming a type: ('package/msg/Type[@size]', 0); the spec loader sizes it
+    once the types are loaded (spec/msgtypes_check.py)."""
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - set(TYPE_FIELDS))
+        if unknown or not isinstance(value.get("type"), str):
+            raise ValueError(f"{value!r} is not a payload; a message type is written "
+                             "{type: package/msg/Type, size: 64KB} (size optional)")  # fmt: skip
+        size = value.get("size")
+        suffix = "" if size is None else "@" + format_size(_size(size, value))
+        return _custom(value["type"].strip() + suffix)
+    if isinstance(value, str) and _TYPE_NAME.match(value.strip()):
+        name, size = custom_type(value.strip())
+        return (name + ("@" + format_size(size) if size else ""), 0)
+    return None
 
 
 def parse_payload(value: object) -> tuple[str, int]:
-    """Return (name, bytes) for 'text'/'laserscan'/'image', an int, or '256B', '4KB', '4MB'."""
+    """Return (name, bytes) for 'text'/'laserscan'/'image', an int, or '256B', '4KB', '4MB';
+    a message type of the user's gives (its name, 0) until the spec loader sizes it."""
     if isinstance(value, bool):
         raise ValueError(_allowed(value))
+    if (typed := _custom(value)) is not None:
+        return typed
     if isinstance(value, str) and value.strip().lower() in NAMED_PAYLOADS:
         name = value.strip().lower()
         return name, NAMED_PAYLOADS[name]
-    if isinstance(value, int):
+    size = _size(value, value)
+    return format_size(size), size
+
+
+def _size(value: object, given: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
         size = value
     elif isinstance(value, str) and (m := _SIZE.match(value)):
         size = int(float(m.group(1)) * _UNITS[(m.group(2) or "").upper()])
     else:
-        raise ValueError(_allowed(value))
+        raise ValueError(_allowed(given))
     if not MIN_BYTES <= size <= MAX_BYTES:
         raise ValueError(f"{value!r} is {size} bytes; allowed: sizes from {MIN_BYTES} B to 4 MB")
-    return format_size(size), size
+    return size
 
 
 def format_size(size: int) -> str:
@@ -60,5 +104,6 @@ def _allowed(value: object) -> str:
     names = ", ".join(NAMED_PAYLOADS)
     return (
         f"{value!r} is not a payload; allowed: one of {names}, "
-        "or a size from 1 B to 4 MB such as 256, '256B', '4KB', '4MB'"
+        "a size from 1 B to 4 MB such as 256, '256B', '4KB', '4MB', or a message type of "
+        "message_types (package/msg/Type, or {type: package/msg/Type, size: 64KB})"
     )

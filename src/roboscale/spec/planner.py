@@ -72,6 +72,7 @@ class TrialPlan:
     rate_factor: float = 1.0
     loop: bool = False
     record: str = ""  # --record: the folder where echoers write what they received
+    message_types: tuple[str, ...] = ()  # .msg files and folders (absolute) payloads name
 
     def params(self) -> dict[str, Any]:
         """As JSON holds them: tuples (machines, stream topics) are lists there."""
@@ -80,7 +81,7 @@ class TrialPlan:
     def stream_settings(self) -> dict[str, Any]:
         """The paced stream's settings, as every workload's node config holds them."""
         return {
-            "kind": {"kind": payload_kind(self.payload), "size": self.payload_bytes},
+            "kind": self.message_kind(),
             "rate_hz": self.rate_hz,
             "messages": self.messages,
             "warmup": self.warmup,
@@ -90,6 +91,16 @@ class TrialPlan:
             "wait_for_match": self.mode != "thesis_compat",
             "match_timeout_s": self.match_timeout_s,
         }
+
+    def message_kind(self) -> dict[str, Any]:
+        """The payload's message kind as node configs hold it; a type of the user's is
+        loaded from `message_types` (lab side: rosbags) and carried whole."""
+        kind = payload_kind(self.payload)
+        if kind != "custom":
+            return {"kind": kind, "size": self.payload_bytes}
+        from roboscale.msgtypes import message_kind
+
+        return asdict(message_kind(self.message_types, self.payload))
 
     @property
     def remote(self) -> bool:
@@ -264,7 +275,8 @@ def _trial(
     if env.pairs_per == "host_pair" and hosts > 1 and paired:
         pairs = pairs_given * senders * (hosts - senders)
     label = "".join(f"{p}-" for p in (backend, variant.label) if p)
-    label += f"{_rate_label(rate)}hz" + (f"-{payload[0]}-p{pairs}" if variant.names_payload else "")
+    shown = payload[0].replace("/msg/", ".")  # a type of the user's: package.Type
+    label += f"{_rate_label(rate)}hz" + (f"-{shown}-p{pairs}" if variant.names_payload else "")
     subject = payload[0] if variant.names_payload else variant.label
     trial = TrialPlan(
         index=0,
@@ -299,6 +311,7 @@ def _trial(
         inventory=env.inventory,
         machines=tuple(env.machines[:hosts]),
         clock_max_bound_us=env.clock_max_bound_us,
+        message_types=tuple(spec.message_types),
     )
     return replace(trial, **variant.fields, **_replay_fields(spec, rate, trial.warmup))
 

@@ -203,6 +203,9 @@ class Spec(Strict):
     trial: TrialSettings = TrialSettings()
     seed: int = Field(0, ge=0)
     replay: str | None = Field(None, min_length=1, max_length=4096)
+    # .msg files or folders (relative to the spec; absolute once loaded) whose types
+    # payloads may name (roboscale/msgtypes.py).
+    message_types: Annotated[list[str], BeforeValidator(_as_list)] = []
     verdict: VerdictSettings = VerdictSettings()
     env: EnvSettings = EnvSettings()
 
@@ -221,7 +224,10 @@ ALLOWED: dict[str, str] = {
     "replay": "stata (generated MIT Stata Center streams: LaserScan 20 Hz, Image 30 Hz) or a "
     "bag to replay, relative to the spec: a ROS 1 .bag, or a rosbag2 folder (sqlite3 or MCAP)",
     "trial.loop": "true or false: with replay, start the stream again until trial.messages",
-    "sweep.payload": "text, laserscan, image, or a size from 1 B to 4 MB (256, '4KB'), or a list",
+    "sweep.payload": "text, laserscan, image, a size from 1 B to 4 MB (256, '4KB'), a type of "
+    "message_types (package/msg/Type, or {type: package/msg/Type, size: 64KB}), or a list",
+    "message_types": ".msg files or folders of them (<package>/msg/<Type>.msg), relative to "
+    "the spec, or a list of them",
     "sweep.pairs": "a number of sender/echoer pairs from 1 to 1024, or a list of them",
     "sweep.hosts": "a number of emulated hosts from 1 to 64 (1: this machine), or a list",
     "sweep.link": "loopback (no emulation), ethernet, wifi or a profile of env.profiles, or a list",

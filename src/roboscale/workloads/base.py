@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from roboscale.spec.schema import Sweep
     from roboscale.workloads.stream import Counters
 
-AGENT_CONFIG_VERSION = 1
+AGENT_CONFIG_VERSION = 2  # 2: MessageKind may carry a TypedPayload
 Entry = dict[str, Any]
 
 

@@ -117,10 +117,14 @@ class GraphNodeConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GraphNodeConfig:
         outputs = tuple(
-            OutputPlan(**{**o, "kind": MessageKind(**o["kind"]), "inputs": tuple(o["inputs"])})
+            OutputPlan(
+                **{**o, "kind": MessageKind.from_dict(o["kind"]), "inputs": tuple(o["inputs"])}
+            )
             for o in d["outputs"]
         )
-        inputs = tuple(InputPlan(**{**i, "kind": MessageKind(**i["kind"])}) for i in d["inputs"])
+        inputs = tuple(
+            InputPlan(**{**i, "kind": MessageKind.from_dict(i["kind"])}) for i in d["inputs"]
+        )
         return cls(**{**d, "outputs": outputs, "inputs": inputs})
 
 

@@ -37,7 +37,7 @@ class StreamConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Self:
         fields = dict(d)
-        fields["kind"] = MessageKind(**d["kind"])
+        fields["kind"] = MessageKind.from_dict(d["kind"])
         return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:

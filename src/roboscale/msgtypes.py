@@ -1,0 +1,417 @@
+"""The user's own message types: `.msg` files loaded through rosbags' type store.
+
+A spec (or a graph file) lists `.msg` files or folders in `message_types:`; each file
+sits at `<package>/msg/<Type>.msg`, which names its type `<package>/msg/<Type>`. ROS 1
+and ROS 2 syntax both load (`Header`, `time`, `duration`, bounded arrays, default
+values). Every file is checked line by line first, so that a problem is reported as
+file:line: field: what is wrong and what is allowed; then rosbags parses it (its own
+refusals are placed on their line too), and every referenced type must be a loaded
+file's or one of rosbags' ROS 1 (Noetic) and ROS 2 (Humble) stores.
+
+A payload naming a loaded type becomes a `TypedPayload` (backends/base.py) carried in
+the agent configuration: the ROS 1 full definition (what genpy generates the class
+from), its md5sum, and one sample message filled deterministically with content,
+serialized for ROS 1 and as CDR. Lab side only (rosbags lives here, never in agents).
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import functools
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roboscale.backends.base import MessageKind, TypedPayload
+from roboscale.errors import SpecError, UserError
+
+if TYPE_CHECKING:
+    from rosbags.typesys.store import Typestore
+
+MAX_FILES = 1000
+INSTALL_HINT = "pip install 'roboscale[data]' (rosbags and mcap)"
+BASE_TYPES = (
+    "bool", "byte", "char", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+    "uint64", "float32", "float64", "string", "time", "duration",
+)  # fmt: skip
+NUMBERS = frozenset(BASE_TYPES) - {"bool", "string", "time", "duration"}
+BYTES = frozenset({"byte", "char", "int8", "uint8"})  # ROS 1 copies arrays of these in a block
+ROS2_ONLY = ("wstring",)
+ALLOWED_LINE = (
+    "a field 'TYPE name' (ROS 2 may add a default value), a constant 'TYPE NAME=value', a "
+    "comment after '#'; TYPE is a built-in type (" + ", ".join(BASE_TYPES) + "), 'string<=N', "
+    "or a message type (Type, package/Type, package/msg/Type), each optionally followed by "
+    "[] (any length), [N] (fixed) or [<=N] (bounded)"
+)
+ALLOWED_LAYOUT = "a file at <package>/msg/<Type>.msg, or a folder holding such files"
+_TYPE = re.compile(
+    r"^(?P<base>[A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*){0,2}|string<=\d+)"
+    r"(?P<array>\[(?:\d+|<=\d+)?\])?$"
+)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_PACKAGE = re.compile(r"^[a-z][a-z0-9_]*$")
+_MSGNAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]+)$")
+_BOOL = frozenset({"true", "false", "True", "False", "0", "1"})
+SEQUENCE_DEFAULT = 16  # elements of each variable-length array when no size is asked
+NESTED_SEQUENCE = 2  # elements of an array inside an element of another array
+
+
+@dataclass(frozen=True)
+class MsgFile:
+    path: Path
+    name: str  # package/msg/Type
+    text: str
+
+    def line_of(self, field: str) -> int | None:
+        """The line that declares `field`."""
+        for number, line in enumerate(self.text.splitlines(), 1):
+            words = line.split("#", 1)[0].replace("=", " = ").split()
+            if len(words) >= 2 and words[1] == field:
+                return number
+        return None
+
+
+@dataclass
+class TypeSet:
+    """The loaded files, and rosbags' ROS 1 and ROS 2 stores with their types added."""
+
+    files: dict[str, MsgFile]
+    ros1: Typestore
+    ros2: Typestore
+
+
+def type_name_of(path: Path) -> str:
+    """`<package>/msg/<Type>.msg` -> `package/msg/Type`; a SpecError for another layout."""
+    package, folder = path.parent.parent.name, path.parent.name
+    if folder != "msg" or not _PACKAGE.match(package) or not _MSGNAME.match(path.stem):
+        raise SpecError(
+            str(path), None, "", f"cannot tell the message type from its path; allowed: "
+            f"{ALLOWED_LAYOUT} (package: lower case letters, digits, _; Type: CamelCase)",
+        )  # fmt: skip
+    return f"{package}/msg/{path.stem}"
+
+
+def msg_files(paths: Sequence[Path]) -> list[Path]:
+    """The .msg files of `paths` (files, or folders searched recursively), sorted."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found += sorted(path.rglob("*.msg"))
+        elif path.is_file() and path.suffix == ".msg":
+            found.append(path)
+        else:
+            raise SpecError(str(path), None, "", f"no such .msg file or folder; {ALLOWED_LAYOUT}")
+    if len(found) > MAX_FILES:
+        raise UserError(f"{len(found)} .msg files; at most {MAX_FILES} are loaded")
+    return found
+
+
+def check_lines(file: MsgFile) -> None:
+    """Each line on its own, so that a problem names its line and field."""
+    declared: dict[str, int] = {}
+    for number, raw in enumerate(file.text.splitlines(), 1):
+        problem = _line_problem(raw)
+        if problem is not None:
+            field, what = problem
+            raise SpecError(str(file.path), number, field, f"{what}; allowed: {ALLOWED_LINE}")
+        words = raw.split("#", 1)[0].replace("=", " = ").split()
+        if len(words) >= 2:
+            name = words[1]
+            if name in declared:
+                raise SpecError(str(file.path), number, name, f"declared twice (first on line "
+                                f"{declared[name]}); each field and constant once")  # fmt: skip
+            declared[name] = number
+
+
+def _line_problem(raw: str) -> tuple[str, str] | None:
+    line = raw.strip()
+    typ, _, rest = line.partition(" ")
+    if "=" in rest.split("#", 1)[0]:  # a constant: its value may hold '#'
+        name, value = (part.strip() for part in rest.split("=", 1))
+        if typ not in BASE_TYPES or not _NAME.match(name):
+            return name, f"{line!r} is not a constant of a built-in type"
+        shown = value if typ == "string" else value.split("#", 1)[0].strip()
+        if not _default_ok(typ, False, shown):
+            return name, f"constant value {value!r} does not fit {typ}"
+        return None
+    words = line.split("#", 1)[0].split()
+    if not words:
+        return None
+    if len(words) == 1:
+        return "", f"{line!r} has a type but no field name"
+    typ, name, default = words[0], words[1], words[2:]
+    if typ.split("[")[0].split("<")[0] in ROS2_ONLY:
+        return name, f"{typ} has no ROS 1 equivalent (ros1 could not carry it)"
+    if not (m := _TYPE.match(typ)):
+        return name, f"{typ!r} is not a type"
+    if not _NAME.match(name):
+        return name, f"{name!r} is not a field name (a letter, then letters, digits or _)"
+    if default and not _default_ok(m.group("base"), bool(m.group("array")), " ".join(default)):
+        return name, f"default value {' '.join(default)!r} does not fit {typ}"
+    return None
+
+
+def _default_ok(base: str, array: bool, value: str) -> bool:
+    if base not in BASE_TYPES and not base.startswith("string<="):
+        return False  # only built-in types have default values
+    items = [v.strip() for v in value.strip("[]").split(",")] if array else [value]
+    if array and not (value.startswith("[") and value.endswith("]")):
+        return False
+    if base in NUMBERS:
+        return all(_NUMBER.match(v) for v in items if v)
+    if base == "bool":
+        return all(v in _BOOL for v in items if v)
+    return base not in ("time", "duration")
+
+
+def _parse_error_line(file: MsgFile, message: str) -> int | None:
+    """rosbags says 'Could not parse:', the text, then the position it stopped at."""
+    parts = message.split("\n")
+    if len(parts) < 3 or not parts[2].strip().isdigit():
+        return None
+    offset = int(parts[2]) - len(f"MSG: {file.name}\n")
+    return file.text[: max(0, offset)].count("\n") + 1
+
+
+def parse(file: MsgFile) -> dict[str, Any]:
+    from rosbags.typesys import TypesysError, get_types_from_msg
+
+    check_lines(file)
+    try:
+        return dict(get_types_from_msg(file.text, file.name))
+    except TypesysError as e:
+        line = _parse_error_line(file, str(e))
+        shown = file.text.splitlines()[line - 1].strip() if line else ""
+        raise SpecError(str(file.path), line, "", f"does not parse at {shown!r}; allowed: "
+                        f"{ALLOWED_LINE}") from None  # fmt: skip
+
+
+def load(paths: Sequence[Path]) -> TypeSet:
+    """Load every .msg file of `paths` into rosbags' ROS 1 and ROS 2 stores, checked."""
+    try:
+        from rosbags.typesys import Stores, TypesysError, get_typestore
+    except ImportError:
+        raise UserError("message types of .msg files need rosbags", hint=INSTALL_HINT) from None
+
+    files: dict[str, MsgFile] = {}
+    parsed: dict[str, Any] = {}
+    for path in msg_files(paths):
+        name = type_name_of(path)
+        if name in files:
+            raise SpecError(str(path), None, "", f"type {name} is also defined by "
+                            f"{files[name].path}; one file per type")  # fmt: skip
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecError(str(path), None, "", f"cannot read it: {e}") from None
+        files[name] = MsgFile(path, name, text)
+        parsed.update(parse(files[name]))
+    types = TypeSet(files, get_typestore(Stores.ROS1_NOETIC), get_typestore(Stores.ROS2_HUMBLE))
+    for store in (types.ros1, types.ros2):
+        _check_references(types, store, parsed)
+        try:
+            store.register(parsed)
+        except TypesysError as e:
+            names = [n for n in parsed if n in store.fielddefs]
+            file = files[names[0]] if names else next(iter(files.values()))
+            raise SpecError(str(file.path), None, "", f"{e} (a loaded file redefines a type "
+                            "of rosbags' store; rename the package)") from None  # fmt: skip
+    return types
+
+
+def _referenced(desc: Any) -> str | None:
+    """The message type a field refers to (through arrays), or None for a built-in."""
+    from rosbags.interfaces import Nodetype
+
+    kind, detail = desc
+    if kind == Nodetype.NAME:
+        return str(detail)
+    if kind in (Nodetype.ARRAY, Nodetype.SEQUENCE):
+        return _referenced(detail[0])
+    return None
+
+
+def _check_references(types: TypeSet, store: Typestore, parsed: dict[str, Any]) -> None:
+    known = sorted(set(store.fielddefs) | set(parsed))
+    which = "ROS 1 (Noetic)" if store is types.ros1 else "ROS 2 (Humble)"
+    for name, (_, fields) in parsed.items():
+        file = types.files[name]
+        for field, desc in fields:
+            ref = _referenced(desc)
+            if ref is None or ref in known:
+                continue
+            close = difflib.get_close_matches(ref, known, n=1, cutoff=0.6)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            raise SpecError(
+                str(file.path), file.line_of(field), field,
+                f"unknown type {ref!r}; {guess}allowed: a type of a loaded .msg file or of "
+                f"rosbags' {which} store (std_msgs, geometry_msgs, sensor_msgs, ...)",
+            )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=16)
+def load_cached(paths: tuple[str, ...]) -> TypeSet:
+    return load([Path(p) for p in paths])
+
+
+def normalize(name: str) -> str:
+    """`pkg/Type` (ROS 1 spelling) or `pkg/msg/Type` -> `pkg/msg/Type`."""
+    parts = name.split("/")
+    return f"{parts[0]}/msg/{parts[-1]}" if len(parts) == 2 else name
+
+
+def resolve(types: TypeSet, name: str) -> str:
+    """The loaded type a payload names; a UserError naming the nearest one otherwise."""
+    full = normalize(name)
+    if full in types.files:
+        return full
+    known = sorted(types.files)
+    close = difflib.get_close_matches(full, known, n=1, cutoff=0.5)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    loaded = ", ".join(known) or "none"
+    raise UserError(f"no loaded .msg file defines {name!r}; {guess}loaded types: {loaded}")
+
+
+# --- one sample message of a type, sized and filled --------------------------------------
+
+_DTYPE = {"bool": "bool", "byte": "uint8", "char": "uint8"}
+_INT_MODULUS = {"int8": 100, "uint8": 251, "byte": 251, "char": 251}
+
+
+class _Filler:
+    """Builds a message of a store's type with content that is not constant: numbers
+    follow waves and counters, strings are numbered; every variable-length array gets
+    `count` elements (bounded ones at most their bound), arrays inside the elements of
+    another array NESTED_SEQUENCE. Deterministic: the same type and count give the same
+    message."""
+
+    def __init__(self, store: Typestore, count: int) -> None:
+        self.store = store
+        self.count = count
+        self.k = 0
+
+    def message(self, name: str, nested: bool = False) -> Any:
+        _, fields = self.store.fielddefs[name]
+        return self.store.types[name](**{f: self.value(d, nested) for f, d in fields})
+
+    def value(self, desc: Any, nested: bool) -> Any:
+        from rosbags.interfaces import Nodetype
+
+        kind, detail = desc
+        self.k += 1
+        if kind == Nodetype.BASE:
+            return self.scalar(detail[0], detail[1])
+        if kind == Nodetype.NAME:
+            return self.message(detail, nested)
+        inner, length = detail
+        if kind == Nodetype.SEQUENCE:
+            wanted = NESTED_SEQUENCE if nested else self.count
+            length, nested = min(wanted, length) if length else wanted, True
+        return self.array(inner, length, nested)
+
+    def scalar(self, typ: str, bound: int) -> Any:
+        k = self.k
+        if typ == "string":
+            return f"roboscale-{k}"[: bound or None]
+        if typ == "bool":
+            return k % 2 == 1
+        if typ.startswith("float"):
+            return round(100 * math.sin(0.1 * k), 3)
+        return (k * 7 + 3) % _INT_MODULUS.get(typ, 1000)
+
+    def array(self, inner: Any, length: int, nested: bool) -> Any:
+        import numpy as np
+        from rosbags.interfaces import Nodetype
+
+        kind, detail = inner
+        if kind != Nodetype.BASE or detail[0] == "string":
+            return [self.value(inner, nested) for _ in range(length)]
+        typ, start = detail[0], self.k
+        steps = np.arange(start, start + length)
+        if typ.startswith("float"):
+            values: Any = 100 * np.sin(0.01 * steps)
+        elif typ == "bool":
+            values = steps % 2 == 1
+        else:
+            values = (steps * 7 + 3) % _INT_MODULUS.get(typ, 1000)
+        return values.astype(_DTYPE.get(typ, typ))
+
+
+def _cdr(types: TypeSet, name: str, count: int) -> bytes:
+    msg = _Filler(types.ros2, count).message(name)
+    return bytes(types.ros2.serialize_cdr(msg, name))
+
+
+def sequence_count(types: TypeSet, name: str, size: int) -> int:
+    """Elements per variable-length array so that the CDR message is about `size` bytes;
+    a UserError if the type cannot be that size."""
+    base, one = len(_cdr(types, name, 0)), len(_cdr(types, name, 1))
+    if one == base:
+        raise UserError(f"{name} has a fixed size of {base} B (no variable-length array); "
+                        "remove its size")  # fmt: skip
+    if size < base:
+        raise UserError(f"{name} is at least {base} B; allowed: a size from {base} B")
+    count = (size - base) // (one - base)
+    if len(_cdr(types, name, count + 1)) == len(_cdr(types, name, count)):
+        biggest = len(_cdr(types, name, count))
+        raise UserError(f"{name} is at most {biggest} B (its arrays are bounded); "
+                        f"allowed: a size up to {biggest} B")  # fmt: skip
+    return count
+
+
+def ros1_definition(types: TypeSet, name: str) -> str:
+    """The ROS 1 full text (genpy's `_full_text`: the type, then each dependency after a
+    separator), bounds dropped: ROS 1 has none, and they change no byte on the wire."""
+    text, _ = types.ros1.generate_msgdef(name, ros_version=1)
+    return re.sub(r"(string)<=\d+|\[<=\d+\]", lambda m: m.group(1) or "[]", text)
+
+
+def is_numeric(types: TypeSet, name: str) -> bool:
+    """Whether the type holds a variable-length array of numbers wider than a byte: ROS 1
+    packs those element by element (as a LaserScan's ranges), not in one block."""
+    from rosbags.interfaces import Nodetype
+
+    def numeric(typename: str, seen: frozenset[str]) -> bool:
+        for _, (kind, detail) in types.ros2.fielddefs[typename][1]:
+            inner = detail[0] if kind in (Nodetype.ARRAY, Nodetype.SEQUENCE) else None
+            ref = _referenced((kind, detail))
+            if inner is not None and inner[0] == Nodetype.BASE and kind == Nodetype.SEQUENCE:
+                if inner[1][0] in NUMBERS - BYTES:
+                    return True
+            elif ref is not None and ref not in seen and numeric(ref, seen | {ref}):
+                return True
+        return False
+
+    return numeric(name, frozenset({name}))
+
+
+def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
+    """A loaded type as agents carry it: its ROS 1 definition and one sample message in
+    both serializations, variable-length arrays sized to `size` bytes of CDR (0: each
+    of SEQUENCE_DEFAULT elements)."""
+    count = sequence_count(types, name, size) if size else SEQUENCE_DEFAULT
+    ros1 = types.ros1.serialize_ros1(_Filler(types.ros1, count).message(name), name)
+    return TypedPayload(
+        msgtype=name,
+        ros1_definition=ros1_definition(types, name),
+        ros1_sample=base64.b64encode(ros1).decode(),
+        cdr_sample=base64.b64encode(_cdr(types, name, count)).decode(),
+        numeric=is_numeric(types, name),
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def message_kind(paths: tuple[str, ...], payload: str) -> MessageKind:
+    """The message kind of a payload naming a loaded type (`pkg/msg/Type` or
+    `pkg/msg/Type@64KB`, as spec.payloads names it)."""
+    from roboscale.spec.payloads import custom_type
+
+    name, size = custom_type(payload)
+    types = load_cached(paths)
+    typed = typed_payload(types, resolve(types, name), size)
+    return MessageKind("custom", len(typed.sample("cdr")), typed)

@@ -29,7 +29,8 @@ LAYERS = [
     ("env",),
     # what agents run: stdlib
     ("workloads.base", "workloads.stream", "workloads.replay", "workloads.agent"),
-    ("bags",),  # replay sources read in the lab (rosbags), for the spec and the workloads
+    # replay sources and .msg types read in the lab (rosbags), for the spec and the workloads
+    ("bags", "msgtypes"),
     ("spec",),
     ("analysis",),
     ("workloads",),  # workload modules: plugins, reached through the registry

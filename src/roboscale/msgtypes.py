@@ -61,6 +61,29 @@ SEQUENCE_DEFAULT = 16  # elements of each variable-length array when no size is 
 NESTED_SEQUENCE = 2  # elements of an array inside an element of another array
 
 
+# A type of the user's (.msg files, roboscale/msgtypes.py): package/msg/Type, or the ROS 1
+# spelling package/Type, optionally with the size its variable-length arrays fill
+# (package/msg/Type@64KB; the mapping {type: ..., size: ...} says the same).
+TYPE_NAME = re.compile(r"^([a-z][a-z0-9_]*)/(?:msg/)?([A-Za-z][A-Za-z0-9_]*)(?:@(.+))?$")
+TYPE_FIELDS = ("type", "size")
+_UNITS = {"B": 1, "KB": 1024, "MB": 1024 * 1024}
+
+
+def custom_type(name: str) -> tuple[str, int]:
+    """(package/msg/Type, the bytes asked for or 0) of a payload naming a type of the user's,
+    as spec.payloads writes it: package/msg/Type, or package/msg/Type@64KB."""
+    m = TYPE_NAME.match(name)
+    if m is None:
+        raise ValueError(f"{name!r} is not a message type; allowed: package/msg/Type")
+    size = 0
+    if m.group(3):
+        written = re.fullmatch(r"(\d+)(B|KB|MB)", m.group(3))
+        if written is None:
+            raise ValueError(f"{name!r}: a size after @ is written 256B, 64KB or 1MB")
+        size = int(written.group(1)) * _UNITS[written.group(2)]
+    return f"{m.group(1)}/msg/{m.group(2)}", size
+
+
 @dataclass(frozen=True)
 class MsgFile:
     path: Path
@@ -409,8 +432,6 @@ def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
 def message_kind(paths: tuple[str, ...], payload: str) -> MessageKind:
     """The message kind of a payload naming a loaded type (`pkg/msg/Type` or
     `pkg/msg/Type@64KB`, as spec.payloads names it)."""
-    from roboscale.spec.payloads import custom_type
-
     name, size = custom_type(payload)
     types = load_cached(paths)
     typed = typed_payload(types, resolve(types, name), size)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from roboscale.spec.payloads import custom_type, format_size, parse_payload, payload_kind
+from roboscale.msgtypes import custom_type
+from roboscale.spec.payloads import format_size, parse_payload, payload_kind
 
 
 @pytest.mark.parametrize(

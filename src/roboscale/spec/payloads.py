@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from roboscale.msgtypes import TYPE_FIELDS, TYPE_NAME
+
 # The thesis's three message kinds (seed notes): the 11 B "hello world" text, a
 # LaserScan of about 4.25 KB, and a 640x480 mono8 camera image (307,200 B of pixels).
 NAMED_PAYLOADS: dict[str, int] = {"text": 11, "laserscan": 4250, "image": 307200}
@@ -31,23 +33,7 @@ def payload_kind(name: str) -> str:
     or raw bytes for a plain size."""
     if name in NAMED_PAYLOADS:
         return name
-    return "custom" if _TYPE_NAME.match(name) else "bytes"
-
-
-# A type of the user's (.msg files, roboscale/msgtypes.py): package/msg/Type, or the ROS 1
-# spelling package/Type, optionally with the size its variable-length arrays fill
-# (package/msg/Type@64KB; the mapping {type: ..., size: ...} says the same).
-_TYPE_NAME = re.compile(r"^([a-z][a-z0-9_]*)/(?:msg/)?([A-Za-z][A-Za-z0-9_]*)(?:@(.+))?$")
-TYPE_FIELDS = ("type", "size")
-
-
-def custom_type(name: str) -> tuple[str, int]:
-    """(package/msg/Type, the size asked for or 0) of a payload naming a type of the user's."""
-    m = _TYPE_NAME.match(name)
-    if m is None:
-        raise ValueError(_allowed(name))
-    size = _size(m.group(3), name) if m.group(3) else 0
-    return f"{m.group(1)}/msg/{m.group(2)}", size
+    return "custom" if TYPE_NAME.match(name) else "bytes"
 
 
 def _custom(value: object) -> tuple[str, int] | None:
@@ -61,9 +47,9 @@ def _custom(value: object) -> tuple[str, int] | None:
         size = value.get("size")
         suffix = "" if size is None else "@" + format_size(_size(size, value))
         return _custom(value["type"].strip() + suffix)
-    if isinstance(value, str) and _TYPE_NAME.match(value.strip()):
-        name, size = custom_type(value.strip())
-        return (name + ("@" + format_size(size) if size else ""), 0)
+    if isinstance(value, str) and (m := TYPE_NAME.match(value.strip())):
+        size = f"@{format_size(_size(m.group(3), value))}" if m.group(3) else ""
+        return (f"{m.group(1)}/msg/{m.group(2)}{size}", 0)
     return None
 
 

@@ -108,7 +108,7 @@ def test_flow_figures_and_table() -> None:
     assert body[0][head.index("p50 per listener or hop")] == "50 / 70"
     assert body[0][head.index("reached all/sent")] == "4/4"
     # Echo's tables hold echo trials only; a chain alone has the one-way table only.
-    assert [title for title, _ in _tables(by_workload([entry]))[0]] == [
+    assert [title for title, _, _ in _tables(by_workload([entry]))[0]] == [
         "One-way workloads per trial"
     ]
     mean, half = mean_ci80(np.array([1.0, 3.0]))

@@ -147,6 +147,18 @@ def _latency_us(part: pa.Table) -> FloatArray:
     return (column(part, "t_echoed") - column(part, "t_sent")) / 1e3
 
 
+def latencies_by_node(table: pa.Table, kind: str) -> dict[str, FloatArray]:
+    """A trial's latencies (µs, NaN: not arrived or not followed) by path (`kind` "path":
+    end to end) or by topic ("topic": every hop on it, its publishers and subscribers
+    pooled)."""
+    parts: dict[str, list[FloatArray]] = {}
+    for node, part in _groups(table).items():
+        what, name, *_ = node.split("|")
+        if what == kind:
+            parts.setdefault(name, []).append(_latency_us(part))
+    return {name: np.concatenate(lat) for name, lat in parts.items()}
+
+
 def _rate_ratio(part: pa.Table) -> float:
     """Achieved over intended rate of one publisher (1 for a relay: sent when made)."""
     sent = np.unique(column(part, "t_sent"))
@@ -203,7 +215,7 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
     return trial_entry(params, th, sent, received, verdict, figures)
 
 
-def _graph_entries(entries: Sequence[Entry]) -> list[Entry]:
+def graph_entries(entries: Sequence[Entry]) -> list[Entry]:
     return [e for e in entries if not e.get("error") and "paths" in e]
 
 
@@ -212,7 +224,7 @@ def path_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] | 
         [e["trial"], e["backend"], Path(e["graph"]).stem, p["path"],
          f"{p['followed']}/{p['sources']}", us(p["e2e_us"]["p50"]), us(p["e2e_us"]["p90"]),
          us(p["e2e_us"]["p99"]), us(p["e2e_us"]["max"]), us(p["e2e_us"]["mean"])]
-        for e in _graph_entries(entries)
+        for e in graph_entries(entries)
         for p in e["paths"]
     ]  # fmt: skip
     head = ["trial", "backend", "graph", "path", "followed/sources", "end-to-end p50 µs",
@@ -225,9 +237,9 @@ def topic_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] |
         [e["trial"], e["backend"], c["topic"], c["publisher"], c["subscriber"],
          f"{c['arrived']}/{c['sent']}", "-" if c["rate_hz"] is None else f"{c['rate_hz']:.1f}",
          us(c["latency_us"]["p50"]), us(c["latency_us"]["p99"])]
-        for e in _graph_entries(entries)
+        for e in graph_entries(entries)
         for c in e["topics"]
     ]  # fmt: skip
     head = ["trial", "backend", "topic", "publisher", "subscriber", "arrived/sent", "rate Hz",
-            "latency p50 µs", "p99"]  # fmt: skip
+            "hop latency p50 µs", "p99"]  # fmt: skip
     return (head, rows) if rows else None

@@ -37,6 +37,7 @@ from roboscale.workloads.base import (
 )
 
 Entry = dict[str, Any]
+Shown = tuple[str, Table, str]  # a table's title, its head and rows, and its caption
 
 
 def by_workload(entries: list[Entry]) -> dict[str, list[Entry]]:
@@ -54,7 +55,7 @@ def _figure_specs(groups: dict[str, list[Entry]]) -> list[tuple[FigureSpec, list
     return list(out.values())
 
 
-def _tables(groups: dict[str, list[Entry]]) -> tuple[list[tuple[str, Table]], int]:
+def _tables(groups: dict[str, list[Entry]]) -> tuple[list[Shown], int]:
     """Each workload's tables over its entries, those shown before the figures first, and
     how many these are; tables with nothing to show are left out."""
     out: dict[str, tuple[TableSpec, list[Entry]]] = {}
@@ -64,7 +65,7 @@ def _tables(groups: dict[str, list[Entry]]) -> tuple[list[tuple[str, Table]], in
     specs = sorted(out.values(), key=lambda sg: not sg[0].lead)
     built = [(spec, spec.build(group)) for spec, group in specs]
     shown = [(spec, table) for spec, table in built if table is not None]
-    return [(spec.title, table) for spec, table in shown], sum(s.lead for s, _ in shown)
+    return [(s.title, table, s.caption) for s, table in shown], sum(s.lead for s, _ in shown)
 
 
 def render_report(run_dir: Path) -> tuple[Path, Path]:
@@ -88,7 +89,7 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     return html, md
 
 
-def _clock_table(entries: list[Entry]) -> list[tuple[str, Table]]:
+def _clock_table(entries: list[Entry]) -> list[Shown]:
     """Trials on real machines: how far their one-way figures can be off (the clocks'
     error bound, measured before and after each trial), and whether that is within the
     spec's env.clock_max_bound_us."""
@@ -103,7 +104,7 @@ def _clock_table(entries: list[Entry]) -> list[tuple[str, Table]]:
         if isinstance(e.get("clock"), dict)
     ]
     head = ["trial", "one-way error bound (µs)", "allowed (µs)", "one-way figures"]
-    return [("Clocks of real machines", (head, rows))] if rows else []
+    return [("Clocks of real machines", (head, rows), "")] if rows else []
 
 
 def _check_workloads(path: Path, entries: list[Entry]) -> None:
@@ -171,7 +172,8 @@ def _facts(run: dict[str, Any], th: Thresholds, entries: list[Entry]) -> list[tu
                  f"link {host.get('link_profile', '?')}"),
         ("sustained means", th.describe()),
         ("times", "RTT = reply received - sent, on the sender's CLOCK_MONOTONIC, not halved; "
-                  "send lag = sent - intended deadline (open-loop pacing)"),
+                  "send lag = sent - intended deadline (open-loop pacing); one-way and "
+                  "end-to-end latencies as their tables say"),
     ]  # fmt: skip
 
 
@@ -181,7 +183,7 @@ h1{margin-bottom:.2em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margi
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.25em 1em} dt{font-weight:600}
 table{border-collapse:collapse;font-size:.82em;margin:.5em 0} td,th{border:1px solid #ccc;
 padding:.2em .45em;text-align:right} th{background:#f3f3f3} td:first-child{text-align:left}
-img{max-width:100%} figcaption{color:#555;font-size:.9em} .err{color:#b00}
+img{max-width:100%} figcaption,.caption{color:#555;font-size:.9em} .err{color:#b00}
 """
 
 
@@ -190,7 +192,7 @@ def _html(
     th: Thresholds,
     entries: list[Entry],
     figures: list[tuple[str, str, str]],
-    tables: list[tuple[str, Table]],
+    tables: list[Shown],
     leading: int,
 ) -> str:
     facts = "".join(
@@ -203,18 +205,22 @@ def _html(
     ]
     if not entries:
         parts.append("<p class='err'>No trial finished; nothing to show.</p>")
-    for title, table in tables[:leading]:
-        parts.append(f"<h2>{escape(title)}</h2>{to_html(table)}")
+    parts += [_table_html(shown) for shown in tables[:leading]]
     for title, caption, uri in figures:
         parts.append(
             f"<h2>{escape(title)}</h2><figure><img alt='{escape(title)}' src='{uri}'>"
             f"<figcaption>{escape(caption)}</figcaption></figure>"
         )
-    for title, table in tables[leading:]:
-        parts.append(f"<h2>{escape(title)}</h2>{to_html(table)}")
+    parts += [_table_html(shown) for shown in tables[leading:]]
     parts.append(_errors_html(entries))
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _table_html(shown: Shown) -> str:
+    title, table, caption = shown
+    note = f"<p class='caption'>{escape(caption)}</p>" if caption else ""
+    return f"<h2>{escape(title)}</h2>{note}{to_html(table)}"
 
 
 def _errors_html(entries: list[Entry]) -> str:
@@ -226,12 +232,12 @@ def _errors_html(entries: list[Entry]) -> str:
 
 
 def _markdown(
-    run: dict[str, Any], th: Thresholds, entries: list[Entry], tables: list[tuple[str, Table]]
+    run: dict[str, Any], th: Thresholds, entries: list[Entry], tables: list[Shown]
 ) -> str:
     lines = [f"# roboscale summary: {run.get('spec_name', '')}", ""]
     lines += [f"- **{k}**: {v}" for k, v in _facts(run, th, entries)]
-    for title, table in tables:
-        lines += ["", f"## {title}", "", to_markdown(table)]
+    for title, table, caption in tables:
+        lines += ["", f"## {title}", ""] + ([caption, ""] if caption else []) + [to_markdown(table)]
     failed = [e for e in entries if e.get("error")]
     if failed:
         lines += ["", "## Failed trials", ""] + [f"- `{e['trial']}`: {e['error']}" for e in failed]

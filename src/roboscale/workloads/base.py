@@ -121,11 +121,12 @@ class FigureSpec:
 @dataclass(frozen=True)
 class TableSpec:
     """A report table: `build(entries)` returns (head, rows) or None; `lead` tables come
-    before the figures."""
+    before the figures; `caption` says what its figures measure."""
 
     title: str
     build: Callable[[Sequence[Entry]], Any]
     lead: bool = False
+    caption: str = ""  # what its figures measure, shown under its title
 
 
 @dataclass(frozen=True)

@@ -395,15 +395,27 @@ class GraphWorkload:
         return summarize_graph(table, params, th)
 
     def figures(self) -> list[FigureSpec]:
-        return []
+        from roboscale.analysis.graphplots import path_latency, topic_latency_and_rate
+
+        return [
+            FigureSpec("Graph paths: end-to-end latency by backend", PATH_MEANS + " Boxes: "
+                       "median, quartiles, 1.5 IQR whiskers, outliers; runs pooled.",
+                       path_latency),
+            FigureSpec("Graph topics: hop latency and rate by backend", TOPIC_MEANS + " Left: "
+                       "every delivery on the topic (all its publishers and subscribers) "
+                       "pooled; right: its publishers' achieved rate, summed.",
+                       topic_latency_and_rate),
+        ]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:
         from roboscale.analysis.graph import path_table, topic_table
 
         return [
-            TableSpec("Graph paths: end-to-end latency", path_table, lead=True),
-            TableSpec("Graph topics: rate, latency and publisher", topic_table),
-        ]
+            TableSpec("Graph paths: end-to-end latency", path_table, lead=True,
+                      caption=PATH_MEANS),
+            TableSpec("Graph topics: rate, hop latency and publisher", topic_table,
+                      caption=TOPIC_MEANS),
+        ]  # fmt: skip
 
 
 def replay_fields(replay: Replay | None) -> dict[str, Any]:
@@ -435,6 +447,21 @@ def replay_schedule(out: OutputPlan, seed: int) -> tuple[Stream, list[tuple[int,
     schedule = list(stream.schedule(out.messages, out.loop, out.stream_topic))
     stream.prepare({i for _, i in schedule})
     return stream, schedule
+
+
+PATH_MEANS = (
+    "End to end: from the send of a path's source message (on its publisher's clock) to "
+    "the first arrival at the path's last node of anything made from it, followed node by "
+    "node through each relay's, fusion's and timer's records of what it made from which "
+    "input (not through message stamps). followed/sources: messages superseded at a fusion "
+    "or timer by a newer input before use are not followed. A path through a timer includes "
+    "the wait for its next tick."
+)
+TOPIC_MEANS = (
+    "One hop: from the publisher's send of each message to its arrival at the subscriber's "
+    "node. On a topic published by a relay, fusion or timer this is that last hop only, "
+    "not the time since the data's origin (that is the paths' end-to-end latency)."
+)
 
 
 def topic_publishers(g: Graph, topic: str) -> list[str]:

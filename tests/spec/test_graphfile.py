@@ -213,7 +213,8 @@ def test_a_publisher_replays_a_bag_topic_beside_the_graph(tmp_path: Path) -> Non
     info = replay_info(str(bag.resolve()))
     # The bag's own rate of the topic (10 in its span) and the recorded size, not a payload.
     assert player.rate_hz == pytest.approx(2 * 10 * info.rate_hz / info.messages)
-    assert player.payload == "std_msgs/msg/String" and player.payload_bytes == info.topic_bytes[0]
+    assert player.payload == "replay of /chatter (std_msgs/msg/String)"
+    assert player.payload_bytes == info.topic_bytes[0]
     assert read_graph(path).kinds()["chatter"].kind == "bytes"
 
 
@@ -223,7 +224,7 @@ def test_stata_topics_replay_without_a_bag(tmp_path: Path) -> None:
                     .replace("rate_factor: 2", "loop: true"))  # fmt: skip
     player = read_graph(path).publishers()[0][1]
     assert player.rate_hz == pytest.approx(20.0) and player.replay is not None
-    assert player.replay.loop and player.payload == "sensor_msgs/msg/LaserScan"
+    assert player.replay.loop and player.payload_bytes > 4000
 
 
 BROKEN_REPLAYS = [

@@ -250,7 +250,9 @@ class _Reader:
         if found is None:
             return None
         replay, msgtype, rate, size = found
-        return Output("publish", topic, msgtype, size, rate, replay=replay)
+        # Its payload's name says what it sends (not a type name: it is the recorded bytes).
+        payload = f"replay of {replay.topic} ({msgtype})"
+        return Output("publish", topic, payload, size, rate, replay=replay)
 
     def replay(self, d: Any, loc: KeyPath) -> tuple[Replay, str, float, int] | None:
         """The bag (read and checked now: `roboscale.bags`), its topic, the speed-up."""

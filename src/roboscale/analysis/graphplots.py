@@ -78,14 +78,19 @@ def _boxes(ax: Any, names: list[str], data: dict[str, dict[str, FloatArray]], co
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(FuncFormatter(_tick))
-    ax.xaxis.set_minor_formatter(FuncFormatter(_tick))
+    low, high = ax.get_xlim()
+    decades = np.log10(high / low) if low > 0 else 9.0
+    # Written out (50, 200, 10000): 1-2-3-5 within about a decade, 1-2-5 up to three, else
+    # the powers of ten only.
+    digits = "1235" if decades < 1.5 else "125" if decades < 3 else "1"
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _tick(x, digits)))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: _tick(x, digits)))
     ax.grid(alpha=0.3, axis="x", which="both")
 
 
-def _tick(x: float, _pos: int) -> str:
-    """1, 2 and 5 times powers of ten, written out (50, 200, 10000)."""
-    return f"{x:g}" if f"{x:e}"[0] in "125" else ""
+def _tick(x: float, digits: str) -> str:
+    """`x` written out when its leading digit is one of `digits`, else no label."""
+    return f"{x:g}" if f"{x:e}"[0] in digits else ""
 
 
 def _colors(entries: Sequence[Entry]) -> dict[str, str]:

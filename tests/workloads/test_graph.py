@@ -132,16 +132,20 @@ class BodyPub(Pub):
         self.forward(seq)
 
 
-@pytest.mark.parametrize("loop", [True, False])
+@pytest.mark.parametrize(
+    ("fmt", "name", "loop"),
+    [("ros1", "x.bag", True), ("ros1", "x.bag", False), ("sqlite3", "x2", True),
+     ("mcap", "x3", True)],
+)  # fmt: skip
 def test_a_replayed_publisher_sends_the_bag_topic_at_its_recorded_times(
-    tmp_path: Path, loop: bool
+    tmp_path: Path, fmt: str, name: str, loop: bool
 ) -> None:
-    from tests.test_bags import ROS1, write_bag
+    from tests.test_bags import ROS1, ROS2, write_bag
 
     from roboscale.bags import replay_info
     from roboscale.workloads.replay import read_stream_file
 
-    info = replay_info(str(write_bag(tmp_path / "x.bag", "ros1")))
+    info = replay_info(str(write_bag(tmp_path / name, fmt)))
     count = [t.name for t in info.topics].index("/count")  # 4 messages: 0, 1, 2, 3
     bus = BodyBus()
     sink = GraphNodeProgram(bus, node("sink", (), (0,)))
@@ -151,7 +155,8 @@ def test_a_replayed_publisher_sends_the_bag_topic_at_its_recorded_times(
     source.run()
     sink.finish()
     source.finish()
-    values = [ROS1.deserialize_ros1(b, "std_msgs/msg/Int32").data for b in bus.bodies]
+    decode = ROS1.deserialize_ros1 if fmt == "ros1" else ROS2.deserialize_cdr
+    values = [decode(b, "std_msgs/msg/Int32").data for b in bus.bodies]
     assert values == ([0, 1, 2, 3, 0, 1] if loop else [0, 1, 2, 3])  # the recorded bytes
     # Each send is aimed at the start plus its recorded offset (a loop: plus the bag's
     # span) over rate_factor.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from roboscale import msgtypes
 from roboscale.errors import SpecError, SpecErrors
 from roboscale.spec.graphfile import read_graph
 
@@ -298,3 +299,33 @@ def test_a_truncated_bag_is_refused_at_its_replay(tmp_path: Path) -> None:
     assert message.startswith(
         f"g.yaml:3: nodes.player.publish[0].replay.bag: {bag.resolve()}: cannot read the bag: "
     )
+
+
+MSGS = Path(__file__).parents[2] / "examples" / "msgs"
+TYPED = "nodes:\n  a: {publish: {topic: t, rate_hz: 5, payload: robot_msgs/WheelStat}}\n"
+
+
+def test_a_graph_names_its_message_types(tmp_path: Path) -> None:
+    pytest.importorskip("rosbags")  # the data extra, which make test installs
+    assert errors_of(tmp_path, TYPED) == [
+        "g.yaml:2: nodes.a.publish[0].payload: names a message type, but the graph loads "
+        "none; add message_types: [.msg files or folders beside it]"
+    ]
+    (msgs,) = errors_of(tmp_path, f"message_types: [{MSGS}]\n" + TYPED)
+    assert msgs.startswith(
+        "g.yaml:3: nodes.a.publish[0].payload: no loaded .msg file defines "
+        "'robot_msgs/msg/WheelStat'; did you mean 'robot_msgs/msg/WheelState'?"
+    )
+    broken = tmp_path / "msgs" / "robot_msgs" / "msg" / "WheelStat.msg"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("float64 x\nfloat64 y z\n")
+    (msgs,) = errors_of(tmp_path, "message_types: msgs\n" + TYPED)
+    assert msgs == (
+        f"g.yaml:1: message_types: {broken}:2: y: default value 'z' does not fit float64; "
+        "allowed: " + msgtypes.ALLOWED_LINE
+    )
+    broken.write_text("float64 x\nfloat32[] y\n")
+    path = tmp_path / "g.yaml"
+    graph = read_graph(path)
+    assert graph.message_types == (str(tmp_path / "msgs"),)
+    assert graph.nodes[0].outputs[0].payload_bytes == graph.kinds()["t"].size > 4 * 16

@@ -333,3 +333,30 @@ def test_a_graph_trial_is_named_by_its_graph_not_the_payload(tmp_path: Path) -> 
     trials = plan(spec)
     assert [t.trial for t in trials] == ["t0000-native-g-10hz-r0"]
     assert trials[0].subject == "g" and count_trials(spec) == 1
+
+
+TYPED_GRAPH = f"""\
+message_types: {Path(__file__).parents[2] / "examples" / "msgs"}
+nodes:
+  wheels: {{publish: {{topic: wheels, rate_hz: 20, payload: robot_msgs/msg/WheelState}}}}
+  odometry: {{relay: {{input: wheels, output: odom, payload: legacy_msgs/Odometry2D}}}}
+  sink: {{subscribe: [odom, wheels]}}
+paths:
+  wheel_to_odom: [wheels, odometry, sink]
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_trial_carries_message_types_of_the_graph(
+    tmp_path: Path, run_trial: Any, request: pytest.FixtureRequest, backend: str
+) -> None:
+    """Topics typed by .msg files the graph loads (relative to it): every message
+    arrives, at the size of its type's sample."""
+    pytest.importorskip("rosbags")  # the data extra, which make test installs
+    t, table = graph_trial(tmp_path, run_trial, request, backend, TYPED_GRAPH)
+    entry = summarize_graph(table, t.params(), Thresholds())
+    assert entry["received"] == entry["sent"] > 0
+    (path,) = entry["paths"]
+    assert path["followed"] == path["sources"] > 0
+    kinds = wl.WORKLOAD.graph(t).kinds()
+    assert kinds["odom"].typed is not None and kinds["odom"].typed.msgtype.endswith("Odometry2D")

@@ -21,7 +21,7 @@ import functools
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,7 @@ MAX_RATE_FACTOR = 1000.0
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _TOPIC = re.compile(r"^[A-Za-z_][A-Za-z0-9_/]{0,127}$")
 NODE_FIELDS = ("host", "publish", "relay", "fusion", "timer", "subscribe")
-TOP_FIELDS = ("version", "name", "description", "nodes", "paths")
+TOP_FIELDS = ("version", "name", "description", "message_types", "nodes", "paths")
 STAGE_FIELDS = {
     "publish": ("topic", "rate_hz", "payload", "replay"),
     "relay": ("input", "output", "payload", "work_ms", "work"),
@@ -83,6 +83,11 @@ class Output:
     replay: Replay | None = None  # a publish entry that replays a bag topic
 
     @property
+    def typed(self) -> bool:
+        """Whether its payload is a type of the user's (.msg), not a replayed bag topic's."""
+        return not self.replay and payload_kind(self.payload) == "custom"
+
+    @property
     def triggered(self) -> bool:
         """Whether arrivals publish it (relay, fusion), not a clock (publish, timer)."""
         return self.stage in ("relay", "fusion")
@@ -117,6 +122,7 @@ class Graph:
     file: str
     nodes: tuple[GraphNode, ...]
     paths: tuple[GraphPath, ...]
+    message_types: tuple[str, ...] = ()  # .msg files and folders (absolute) payloads name
 
     def publishers(self) -> list[tuple[GraphNode, Output]]:
         """Every (node, output), in file order: its index is the publisher id."""
@@ -127,11 +133,15 @@ class Graph:
         return {o.topic: o.payload for _, o in self.publishers()}
 
     def kinds(self) -> dict[str, MessageKind]:
-        """Every topic's message kind, as backends build it."""
-        return {
-            o.topic: MessageKind("bytes" if o.replay else payload_kind(o.payload), o.payload_bytes)
-            for _, o in self.publishers()
-        }
+        """Every topic's message kind, as backends build it (a type of the user's whole)."""
+        from roboscale.msgtypes import message_kind
+
+        def kind(o: Output) -> MessageKind:
+            if o.typed:
+                return message_kind(self.message_types, o.payload)
+            return MessageKind("bytes" if o.replay else payload_kind(o.payload), o.payload_bytes)
+
+        return {o.topic: kind(o) for _, o in self.publishers()}
 
     @property
     def hosts(self) -> int:
@@ -346,13 +356,47 @@ def read_graph(path: Path) -> Graph:
     nodes = [n for k, v in nodes_data.items() if (n := r.node(k, v, ("nodes", k))) is not None]
     graph = Graph(str(data.get("name", path.stem)), str(path), tuple(nodes), ())
     if not r.errors:
+        graph = _with_types(graph, data.get("message_types", []), path, r)
+    if not r.errors:
         _check_topics(graph, r)
     if not r.errors:
         _check_cycles(graph, r)
     paths = _paths(graph, data.get("paths", {}), r) if not r.errors else ()
     if r.errors:
         raise SpecErrors(r.errors)
-    return Graph(graph.name, graph.file, graph.nodes, paths)
+    return Graph(graph.name, graph.file, graph.nodes, paths, graph.message_types)
+
+
+def _with_types(graph: Graph, given: Any, path: Path, r: _Reader) -> Graph:
+    """The graph's .msg files (relative to it; absolute) loaded, and each payload naming a
+    type sized: its sample's CDR bytes (roboscale/msgtypes.py)."""
+    from roboscale.msgtypes import load_cached, message_kind
+
+    given = given if isinstance(given, list) else [given]
+    sources = tuple(str((path.parent / str(p)).resolve()) for p in given)
+    named = [(n, o) for n, o in graph.publishers() if o.typed]
+    if named and not sources:
+        r.fail((*_out_loc(*named[0]), "payload"), "names a message type, but the graph "
+               "loads none; add message_types: [.msg files or folders beside it]")  # fmt: skip
+        return graph
+    try:
+        if named:
+            load_cached(sources)
+    except UserError as e:  # it names the .msg file, its line and field
+        r.fail(("message_types",), str(e))
+        return graph
+
+    def sized(node: GraphNode, o: Output) -> Output:
+        if not o.typed:
+            return o
+        try:
+            return replace(o, payload_bytes=message_kind(sources, o.payload).size)
+        except UserError as e:
+            r.fail((*_out_loc(node, o), "payload"), str(e))
+            return o
+
+    nodes = tuple(replace(n, outputs=tuple(sized(n, o) for o in n.outputs)) for n in graph.nodes)
+    return replace(graph, nodes=nodes, message_types=sources)
 
 
 def _out_loc(node: GraphNode, out: Output) -> KeyPath:

@@ -179,19 +179,23 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
 def with_message_types(spec: Spec, path: Path, lines: LineMap, backends: list[str] | None) -> Spec:
     """Load the spec's .msg files (relative to it; absolute once loaded), check that each
     payload naming a type finds it and can be sized, and that every chosen backend
-    carries such payloads. A payload's bytes become its sample's CDR size."""
+    carries such payloads (graph files' too). A payload's bytes become its sample's CDR
+    size."""
+    from roboscale.spec.graphfile import cached_graph
     from roboscale.spec.payloads import payload_kind
 
     sw, file = spec.sweep, str(path)
     named = [(i, p) for i, (p, _) in enumerate(sw.payload) if payload_kind(p) == "custom"]
     sources = [str((path.parent / p).resolve()) for p in spec.message_types]
+    graphs = [o for g in sw.graph for _, o in cached_graph(g).publishers()]
+    if named or any(o.typed for o in graphs):
+        _check_carriers(backends or sw.backend, file, lines)
     if not named:
         return spec.model_copy(update={"message_types": sources})
     if not sources:
         raise SpecError(file, line_for(("sweep", "payload"), lines), "sweep.payload",
                         f"payload {named[0][1]!r} names a message type, but the spec loads "
                         "none; add message_types: [.msg files or folders]")  # fmt: skip
-    from roboscale.backends.base import get_backend, known_backends
     from roboscale.msgtypes import load_cached, message_kind
 
     try:
@@ -199,12 +203,6 @@ def with_message_types(spec: Spec, path: Path, lines: LineMap, backends: list[st
     except UserError as e:  # it names the .msg file, its line and field
         raise SpecError(file, line_for(("message_types",), lines), "message_types",
                         str(e)) from None  # fmt: skip
-    for name in backends or sw.backend:
-        if not get_backend(name).custom_types:
-            able = [b for b in known_backends() if get_backend(b).custom_types]
-            raise SpecError(file, line_for(("sweep", "backend"), lines), "sweep.backend",
-                            f"backend {name!r} cannot carry message types of .msg files yet; "
-                            f"backends that do: {', '.join(able)}")  # fmt: skip
     payloads = list(sw.payload)
     for i, name in named:
         try:
@@ -214,6 +212,18 @@ def with_message_types(spec: Spec, path: Path, lines: LineMap, backends: list[st
             raise SpecError(file, line, "sweep.payload", str(e)) from None
     sweep = sw.model_copy(update={"payload": payloads})
     return spec.model_copy(update={"sweep": sweep, "message_types": sources})
+
+
+def _check_carriers(chosen: list[str], file: str, lines: LineMap) -> None:
+    """Every chosen backend carries payloads of the user's own message types."""
+    from roboscale.backends.base import get_backend, known_backends
+
+    for name in chosen:
+        if not get_backend(name).custom_types:
+            able = [b for b in known_backends() if get_backend(b).custom_types]
+            raise SpecError(file, line_for(("sweep", "backend"), lines), "sweep.backend",
+                            f"backend {name!r} cannot carry message types of .msg files yet; "
+                            f"backends that do: {', '.join(able)}")  # fmt: skip
 
 
 def check_qos(spec: Spec, file: str, lines: LineMap, backends: list[str] | None) -> None:

@@ -287,7 +287,7 @@ class GraphWorkload:
     axes = ("graph",)
     emulated_hosts = True  # each node on its graph host (all on host 0 with hosts: 1)
     replays = False  # its publishers keep the rates of the graph file
-    log_words = ("e2e_us", "arrived", "end-to-end")
+    log_words = ("e2e_us", "deliveries arrived", "first path end-to-end")
 
     def variants(self, sweep: Sweep) -> list[Variant]:
         return [Variant({"graph": g}, Path(g).stem, names_payload=False) for g in sweep.graph]

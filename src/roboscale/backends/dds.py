@@ -343,7 +343,7 @@ class DdsBackend:
     name = "dds"
     placement = "node"
     qos = EVERY_SETTING
-    custom_types = False  # refused before anything runs (docs/msgtypes.md)
+    custom_types = False  # refused before anything runs (README, "Your own message types")
 
     def __init__(self) -> None:
         self._addresses: list[str] = ["127.0.0.1"]

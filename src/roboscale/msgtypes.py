@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import difflib
 import functools
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -425,7 +426,24 @@ def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
         ros1_sample=base64.b64encode(ros1).decode(),
         cdr_sample=base64.b64encode(_cdr(types, name, count)).decode(),
         numeric=is_numeric(types, name),
+        ros2_fields=json.dumps(ros2_fields(types, name)),
     )
+
+
+def ros2_fields(types: TypeSet, name: str) -> dict[str, Any]:
+    """The ROS 2 field definitions of `name` and of every type it uses, dependencies first."""
+    out: dict[str, Any] = {}
+
+    def visit(typename: str) -> None:
+        fields = types.ros2.fielddefs[typename][1]
+        for _, desc in fields:
+            ref = _referenced(desc)
+            if ref is not None and ref not in out:
+                visit(ref)
+        out[typename] = fields
+
+    visit(name)
+    return out
 
 
 @functools.lru_cache(maxsize=32)

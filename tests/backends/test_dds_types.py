@@ -155,3 +155,28 @@ def test_an_agent_publishes_a_ros2_laserscan(dds: None) -> None:
     assert scan.range_max == pytest.approx(30.0) and len(scan.intensities) == 0
     assert backend.ros2_topic("/scan") == "rt/scan"
     assert type_name == "roboscale_msgs::msg::dds_::StampedLaserScan_"
+
+
+def test_types_of_msg_files_are_declared_as_ros2_and_write_its_cdr() -> None:
+    """A type of the user's (examples/msgs), built from its ROS 2 field definitions, reads
+    rosbags' CDR sample and writes the same bytes; the stamped wrapper is what rosbags
+    reads as roboscale_msgs/msg/Stamped<Type>, with the id and stamp in place."""
+    from pathlib import Path
+
+    from roboscale import msgtypes
+    from roboscale.backends.dds_types import build_message, typed_stamped
+
+    types = msgtypes.load([Path(__file__).parents[2] / "examples" / "msgs"])
+    for name in types.files:
+        typed = msgtypes.typed_payload(types, name, 0)
+        stamped = typed_stamped(typed)
+        assert stamped.__idl_typename__ == f"roboscale_msgs::msg::dds_::Stamped{typed.type_name}_"
+        inner = stamped.__annotations__["msg"]
+        assert inner.deserialize(typed.sample("cdr")).serialize() == typed.sample("cdr")
+        cdr = build_message(MessageKind("custom", 0, typed), 7, 3_000_000_005).serialize()
+        wrapper = f"roboscale_msgs/msg/Stamped{typed.type_name}"
+        definition = f"int32 id\nbuiltin_interfaces/Time t\n{typed.package}/{typed.type_name} msg\n"
+        types.ros2.register(get_types_from_msg(definition, wrapper))
+        msg: Any = types.ros2.deserialize_cdr(cdr, wrapper)
+        assert (msg.id, msg.t.sec, msg.t.nanosec) == (7, 3, 5)
+        assert bytes(types.ros2.serialize_cdr(msg, wrapper)) == cdr

@@ -88,17 +88,31 @@ def custom_trial(backend: str, payload: str, size: int) -> TrialPlan:
     return replace(trial(backend, payload, size, pairs=1), message_types=(msgs,))
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [pytest.param("zenoh", marks=pytest.mark.zenoh), pytest.param("ros1", marks=pytest.mark.ros1)],
-)
+def require_backend(request: pytest.FixtureRequest, backend: str) -> None:
+    """The backend's middleware is installed (a skip outside CI, a failure in it)."""
+    fixture = {"ros1": "ros1", "zenoh": "zenoh", "native-proc": "zenoh", "dds": "dds"}
+    if backend in fixture:
+        request.getfixturevalue(fixture[backend])
+
+
+EVERY_BACKEND = [
+    pytest.param("ros1", marks=pytest.mark.ros1),
+    pytest.param("zenoh", marks=pytest.mark.zenoh),
+    "native",
+    pytest.param("native-proc", marks=pytest.mark.zenoh),
+    pytest.param("dds", marks=pytest.mark.dds),
+]
+
+
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 @pytest.mark.parametrize(("payload", "size"), CUSTOM)
 def test_a_custom_type_is_echoed(
     run_trial: RunTrial, request: pytest.FixtureRequest, backend: str, payload: str, size: int
 ) -> None:
     """Every message back. zenoh carries the type's CDR; ros1 is a real typed topic: genpy
-    classes generated from the .msg files, deserialized by rospy."""
-    request.getfixturevalue(backend)  # the backend is installed (a skip outside CI)
+    classes generated from the .msg files, deserialized by rospy; dds a typed DDS topic
+    declared from the type's ROS 2 fields; native and native-proc carry the CDR."""
+    require_backend(request, backend)
     tables, _ = run(run_trial, custom_trial(backend, payload, size))
     check_complete(tables[0], 200)
 
@@ -169,16 +183,7 @@ def test_native_across_processes(run_trial: RunTrial, zenoh: None, payload: str,
     assert all(n["malformed"] == 0 for n in nodes)
 
 
-REPLAY_BACKENDS = [
-    pytest.param("ros1", marks=pytest.mark.ros1),
-    pytest.param("zenoh", marks=pytest.mark.zenoh),
-    "native",
-    pytest.param("native-proc", marks=pytest.mark.zenoh),
-    pytest.param("dds", marks=pytest.mark.dds),
-]
-
-
-@pytest.mark.parametrize("backend", REPLAY_BACKENDS)
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
 def test_stata_replay_round_trips_on_every_backend(
     run_trial: RunTrial, backend: str, request: pytest.FixtureRequest
 ) -> None:
@@ -188,9 +193,7 @@ def test_stata_replay_round_trips_on_every_backend(
 
     from roboscale.workloads.replay import IMAGE_TOPIC, SCAN_TOPIC
 
-    fixture = {"ros1": "ros1", "zenoh": "zenoh", "native-proc": "zenoh", "dds": "dds"}
-    if backend in fixture:
-        request.getfixturevalue(fixture[backend])
+    require_backend(request, backend)
     t = replace(
         trial(backend, "stata", 124_000, pairs=1),
         messages=100,

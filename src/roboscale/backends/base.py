@@ -43,6 +43,10 @@ class TypedPayload:
     ros1_sample: str
     cdr_sample: str
     numeric: bool  # has a variable-length array of numbers wider than a byte
+    # JSON: the ROS 2 field definitions of `msgtype` and of every type it uses, as
+    # rosbags' store holds them ({name: [[field, [nodetype, detail]], ...]}): what a
+    # backend that declares types (dds) builds them from.
+    ros2_fields: str = "{}"
 
     def sample(self, encoding: str) -> bytes:
         """The sample message, `ros1` or `cdr`."""
@@ -137,8 +141,6 @@ class Backend(Protocol):
     # The QoS settings it honours, per axis (backends/qos.py); a trial asking for another
     # is refused before anything runs.
     qos: Capability
-    # Whether it carries payloads of the user's own message types (MessageKind custom).
-    custom_types: bool
 
     @property
     def python(self) -> str: ...

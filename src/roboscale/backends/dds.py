@@ -261,7 +261,7 @@ class DdsSession:
 
         name = ros2_topic(topic)
         if name not in self._topics:
-            self._topics[name] = Topic(self._participant, name, type_of(kind.kind))
+            self._topics[name] = Topic(self._participant, name, type_of(kind))
         return self._topics[name]
 
     def publisher(self, topic: str, kind: MessageKind, queue: int) -> DdsPublisher:
@@ -343,7 +343,6 @@ class DdsBackend:
     name = "dds"
     placement = "node"
     qos = EVERY_SETTING
-    custom_types = False  # refused before anything runs (README, "Your own message types")
 
     def __init__(self) -> None:
         self._addresses: list[str] = ["127.0.0.1"]

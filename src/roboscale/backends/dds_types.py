@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from cyclonedds.idl import IdlStruct
+from cyclonedds.idl import IdlStruct, make_idl_struct
+from cyclonedds.idl import types as idl
 from cyclonedds.idl._machinery import (
     KeyEnabled,
     PlainCdrV2SequenceOfPrimitiveMachine,
@@ -29,7 +30,7 @@ from cyclonedds.idl._machinery import (
 from cyclonedds.idl._support import DeserializeKind, SerializeKind
 from cyclonedds.idl.types import float32, int32, sequence, uint8, uint32
 
-from roboscale.backends.base import MessageKind
+from roboscale.backends.base import MessageKind, TypedPayload
 from roboscale.backends.payload import TEXT, body
 
 # `sequence[T]` spelled as what it is at run time, so that mypy sees the member's type.
@@ -196,9 +197,66 @@ STAMPED_DEFINITIONS = {
 }
 
 
-def type_of(kind: str) -> type[IdlStruct]:
+def type_of(kind: MessageKind) -> type[IdlStruct]:
     """The stamped type of a message kind; any sized payload is `bytes`."""
-    return STAMPED.get(kind, StampedBytes)
+    if kind.typed is not None:
+        return typed_stamped(kind.typed)
+    return STAMPED.get(kind.kind, StampedBytes)
+
+
+# Types of the user's (.msg files, TypedPayload.ros2_fields), built once per process as
+# rmw_cyclonedds names them; the hand-written ROS 2 types above are reused.
+_BUILT: dict[str, Any] = {
+    "builtin_interfaces/msg/Time": Time,
+    "std_msgs/msg/Header": Header,
+    "std_msgs/msg/String": String,
+    "sensor_msgs/msg/LaserScan": LaserScan,
+    "sensor_msgs/msg/Image": Image,
+}
+_INTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+_BASE = {"bool": bool, "byte": uint8, "char": uint8, "string": str, "float32": float32,
+         "float64": idl.float64, **{n: getattr(idl, n) for n in _INTS}}  # fmt: skip
+_BASE_KIND, _NAME_KIND, _ARRAY_KIND = 1, 2, 3  # rosbags' Nodetype (4: SEQUENCE)
+
+
+def _dds_name(ros_name: str) -> str:
+    package, _, typ = ros_name.split("/")
+    return f"{package}::msg::dds_::{typ}_"
+
+
+def _member(desc: list[Any], fields: dict[str, Any]) -> Any:
+    """The cyclonedds annotation of one field (rosbags' [nodetype, detail])."""
+    kind, detail = desc
+    if kind == _BASE_KIND:
+        typ, bound = detail
+        return idl.bounded_str(bound) if typ == "string" and bound else _BASE[typ]
+    if kind == _NAME_KIND:
+        return _struct(detail, fields)
+    inner, length = detail
+    if kind == _ARRAY_KIND:
+        return idl.array(_member(inner, fields), length)
+    return idl.sequence(_member(inner, fields), length or None)
+
+
+def _struct(name: str, fields: dict[str, Any]) -> Any:
+    if name not in _BUILT:
+        members = {f: _member(d, fields) for f, d in fields[name]}
+        _BUILT[name] = make_idl_struct(name.split("/")[-1], _dds_name(name), members)
+    return _BUILT[name]
+
+
+def typed_stamped(typed: TypedPayload) -> type[IdlStruct]:
+    """`roboscale_msgs/msg/Stamped<Type>`: `int32 id`, `builtin_interfaces/Time t`, then
+    the user's type as `msg`, declared as rmw_cyclonedds declares ROS 2 types."""
+    import json
+
+    name = f"roboscale_msgs/msg/Stamped{typed.type_name}"
+    if name not in _BUILT:
+        inner = _struct(typed.msgtype, json.loads(typed.ros2_fields))
+        members = {"id": int32, "t": Time, "msg": inner}
+        _BUILT[name] = make_idl_struct(f"Stamped{typed.type_name}", _dds_name(name), members)
+    built: type[IdlStruct] = _BUILT[name]
+    return built
 
 
 def stamp_time(stamp_ns: int) -> Time:
@@ -208,6 +266,10 @@ def stamp_time(stamp_ns: int) -> Time:
 def build_message(kind: MessageKind, seq: int = 0, stamp_ns: int = 0) -> IdlStruct:
     """A stamped message whose payload part serializes to about `kind.size` bytes."""
     t = stamp_time(stamp_ns)
+    if kind.typed is not None:
+        stamped: Any = typed_stamped(kind.typed)
+        inner = stamped.__annotations__["msg"].deserialize(kind.typed.sample("cdr"))
+        return stamped(id=seq, t=t, msg=inner)  # type: ignore[no-any-return]
     if kind.kind == "text":
         return StampedString(id=seq, t=t, message=String(data=TEXT.decode()))
     if kind.kind == "laserscan":

@@ -181,7 +181,6 @@ class NativeProcSession(NativeSession):
 
 class NativeBackend:
     qos = RELIABLE_VOLATILE
-    custom_types = True  # README, "Your own message types": what it does with them
     name = "native"
     placement = "pair"
 

@@ -265,7 +265,6 @@ def _children(pid: int) -> list[int]:
 
 class Ros1Backend:
     qos = RELIABLE_VOLATILE
-    custom_types = True  # README, "Your own message types": what it does with them
     name = "ros1"
     placement = "node"
 

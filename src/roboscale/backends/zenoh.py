@@ -116,7 +116,6 @@ class ZenohSession:
 
 class ZenohBackend:
     qos = RELIABLE_VOLATILE
-    custom_types = True  # README, "Your own message types": what it does with them
     name = "zenoh"
     placement = "node"
 

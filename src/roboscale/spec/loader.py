@@ -119,7 +119,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     check_workloads(spec, file, lines)
     check_env(spec, path, lines)
     spec = with_graphs(spec, path, lines)
-    spec = with_message_types(spec, path, lines, backends)
+    spec = with_message_types(spec, path, lines)
     check_qos(spec, file, lines, backends)
     spec = with_inventory(spec, path, lines)
     if overrides is None:
@@ -131,7 +131,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     check_workloads(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
     quick_spec = with_graphs(quick_spec, path, _quick_lines(lines))
-    quick_spec = with_message_types(quick_spec, path, _quick_lines(lines), backends)
+    quick_spec = with_message_types(quick_spec, path, _quick_lines(lines))
     check_qos(quick_spec, file, _quick_lines(lines), backends)
     quick_spec = with_inventory(quick_spec, path, _quick_lines(lines))
     return quick_spec if quick else spec
@@ -176,20 +176,15 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
     return spec.model_copy(update={"sweep": sweep, "replay": source})
 
 
-def with_message_types(spec: Spec, path: Path, lines: LineMap, backends: list[str] | None) -> Spec:
-    """Load the spec's .msg files (relative to it; absolute once loaded), check that each
-    payload naming a type finds it and can be sized, and that every chosen backend
-    carries such payloads (graph files' too). A payload's bytes become its sample's CDR
-    size."""
-    from roboscale.spec.graphfile import cached_graph
+def with_message_types(spec: Spec, path: Path, lines: LineMap) -> Spec:
+    """Load the spec's .msg files (relative to it; absolute once loaded) and check that each
+    payload naming a type finds it and can be sized: its bytes become its sample's CDR
+    size. Every backend carries them (README, "Your own message types")."""
     from roboscale.spec.payloads import payload_kind
 
     sw, file = spec.sweep, str(path)
     named = [(i, p) for i, (p, _) in enumerate(sw.payload) if payload_kind(p) == "custom"]
     sources = [str((path.parent / p).resolve()) for p in spec.message_types]
-    graphs = [o for g in sw.graph for _, o in cached_graph(g).publishers()]
-    if named or any(o.typed for o in graphs):
-        _check_carriers(backends or sw.backend, file, lines)
     if not named:
         return spec.model_copy(update={"message_types": sources})
     if not sources:
@@ -212,18 +207,6 @@ def with_message_types(spec: Spec, path: Path, lines: LineMap, backends: list[st
             raise SpecError(file, line, "sweep.payload", str(e)) from None
     sweep = sw.model_copy(update={"payload": payloads})
     return spec.model_copy(update={"sweep": sweep, "message_types": sources})
-
-
-def _check_carriers(chosen: list[str], file: str, lines: LineMap) -> None:
-    """Every chosen backend carries payloads of the user's own message types."""
-    from roboscale.backends.base import get_backend, known_backends
-
-    for name in chosen:
-        if not get_backend(name).custom_types:
-            able = [b for b in known_backends() if get_backend(b).custom_types]
-            raise SpecError(file, line_for(("sweep", "backend"), lines), "sweep.backend",
-                            f"backend {name!r} cannot carry message types of .msg files yet; "
-                            f"backends that do: {', '.join(able)}")  # fmt: skip
 
 
 def check_qos(spec: Spec, file: str, lines: LineMap, backends: list[str] | None) -> None:

@@ -103,3 +103,25 @@ def test_resume_runs_only_the_unfinished_trials(
     after = json.loads(summary_path.read_text())["trials"]
     assert [e["trial"] for e in after] == [kept["trial"], dropped["trial"]]
     assert after[0] == kept  # the finished trial is kept as it was
+
+
+def test_a_broken_msg_file_exits_2_before_anything_runs(tmp_path: Path) -> None:
+    """The real command in a process of its own: exit 2, the .msg file's line and field,
+    no traceback, no results folder, no process left behind."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("rosbags")  # the data extra, which make test installs
+    broken = tmp_path / "msgs" / "robot_msgs" / "msg" / "Wheel.msg"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("std_msgs/Header header\nfloat32[] currents\nuint8[ data\n")
+    text = GOOD.replace("rate_hz: 10", "rate_hz: 10\n  payload: robot_msgs/Wheel")
+    path = spec(tmp_path, text + "message_types: msgs\n")
+    argv = [sys.executable, "-c", "from roboscale.cli import main; main()", "bench", path,
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"s.yaml:8: message_types: {broken}:3: data: 'uint8[' is not a type" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, check=False)
+    assert left.stdout == b""

@@ -380,7 +380,7 @@ def _with_types(graph: Graph, given: Any, path: Path, r: _Reader) -> Graph:
                "loads none; add message_types: [.msg files or folders beside it]")  # fmt: skip
         return graph
     try:
-        if named:
+        if sources:
             load_cached(sources)
     except UserError as e:  # it names the .msg file, its line and field
         r.fail(("message_types",), str(e))

@@ -185,15 +185,15 @@ def with_message_types(spec: Spec, path: Path, lines: LineMap) -> Spec:
     sw, file = spec.sweep, str(path)
     named = [(i, p) for i, (p, _) in enumerate(sw.payload) if payload_kind(p) == "custom"]
     sources = [str((path.parent / p).resolve()) for p in spec.message_types]
-    if not named:
-        return spec.model_copy(update={"message_types": sources})
-    if not sources:
+    if named and not sources:
         raise SpecError(file, line_for(("sweep", "payload"), lines), "sweep.payload",
                         f"payload {named[0][1]!r} names a message type, but the spec loads "
                         "none; add message_types: [.msg files or folders]")  # fmt: skip
+    if not sources:
+        return spec
     from roboscale.msgtypes import load_cached, message_kind
 
-    try:
+    try:  # even when no payload names them: a broken file is reported at once
         load_cached(tuple(sources))
     except UserError as e:  # it names the .msg file, its line and field
         raise SpecError(file, line_for(("message_types",), lines), "message_types",

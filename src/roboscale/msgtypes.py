@@ -211,7 +211,9 @@ def parse(file: MsgFile) -> dict[str, Any]:
     except TypesysError as e:
         line = _parse_error_line(file, str(e))
         shown = file.text.splitlines()[line - 1].strip() if line else ""
-        raise SpecError(str(file.path), line, "", f"does not parse at {shown!r}; allowed: "
+        words = shown.split("#", 1)[0].replace("=", " = ").split()
+        field = words[1] if len(words) > 1 else ""
+        raise SpecError(str(file.path), line, field, f"does not parse at {shown!r}; allowed: "
                         f"{ALLOWED_LINE}") from None  # fmt: skip
 
 

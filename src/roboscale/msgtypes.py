@@ -383,11 +383,28 @@ def sequence_count(types: TypeSet, name: str, size: int) -> int:
     if size < base:
         raise UserError(f"{name} is at least {base} B; allowed: a size from {base} B")
     count = (size - base) // (one - base)
-    if len(_cdr(types, name, count + 1)) == len(_cdr(types, name, count)):
-        biggest = len(_cdr(types, name, count))
+    bounds = _sequence_bounds(types, name)
+    if 0 not in bounds and count > max(bounds):
+        biggest = len(_cdr(types, name, max(bounds)))
         raise UserError(f"{name} is at most {biggest} B (its arrays are bounded); "
                         f"allowed: a size up to {biggest} B")  # fmt: skip
     return count
+
+
+def _sequence_bounds(types: TypeSet, name: str) -> list[int]:
+    """The bounds (0: none) of the variable-length arrays a payload's size fills: those
+    not inside an element of another one."""
+    from rosbags.interfaces import Nodetype
+
+    def walk(desc: Any) -> list[int]:
+        kind, detail = desc
+        if kind == Nodetype.NAME:
+            return [b for _, d in types.ros2.fielddefs[detail][1] for b in walk(d)]
+        if kind == Nodetype.ARRAY:
+            return walk(detail[0])
+        return [detail[1]] if kind == Nodetype.SEQUENCE else []
+
+    return walk((Nodetype.NAME, name))
 
 
 def ros1_definition(types: TypeSet, name: str) -> str:

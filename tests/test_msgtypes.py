@@ -150,21 +150,11 @@ def test_sizes_a_type_cannot_have(types: msgtypes.TypeSet, tmp_path: Path) -> No
         msgtypes.typed_payload(small, "pkg/msg/Small", 4096)
 
 
-def test_numeric_types_are_those_with_arrays_of_numbers(tmp_path: Path) -> None:
-    write(tmp_path, "pkg/Blob", "uint8[] data\nfloat32[3] fixed\n")
-    write(tmp_path, "pkg/Scan", "float32[] ranges\n")
-    write(tmp_path, "pkg/Outer", "Scan inner\n")
-    types = msgtypes.load([tmp_path])
-    assert not msgtypes.is_numeric(types, "pkg/msg/Blob")
-    assert msgtypes.is_numeric(types, "pkg/msg/Scan")
-    assert msgtypes.is_numeric(types, "pkg/msg/Outer")
-
-
 def test_message_kind_carries_the_type(types: msgtypes.TypeSet) -> None:
     kind = msgtypes.message_kind((str(EXAMPLES),), f"{WHEEL}@4KB")
     assert kind.kind == "custom" and kind.typed is not None
     assert kind.size == len(kind.typed.sample("cdr"))
-    assert kind.typed.msgtype == WHEEL and kind.typed.numeric
+    assert kind.typed.msgtype == WHEEL
 
 
 @pytest.mark.ros1

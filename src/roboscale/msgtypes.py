@@ -40,7 +40,6 @@ BASE_TYPES = (
     "uint64", "float32", "float64", "string", "time", "duration",
 )  # fmt: skip
 NUMBERS = frozenset(BASE_TYPES) - {"bool", "string", "time", "duration"}
-BYTES = frozenset({"byte", "char", "int8", "uint8"})  # ROS 1 copies arrays of these in a block
 ROS2_ONLY = ("wstring",)
 ALLOWED_LINE = (
     "a field 'TYPE name' (ROS 2 may add a default value), a constant 'TYPE NAME=value', a "
@@ -414,25 +413,6 @@ def ros1_definition(types: TypeSet, name: str) -> str:
     return re.sub(r"(string)<=\d+|\[<=\d+\]", lambda m: m.group(1) or "[]", text)
 
 
-def is_numeric(types: TypeSet, name: str) -> bool:
-    """Whether the type holds a variable-length array of numbers wider than a byte: ROS 1
-    packs those element by element (as a LaserScan's ranges), not in one block."""
-    from rosbags.interfaces import Nodetype
-
-    def numeric(typename: str, seen: frozenset[str]) -> bool:
-        for _, (kind, detail) in types.ros2.fielddefs[typename][1]:
-            inner = detail[0] if kind in (Nodetype.ARRAY, Nodetype.SEQUENCE) else None
-            ref = _referenced((kind, detail))
-            if inner is not None and inner[0] == Nodetype.BASE and kind == Nodetype.SEQUENCE:
-                if inner[1][0] in NUMBERS - BYTES:
-                    return True
-            elif ref is not None and ref not in seen and numeric(ref, seen | {ref}):
-                return True
-        return False
-
-    return numeric(name, frozenset({name}))
-
-
 def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
     """A loaded type as agents carry it: its ROS 1 definition and one sample message in
     both serializations, variable-length arrays sized to `size` bytes of CDR (0: each
@@ -444,7 +424,6 @@ def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
         ros1_definition=ros1_definition(types, name),
         ros1_sample=base64.b64encode(ros1).decode(),
         cdr_sample=base64.b64encode(_cdr(types, name, count)).decode(),
-        numeric=is_numeric(types, name),
         ros2_fields=json.dumps(ros2_fields(types, name)),
     )
 

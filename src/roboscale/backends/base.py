@@ -42,7 +42,6 @@ class TypedPayload:
     ros1_definition: str
     ros1_sample: str
     cdr_sample: str
-    numeric: bool  # has a variable-length array of numbers wider than a byte
     # JSON: the ROS 2 field definitions of `msgtype` and of every type it uses, as
     # rosbags' store holds them ({name: [[field, [nodetype, detail]], ...]}): what a
     # backend that declares types (dds) builds them from.

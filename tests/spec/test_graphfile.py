@@ -329,3 +329,12 @@ def test_a_graph_names_its_message_types(tmp_path: Path) -> None:
     graph = read_graph(path)
     assert graph.message_types == (str(tmp_path / "msgs"),)
     assert graph.nodes[0].outputs[0].payload_bytes == graph.kinds()["t"].size > 4 * 16
+
+
+def test_the_typed_example_graph_loads() -> None:
+    pytest.importorskip("rosbags")  # the data extra, which make test installs
+    graph = read_graph(EXAMPLES / "wheel-odometry.yaml")
+    assert graph.message_types == (str(MSGS.resolve()),)
+    kinds = graph.kinds()
+    assert kinds["wheel_state"].typed is not None and kinds["wheel_state"].size >= 4096 - 64
+    assert kinds["pose"].typed is not None and kinds["imu"].kind == "bytes"

@@ -103,7 +103,7 @@ def _bag_info(path: Path) -> ReplayInfo:
     frames, topics = _read_bag(AnyReader, path)
     if not frames:
         raise UserError(f"{path}: the bag has no messages")
-    out = _stream_dir() / f"{len(list(_stream_dir().iterdir()))}.stream"
+    out = stream_dir() / f"{len(list(stream_dir().iterdir()))}.stream"
     write_stream_file(out, list(topics), frames)
     from roboscale.workloads.replay import FileStream
 
@@ -152,7 +152,7 @@ def _topic(bag: Any, name: str, encoding: str, path: Path) -> StreamTopic:
 
 
 @functools.cache
-def _stream_dir() -> Path:
+def stream_dir() -> Path:
     """This process's own folder (mode 0700) for stream files, removed at exit."""
     path = Path(tempfile.mkdtemp(prefix="roboscale-streams-"))
     atexit.register(shutil.rmtree, path, True)

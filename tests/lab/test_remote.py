@@ -108,7 +108,7 @@ def test_install_puts_this_roboscale_on_the_host(lab: SshLab, tmp_path: Path) ->
     assert "hosts install" in json.loads(report.read_text())[0]["problem"]
 
 
-def hostfile(lab: SshLab, tmp_path: Path, run_dir: Path) -> Path:
+def hostfile(lab: SshLab, tmp_path: Path, run_dir: Path, inputs: Path | None = None) -> Path:
     from roboscale.env.inventory import load_inventory
     from roboscale.lab.sshexec import HostFile, host_record
 
@@ -121,6 +121,7 @@ def hostfile(lab: SshLab, tmp_path: Path, run_dir: Path) -> Path:
         run_dir=str(run_dir),
         remote_run="runs/test",
         lab_pythons=[sys.executable],
+        input_dirs=[str(inputs)] if inputs else [],
     ).write(tmp_path / "robot.json")
 
 
@@ -130,7 +131,8 @@ cfg = json.load(open(sys.argv[1]))
 print("READY", os.environ["ROS_TEST"], flush=True)
 line = sys.stdin.readline().strip()
 given = open(cfg["input"]).read()
-open(cfg["output"], "w").write(line + " " + given + " " + os.getcwd())
+stream = cfg["stream"] + " " + open(cfg["stream"]).read()
+open(cfg["output"], "w").write(" ".join([line, given, os.getcwd(), stream]))
 print("DONE", flush=True)
 """
 
@@ -140,10 +142,14 @@ def test_sshexec_runs_a_command_on_the_host_as_if_here(lab: SshLab, tmp_path: Pa
     (run / "raw").mkdir(parents=True)
     cfg = run / "raw" / "a.json"
     (run / "raw" / "in.txt").write_text("x" * 200_000)  # more than a command line holds
+    inputs = tmp_path / "streams"  # the lab's own inputs outside the run: a bag's stream
+    inputs.mkdir()
+    (inputs / "0.stream").write_text("frames")
     cfg.write_text(
-        json.dumps({"output": str(run / "raw" / "a.out"), "input": str(run / "raw" / "in.txt")})
-    )
-    hf = hostfile(lab, tmp_path, run)
+        json.dumps({"output": str(run / "raw" / "a.out"), "input": str(run / "raw" / "in.txt"),
+                    "stream": str(inputs / "0.stream")})
+    )  # fmt: skip
+    hf = hostfile(lab, tmp_path, run, inputs)
     proc = subprocess.Popen(
         [*lab.controller.argv_prefix(), "env", "ROS_TEST=1", sys.executable, "-m",
          "roboscale.lab.sshexec", str(hf), "--", "/usr/bin/python3", "-c", ECHO_AGENT, str(cfg)],
@@ -157,7 +163,10 @@ def test_sshexec_runs_a_command_on_the_host_as_if_here(lab: SshLab, tmp_path: Pa
     assert proc.wait(60) == 0
     # The output came back from the host's mirror of the run folder.
     text = (run / "raw" / "a.out").read_text()
-    assert text == f"GO {'x' * 200_000} {tmp_path / 'remote-robot'}"
+    # The stream outside the run folder was read from its copy on the host.
+    stream = "runs/test/inputs/0/0.stream"
+    assert text == f"GO {'x' * 200_000} {tmp_path / 'remote-robot'} {stream} frames"
+    assert (tmp_path / "remote-robot" / stream).exists()
     assert (tmp_path / "remote-robot" / "runs" / "test" / "raw" / "a.json").exists()
 
 
@@ -385,4 +394,29 @@ def test_zenoh_routers_run_on_the_machines(lab: SshLab, installed: Path, tmp_pat
         assert e["received"] == e["sent"] == 200
     logs = sorted((out / "infra").rglob("router-*.log"))
     assert len(logs) == 4  # a router on each machine, for each backend
+    assert not _left_behind(installed.parent, out)
+
+
+def test_a_bag_replays_across_two_machines(lab: SshLab, installed: Path, tmp_path: Path) -> None:
+    """The lab turns the bag into a stream file outside the run folder; the sender on the
+    other machine reads the copy sshexec put there, and every message comes back."""
+    from tests.test_bags import write_bag
+
+    write_bag(tmp_path / "my.bag", "ros1")  # 14 messages on two topics, looped
+    spec = tmp_path / "replay.yaml"
+    spec.write_text(
+        "name: replay\nreplay: my.bag\nsweep:\n  backend: zenoh\n  hosts: 2\n"
+        f"env:\n  inventory: {installed}\n  machines: [laptop, robot]\n"
+        "trial:\n  messages: 100\n  loop: true\n  warmup: 10\n  drain_s: 1\n  pause_s: 0\n"
+    )
+    out = tmp_path / "results"
+    done = lab.run([ROBOSCALE, "bench", str(spec), "--out", str(out)], 600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (entry,) = json.loads((out / "summary.json").read_text())["trials"]
+    assert not entry.get("error"), entry
+    assert entry["received"] == entry["sent"] == 100
+    assert entry["stream_topics"] == ["/chatter", "/count"]
+    copies = list((installed.parent / "remote-robot" / "runs" / out.name).rglob("*.stream"))
+    copies += list((installed.parent / "remote-laptop" / "runs" / out.name).rglob("*.stream"))
+    assert copies, "the stream file was not copied to the machines"
     assert not _left_behind(installed.parent, out)

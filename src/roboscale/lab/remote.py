@@ -281,6 +281,7 @@ def connect(inventory_path: Path, machines: list[str], run_dir: Path) -> RemoteH
     and write the wrapper's host files into a private folder of the run."""
     import contextlib
 
+    from roboscale.bags import stream_dir
     from roboscale.env.inventory import load_inventory
     from roboscale.env.ssh import connections
     from roboscale.lab.sshexec import HostFile, host_record
@@ -302,6 +303,7 @@ def connect(inventory_path: Path, machines: list[str], run_dir: Path) -> RemoteH
                 run_dir=str(run_dir),
                 remote_run=f"runs/{run_dir.name}",
                 lab_pythons=[sys.executable],
+                input_dirs=[str(stream_dir())],
             ).write(files / f"{h.name}.json")
             prefixes.append([sys.executable, "-m", "roboscale.lab.sshexec", str(hf), "--"])
     except BaseException:

@@ -8,7 +8,8 @@ wrapper keeps all of that true across SSH:
 - every path under the run folder, in argv, in the environment and in an agent's
   JSON configuration, becomes the same path under the host's mirror of the run
   (`<workdir>/runs/<run>/...`); files the command reads are copied there first,
-  files it wrote are copied back when it ends;
+  files it wrote are copied back when it ends; the lab's own inputs outside the run
+  folder (stream files it made of bags) are copied to the mirror's `inputs/`;
 - the environment the lab set for it (ROS_*, ROBOSCALE_*, ...) is passed along;
 - stdin and stdout go straight through ssh, so the READY/GO/DONE protocol is the same;
 - on the host, a guard runs the command in its own process group and ends the group
@@ -27,7 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,9 @@ class HostFile:
     run_dir: str  # the local run folder
     remote_run: str  # its mirror on the host, relative to the host's workdir
     lab_pythons: list[str]  # local interpreters that mean "the host's venv"
+    # Local folders of the lab's own inputs outside the run folder (the stream files it
+    # made of bags): a file there named in a config is uploaded to the host's `inputs/`.
+    input_dirs: list[str] = field(default_factory=list)
 
     def write(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self)))
@@ -110,14 +114,20 @@ class Mirror:
     def __init__(self, hf: HostFile) -> None:
         self.local = Path(hf.run_dir)
         self.remote = hf.remote_run.rstrip("/")
+        self.inputs = [Path(d) for d in hf.input_dirs]
         self.uploads: dict[str, bytes] = {}
         self.downloads: dict[str, Path] = {}
 
     def remote_path(self, value: str) -> str:
         path = Path(value)
-        if not path.is_absolute() or not path.is_relative_to(self.local):
+        if not path.is_absolute():
             return value
-        return f"{self.remote}/{path.relative_to(self.local)}"
+        if path.is_relative_to(self.local):
+            return f"{self.remote}/{path.relative_to(self.local)}"
+        for index, folder in enumerate(self.inputs):
+            if path.is_relative_to(folder) and path.is_file():
+                return f"{self.remote}/inputs/{index}/{path.relative_to(folder)}"
+        return value
 
     def arg(self, value: str) -> str:
         """An argument: a file under the run folder is uploaded (an agent's JSON config

@@ -72,10 +72,16 @@ def save(report: dict[str, Any], path: Path) -> None:
 
 
 def counted_args(
-    description: str, full: dict[str, int], quick: dict[str, int]
+    description: str,
+    full: dict[str, int],
+    quick: dict[str, int],
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> tuple[argparse.Namespace, dict[str, int]]:
-    """Arguments with --quick and one --COUNT per measured count; the counts chosen."""
+    """Arguments with --quick and one --COUNT per measured count (and those `extra`
+    adds); the counts chosen."""
     p = parser(description)
+    if extra is not None:
+        extra(p)
     p.add_argument("--quick", action="store_true", help="small counts, well under a minute")
     for name in full:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"default {full[name]}")

@@ -22,10 +22,13 @@ A second, small table prices the octet fast path: the library's own packing of
 `sequence<uint8>` against the backend's machine, same bytes.
 
     .venv/bin/python bench/dds.py [--quick] [--json bench/out/dds.json] [--check]
+        [--sizes 64KB,256KB] [--systems ddsperf,dds]   (a subset, for quick iterations;
+        no serializer table then)
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import re
@@ -43,7 +46,7 @@ from roboscale.backends.base import get_backend
 from roboscale.backends.dds import cyclone_xml, lease_domain
 from roboscale.lab.envs import Placement
 from roboscale.lab.trial import collect, run_nodes
-from roboscale.spec.payloads import format_size
+from roboscale.spec.payloads import format_size, parse_payload
 from roboscale.spec.planner import TrialPlan
 
 SIZES = [256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20]
@@ -54,6 +57,7 @@ LARGE = 262144  # from here on 50 Hz, for everyone alike
 DDSPERF_QOS = {"reliability": "reliable", "history": "keep_last 1"}
 GOAL_RATIO = 1.5
 BACKENDS = ["dds", "zenoh", "ros1"]
+SYSTEMS = ["ddsperf", "ddsperf-waitset", *BACKENDS]
 DDSPERF = "ddsperf"
 LINE = re.compile(
     r"size (?P<size>\d+) mean \S+ min \S+ 50% (?P<p50>[\d.]+)(?P<unit>[mun]?s) "
@@ -209,39 +213,69 @@ def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
     return out
 
 
-def measure_size(size: int, counts: dict[str, int], missing: dict[str, str]) -> list[Any]:
-    """ddsperf, then every backend's echo at one size; what could not run is in `missing`."""
+def measure_size(
+    size: int, counts: dict[str, int], systems: list[str], missing: dict[str, str]
+) -> list[Any]:
+    """ddsperf, then every backend's echo at one size (those of `systems`); what could
+    not run is in `missing`."""
     total, messages, warmup = counts["messages"] + counts["warmup"], *counts.values()
     label = format_size(size)
-    points = [attempt(f"ddsperf {label}", lambda: ddsperf_point(size, total), missing)]
-    waitset = functools.partial(ddsperf_point, size, total, "waitset")
-    points.append(attempt(f"ddsperf waitset {label}", waitset, missing))
+    runs: dict[str, Any] = {
+        "ddsperf": functools.partial(ddsperf_point, size, total),
+        "ddsperf-waitset": functools.partial(ddsperf_point, size, total, "waitset"),
+    }
     for name in BACKENDS:
-        echo = functools.partial(echo_point, name, size, messages, warmup)
-        points.append(attempt(f"{name} echo {label}", echo, missing))
+        runs[name] = functools.partial(echo_point, name, size, messages, warmup)
+    points = [attempt(f"{name} {label}", runs[name], missing) for name in systems]
     return [p for p in points if p]
+
+
+def add_subset(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", help="comma-separated sizes (e.g. 64KB,256KB); default: all")
+    p.add_argument("--systems", help=f"comma-separated, of {','.join(SYSTEMS)}; default: all")
+
+
+def parse_size(text: str) -> int:
+    try:
+        return parse_payload(text)[1]
+    except ValueError as e:
+        raise SystemExit(f"error: --sizes: {e}") from None
+
+
+def chosen(args: argparse.Namespace) -> tuple[list[int], list[str]]:
+    """The sizes and systems to measure: a subset when asked, else the full run."""
+    sizes = QUICK_SIZES if args.quick else SIZES
+    if args.sizes:
+        sizes = [parse_size(s) for s in args.sizes.split(",")]
+    systems = args.systems.split(",") if args.systems else SYSTEMS
+    unknown = sorted(set(systems) - set(SYSTEMS))
+    if unknown:
+        raise SystemExit(f"error: --systems: unknown {unknown}; allowed: {','.join(SYSTEMS)}")
+    return sizes, systems
 
 
 def main() -> None:
     args, counts = counted_args(
-        __doc__ or "", {"messages": 450, "warmup": 50}, {"messages": 60, "warmup": 10}
+        __doc__ or "", {"messages": 450, "warmup": 50}, {"messages": 60, "warmup": 10}, add_subset
     )
     report = header()
-    sizes = QUICK_SIZES if args.quick else SIZES
-    report["sizes"] = sizes
+    sizes, systems = chosen(args)
+    report["sizes"], report["systems"] = sizes, systems
     missing: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
     for size in sizes:
-        rows += measure_size(size, counts, missing)
+        rows += measure_size(size, counts, systems, missing)
     anchor = {r["bytes"]: r["p50_us"] for r in rows if r["system"] == "ddsperf"}
     for r in rows:
         r["vs_ddsperf"] = r["p50_us"] / anchor[r["bytes"]] if r["bytes"] in anchor else None
     print("\nround trip on loopback (µs; ddsperf's printed figures doubled):")
     table(rows, ["system", "bytes", "rate_hz", "n", "lost", "p50_us", "p99_us", "vs_ddsperf"])
-    repeats = 3 if args.quick else 10
-    serial = [serializer_point(s, repeats) for s in (256, 65536, 1 << 20, 4 << 20)]
-    print("\nserializing StampedBytes: the library's sequence<uint8> against the fast path:")
-    table(serial, ["bytes", "library_ms", "fast_ms", "speedup"])
+    serial: list[dict[str, Any]] = []
+    if not (args.sizes or args.systems):  # a subset run is an iteration on latency alone
+        repeats = 3 if args.quick else 10
+        serial = [serializer_point(s, repeats) for s in (256, 65536, 1 << 20, 4 << 20)]
+        print("\nserializing StampedBytes: the library's sequence<uint8> against the fast path:")
+        table(serial, ["bytes", "library_ms", "fast_ms", "speedup"])
     report.update({"rows": rows, "serializer": serial, "missing": missing})
     finish(report, goals(rows, sizes), args)
 

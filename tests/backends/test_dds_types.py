@@ -20,6 +20,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore  # noqa: E
 
 from roboscale.backends import dds as backend  # noqa: E402
 from roboscale.backends.base import MessageKind, NodeContext  # noqa: E402
+from roboscale.backends.dds_cdr import Sample  # noqa: E402
 from roboscale.backends.dds_types import (  # noqa: E402
     STAMPED_DEFINITIONS,
     Header,
@@ -126,11 +127,13 @@ def test_an_agent_publishes_a_ros2_laserscan(dds: None) -> None:
     session = backend.BACKEND.open(NodeContext("scan_node", "local", cfg))
     kind = MessageKind("laserscan", 4250)
     got: list[tuple[int, bytes]] = []
+    samples: list[Sample] = []
     arrived = threading.Event()
 
     def keep(seq: int, msg: object) -> None:
-        assert isinstance(msg, bytes)
-        got.append((seq, msg))
+        assert isinstance(msg, Sample)  # Cyclone's serialized data, read in place
+        got.append((seq, bytes(msg)))
+        samples.append(msg)
         arrived.set()
 
     try:
@@ -144,6 +147,8 @@ def test_an_agent_publishes_a_ros2_laserscan(dds: None) -> None:
         session.close()
         lease.release()
     assert got, "no sample came back within 20 s"
+    with pytest.raises(ValueError, match="only during its callback"):
+        bytes(samples[0])  # released when the callback returned: never a dangling read
     seq, raw = got[0]
     assert seq == 41
     store = ros2_store()

@@ -13,13 +13,14 @@ same few struct calls at every size, as for zenoh's attachment.
 Every participant is confined to one interface (`lo` on this machine, the host's
 own address on an emulated host), multicast off, peers named, and each trial
 leases a domain id of its own (`lease_domain`), so concurrent runs never meet.
-Subscriptions are drained by one thread per reader blocked in a Cyclone WaitSet.
+Subscriptions are drained by one thread per reader blocked in a Cyclone WaitSet; it takes
+samples as references to Cyclone's serialized data (`dds_cdr`), so a received message is
+read in place and an echoer forwards it without a copy.
 The driver half is stdlib only; the node half imports cyclonedds (venv nodes).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import os
@@ -39,6 +40,13 @@ from roboscale.backends.base import (
     Where,
     current_python,
 )
+from roboscale.backends.dds_cdr import (
+    CdrReader,
+    Sample,
+    SampleForwarder,
+    SampleWriter,
+    cyclone,
+)
 from roboscale.backends.qos import EVERY_SETTING, split_history
 from roboscale.errors import BackendUnavailable
 
@@ -51,6 +59,7 @@ MAX_PARTICIPANT_INDEX = 119  # 10 + 2 * 119 + 1 = 249: the domain's last port
 STAMP = struct.Struct("<iiI")  # id, t.sec, t.nanosec after the encapsulation header
 OCTETS_LEN = struct.Struct("<I")  # StampedBytes: the length of `data`, after the stamp
 CDR_HEADER = 4
+HEAD = CDR_HEADER + STAMP.size  # the encapsulation header, id and stamp: 16 bytes
 TAKE_BATCH = 64
 RECEIVE_BUFFER = "4MB"
 WAKE_S = 1.0  # a drain thread's longest sleep: it also checks whether its session closed
@@ -143,45 +152,13 @@ def lease_domain() -> DomainLease:
     )
 
 
-class SampleWriter:
-    """`dds_write` of a serialized sample through ctypes, which lets go of the GIL while
-    Cyclone sends (and, when its writer is throttled, waits); the binding's ddspy_write
-    holds it throughout, starving the node's other threads (a publisher's acks).
-    The sample is the binding's container (clayer/pysertype.c in cyclonedds 11.0.1):
-    a pointer to the CDR and its length; Cyclone copies it before returning."""
-
-    def __init__(self, entity: int) -> None:
-        from cyclonedds.internal import load_cyclonedds
-
-        write: Any = load_cyclonedds().dds_write
-        write.argtypes, write.restype = [ctypes.c_int32, ctypes.c_void_p], ctypes.c_int32
-        self._write = write
-        self._entity = entity
-        self._container = SampleContainer()
-        self._ref = ctypes.byref(self._container)
-
-    def __call__(self, cdr: bytes | bytearray) -> int:
-        c = self._container
-        if isinstance(cdr, bytearray):  # the view lives until the call returns
-            view = (ctypes.c_char * len(cdr)).from_buffer(cdr)
-            c.usample = ctypes.addressof(view)
-        else:  # the bytes object's own buffer, not a copy
-            c.usample = ctypes.cast(ctypes.c_char_p(cdr), ctypes.c_void_p).value
-        c.usample_size = len(cdr)
-        status: int = self._write(self._entity, self._ref)
-        return status
-
-
-class SampleContainer(ctypes.Structure):
-    _fields_ = (("usample", ctypes.c_void_p), ("usample_size", ctypes.c_size_t))
-
-
 class DdsPublisher:
     def __init__(self, writer: Any, kind: MessageKind) -> None:
         from roboscale.backends.dds_types import build_message
 
         self._writer = writer  # the binding deletes the entity when this is collected
         self._write = SampleWriter(writer._ref)
+        self._forward = SampleForwarder(writer._ref)
         cdr = build_message(kind).serialize()  # XCDR1, little endian, as ROS 2 sends
         self._cdr = bytearray(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0"))
         self.failed = 0
@@ -200,8 +177,14 @@ class DdsPublisher:
             self.failed += 1
 
     def forward(self, msg: object) -> None:
-        assert isinstance(msg, bytes)
-        if self._write(msg) < 0:
+        """Write a received message unchanged: a `Sample` by reference (no copy), bytes
+        through `dds_write`."""
+        if type(msg) is Sample:
+            status = self._forward(msg)
+        else:
+            assert isinstance(msg, bytes)
+            status = self._write(msg)
+        if status < 0:
             self.failed += 1
 
 
@@ -284,35 +267,38 @@ class DdsSession:
         thread.start()
 
     def _drain(self, reader: Any, callback: Callback) -> None:
-        from cyclonedds._clayer import ddspy_take
+        """Wait for the reader's samples and hand each to `callback` as a `Sample`
+        (Cyclone's serialized data in place, valid during the callback)."""
         from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
 
         any_state = SampleState.Any | ViewState.Any | InstanceState.Any
         waitset = WaitSet(self._participant)
         waitset.attach(ReadCondition(reader, any_state))
-        timeout_ns = int(WAKE_S * 1e9)
-        while not self._closed.is_set():
-            waitset.wait(timeout_ns)
-            taken: Any = ddspy_take(reader._ref, any_state, TAKE_BATCH)
-            if isinstance(taken, int):
-                return  # the reader was deleted with the session
-            for data, info in taken:
-                if info.valid_data:
-                    self._deliver(data, callback)
+        samples = CdrReader(reader._ref, any_state, TAKE_BATCH)
+        wait, waitset_ref, timeout_ns = cyclone().waitset_wait, waitset._ref, int(WAKE_S * 1e9)
+        unpack, closed = STAMP.unpack_from, self._closed
 
-    def _deliver(self, data: bytes, callback: Callback) -> None:
-        # Byte 1 of the encapsulation header: 1 is CDR little endian, what ROS 2 sends.
-        if len(data) < CDR_HEADER + STAMP.size or data[1] != 1:
-            self.malformed += 1
-            return
-        seq, _sec, _nanosec = STAMP.unpack_from(data, CDR_HEADER)
-        callback(seq, data)
+        def deliver(sample: Sample) -> None:
+            # Byte 1 of the encapsulation header: 1 is CDR little endian, what ROS 2 sends.
+            head = sample.head()
+            if len(head) < HEAD or head[1] != 1:
+                self.malformed += 1
+                return
+            callback(unpack(head, CDR_HEADER)[0], sample)
+
+        while not closed.is_set():
+            wait(waitset_ref, None, 0, timeout_ns)  # through ctypes: the GIL is let go
+            if samples.take(deliver) < 0:
+                return  # the reader was deleted with the session
 
     def body_of(self, msg: object) -> bytes:
         """StampedBytes' `data`: its length right after the stamp, then the bytes."""
+        start = HEAD + OCTETS_LEN.size
+        if isinstance(msg, Sample):
+            (size,) = OCTETS_LEN.unpack(msg.read(HEAD, OCTETS_LEN.size))
+            return msg.read(start, size)
         data: Any = msg
-        start = CDR_HEADER + STAMP.size + OCTETS_LEN.size
-        (size,) = OCTETS_LEN.unpack_from(data, CDR_HEADER + STAMP.size)
+        (size,) = OCTETS_LEN.unpack_from(data, HEAD)
         return bytes(data[start : start + size])
 
     def close(self) -> None:

@@ -1,0 +1,254 @@
+"""Serialized samples in and out of Cyclone DDS through ctypes, past the binding's copies.
+
+The binding (cyclonedds 11.0.1, clayer/pysertype.c) takes a sample with `ddspy_take`:
+Cyclone's serdata is copied into a container it allocates, that into a Python `bytes`,
+and a SampleInfo object is built per sample, all while holding the GIL (35-43 µs for a
+256 KB sample here); forwarding those bytes with `dds_write` copies them once more into
+a new serdata and validates them again. Here, as ddsperf and rmw_cyclonedds do in C:
+
+- `CdrReader.take` takes references to the reader's serialized samples (`dds_takecdr`)
+  and hands each to the callback as a `Sample`: Cyclone's own buffer, read in place,
+  valid while the callback runs and released after it;
+- `forward_sample` writes a received sample's reference (`dds_writecdr`): no copy;
+- `SampleWriter` writes a bytes/bytearray (`dds_write`: one copy into a serdata).
+
+Every call goes through ctypes, so the GIL is let go while Cyclone works.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+class SampleContainer(ctypes.Structure):
+    """The binding's sample for its sertype: a pointer to the CDR and its length."""
+
+    _fields_ = (("usample", ctypes.c_void_p), ("usample_size", ctypes.c_size_t))
+
+
+class IoVec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("length", ctypes.c_size_t))
+
+
+SERDATA_HEADER = 64  # sizeof(struct ddsi_serdata) in Cyclone 11.0.1 on 64-bit machines
+
+
+class PySerdata(ctypes.Structure):
+    """The binding's serdata (clayer/pysertype.c, `ddspy_serdata_t`): Cyclone's common
+    header, then a pointer to the CDR (encapsulation header first) and its length.
+    Read in place, it spares two foreign calls per sample; `CdrReader` checks the layout
+    against `ddsi_serdata_to_ser_ref` on its first sample and uses that call otherwise."""
+
+    _fields_ = (
+        ("header", ctypes.c_char * SERDATA_HEADER),
+        ("data", ctypes.c_void_p),
+        ("data_size", ctypes.c_size_t),
+    )
+
+
+HEAD_BYTES = 16  # encapsulation header, id and stamp: what a callback's seq comes from
+Head = ctypes.c_char * HEAD_BYTES
+
+
+@dataclass(frozen=True)
+class Cyclone:
+    """The few libddsc functions used here, typed once per process."""
+
+    write: Any
+    waitset_wait: Any
+    takecdr: Any
+    writecdr: Any
+    serdata_ref: Any
+    serdata_unref: Any
+    serdata_size: Any
+    to_ser_ref: Any
+    to_ser_unref: Any
+    sample_info: Any
+
+
+_cyclone: Cyclone | None = None
+
+
+def _typed(lib: Any, name: str, argtypes: list[Any], restype: Any) -> Any:
+    fn = getattr(lib, name)
+    fn.argtypes, fn.restype = argtypes, restype
+    return fn
+
+
+def cyclone() -> Cyclone:
+    """libddsc as the binding loaded it (the wheel's own copy), typed."""
+    global _cyclone
+    if _cyclone is None:
+        from cyclonedds.internal import dds_c_t, load_cyclonedds
+
+        lib, i32, vp = load_cyclonedds(), ctypes.c_int32, ctypes.c_void_p
+        info = dds_c_t.sample_info
+        iov = ctypes.POINTER(IoVec)
+        _cyclone = Cyclone(
+            write=_typed(lib, "dds_write", [i32, vp], i32),
+            waitset_wait=_typed(
+                lib, "dds_waitset_wait", [i32, vp, ctypes.c_size_t, ctypes.c_int64], i32
+            ),
+            takecdr=_typed(
+                lib,
+                "dds_takecdr",
+                [i32, ctypes.POINTER(vp), ctypes.c_uint32, ctypes.POINTER(info), ctypes.c_uint32],
+                i32,
+            ),
+            writecdr=_typed(lib, "dds_writecdr", [i32, vp], i32),
+            serdata_ref=_typed(lib, "ddsi_serdata_ref", [vp], vp),
+            serdata_unref=_typed(lib, "ddsi_serdata_unref", [vp], None),
+            serdata_size=_typed(lib, "ddsi_serdata_size", [vp], ctypes.c_uint32),
+            to_ser_ref=_typed(
+                lib, "ddsi_serdata_to_ser_ref", [vp, ctypes.c_size_t, ctypes.c_size_t, iov], vp
+            ),
+            to_ser_unref=_typed(lib, "ddsi_serdata_to_ser_unref", [vp, iov], None),
+            sample_info=info,
+        )
+    return _cyclone
+
+
+class Sample:
+    """A received sample: Cyclone's serialized data (encapsulation header first), read in
+    place. Valid while the subscriber's callback runs: afterwards it is released and every
+    use raises ValueError. `bytes(sample)` copies it whole."""
+
+    __slots__ = ("_base", "_serdata", "size")
+
+    def __init__(self, serdata: int, base: int, size: int) -> None:
+        self._serdata, self._base, self.size = serdata, base, size
+
+    def read(self, offset: int, size: int) -> bytes:
+        """A copy of bytes [offset, offset + size), clipped to the sample."""
+        if not self._serdata:
+            raise ValueError("a received DDS sample is valid only during its callback")
+        start = min(max(offset, 0), self.size)
+        return ctypes.string_at(self._base + start, min(max(size, 0), self.size - start))
+
+    def head(self) -> bytes:
+        """The first 16 bytes (fewer if the sample is shorter): header, id and stamp."""
+        if self.size < HEAD_BYTES:
+            return self.read(0, self.size)
+        return Head.from_address(self._base).raw
+
+    def __bytes__(self) -> bytes:
+        return self.read(0, self.size)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def serdata(self) -> int:
+        """Cyclone's serdata pointer, for a writer (`forward_sample`)."""
+        if not self._serdata:
+            raise ValueError("a received DDS sample is valid only during its callback")
+        return self._serdata
+
+    def release(self) -> None:
+        self._serdata = self._base = self.size = 0
+
+
+class CdrReader:
+    """Takes a reader's samples as references to Cyclone's serialized data, in batches.
+
+    Every line here runs once per message on a thread that has just woken: cold, each
+    Python operation costs ten times what it costs in a loop (docs/dds.md), so the path
+    is kept to one foreign call per batch and one per sample."""
+
+    def __init__(self, reader: int, mask: int, batch: int) -> None:
+        self._c = cyclone()
+        self._reader, self._mask, self._batch = reader, mask, batch
+        self._refs = (ctypes.c_void_p * batch)()
+        self._infos = (self._c.sample_info * batch)()
+        self._iov = IoVec()
+        self._in_place: bool | None = None  # PySerdata's layout checked on the first sample
+
+    def take(self, deliver: Callable[[Sample], None]) -> int:
+        """Take what the reader holds and `deliver` each valid sample; the count taken,
+        negative when the reader is gone (deleted with its session)."""
+        refs, infos, unref = self._refs, self._infos, self._c.serdata_unref
+        taken: int = self._c.takecdr(self._reader, refs, self._batch, infos, self._mask)
+        for i in range(taken):
+            serdata = refs[i]
+            if not serdata:
+                continue
+            try:
+                if infos[i].valid_data:
+                    self._deliver_one(serdata, deliver)
+            finally:
+                unref(serdata)  # the reference dds_takecdr gave us
+        return taken
+
+    def _deliver_one(self, serdata: int, deliver: Callable[[Sample], None]) -> None:
+        if self._in_place is None:
+            self._in_place = self._layout_holds(serdata)
+        if self._in_place:
+            fields = PySerdata.from_address(serdata)
+            sample = Sample(serdata, fields.data or 0, fields.data_size)
+            try:
+                deliver(sample)
+            finally:
+                sample.release()
+            return
+        c, iov = self._c, self._iov
+        size = c.serdata_size(serdata)
+        held = c.to_ser_ref(serdata, 0, size, ctypes.byref(iov))
+        sample = Sample(serdata, iov.base or 0, size)
+        try:
+            deliver(sample)
+        finally:
+            sample.release()
+            c.to_ser_unref(held, ctypes.byref(iov))
+
+    def _layout_holds(self, serdata: int) -> bool:
+        """Whether PySerdata reads what Cyclone's own `to_ser_ref` returns."""
+        c, iov = self._c, self._iov
+        size = c.serdata_size(serdata)
+        held = c.to_ser_ref(serdata, 0, size, ctypes.byref(iov))
+        fields = PySerdata.from_address(serdata)
+        holds: bool = fields.data == iov.base and fields.data_size == size
+        c.to_ser_unref(held, ctypes.byref(iov))
+        return holds
+
+
+class SampleForwarder:
+    """Writes received samples unchanged: a new reference to the sample's serdata, which
+    `dds_writecdr` consumes (stamping the current time, as `dds_write` does); no copy.
+    Cyclone converts the serdata when the writer's sertype is another."""
+
+    def __init__(self, entity: int) -> None:
+        c = cyclone()
+        self._ref, self._writecdr, self.entity = c.serdata_ref, c.writecdr, entity
+
+    def __call__(self, sample: Sample) -> int:
+        serdata = sample.serdata()
+        self._ref(serdata)
+        status: int = self._writecdr(self.entity, serdata)
+        return status
+
+
+class SampleWriter:
+    """`dds_write` of a serialized sample through ctypes, which lets go of the GIL while
+    Cyclone sends (and, when its writer is throttled, waits); the binding's ddspy_write
+    holds it throughout, starving the node's other threads (a publisher's acks).
+    The sample is the binding's container (clayer/pysertype.c in cyclonedds 11.0.1):
+    a pointer to the CDR and its length; Cyclone copies it before returning."""
+
+    def __init__(self, entity: int) -> None:
+        self._write = cyclone().write
+        self.entity = entity
+        self._container = SampleContainer()
+        self._ref = ctypes.byref(self._container)
+
+    def __call__(self, cdr: bytes | bytearray) -> int:
+        c = self._container
+        if isinstance(cdr, bytearray):  # the view lives until the call returns
+            view = (ctypes.c_char * len(cdr)).from_buffer(cdr)
+            c.usample = ctypes.addressof(view)
+        else:  # the bytes object's own buffer, not a copy
+            c.usample = ctypes.cast(ctypes.c_char_p(cdr), ctypes.c_void_p).value
+        c.usample_size = len(cdr)
+        status: int = self._write(self.entity, self._ref)
+        return status

@@ -291,6 +291,10 @@ def test_trial_follows_paths_and_shared_topics(
         assert p["sources"] > 0 and p["followed"] > 0
         assert p["e2e_us"]["p50"] > 0
     assert entry["received"] == entry["sent"] > 0
+    # The fusion fires once per set of inputs, however many threads deliver them.
+    into_fuse = [c["arrived"] for c in entry["topics"] if c["subscriber"] == "fuse"]
+    (fused,) = [c["sent"] for c in entry["topics"] if c["topic"] == "pose"]
+    assert fused <= min(into_fuse)
 
 
 def test_a_path_follows_every_message_made_from_the_source() -> None:

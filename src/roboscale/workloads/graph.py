@@ -196,10 +196,16 @@ class GraphNodeProgram:
         if out.stage == "relay" or out.when == "any":
             self._fire(out, (topic,) if out.stage == "relay" else out.inputs)
             return
-        pending = self._pending[out.pub]
-        pending.add(topic)
-        if len(pending) == len(out.inputs):
-            pending.clear()
+        # Inputs may arrive on several threads at once (a drain thread per subscription on
+        # zenoh, ros1 and dds): the check and the reset are one step, or both threads see
+        # every input in and the fusion fires twice for one set.
+        with self._lock:
+            pending = self._pending[out.pub]
+            pending.add(topic)
+            complete = len(pending) == len(out.inputs)
+            if complete:
+                pending.clear()
+        if complete:
             self._fire(out, out.inputs)
 
     def _fire(

@@ -42,6 +42,7 @@ from roboscale.backends.base import (
 )
 from roboscale.backends.dds_cdr import (
     CdrReader,
+    PinnedSampleWriter,
     Sample,
     SampleForwarder,
     SampleWriter,
@@ -161,12 +162,13 @@ class DdsPublisher:
         self._forward = SampleForwarder(writer._ref)
         cdr = build_message(kind).serialize()  # XCDR1, little endian, as ROS 2 sends
         self._cdr = bytearray(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0"))
+        self._write_own = PinnedSampleWriter(writer._ref, self._cdr)
         self.failed = 0
 
     def send(self, seq: int, stamp_ns: int) -> None:
         sec, nanosec = divmod(stamp_ns, 1_000_000_000)
         STAMP.pack_into(self._cdr, CDR_HEADER, seq, sec, nanosec)
-        if self._write(self._cdr) < 0:
+        if self._write_own() < 0:
             self.failed += 1
 
     def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:

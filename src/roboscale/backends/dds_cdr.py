@@ -252,3 +252,20 @@ class SampleWriter:
         c.usample_size = len(cdr)
         status: int = self._write(self.entity, self._ref)
         return status
+
+
+class PinnedSampleWriter:
+    """`dds_write` of one buffer that is patched in place between writes (a publisher's
+    message: id and stamp change, nothing else). The container points at it once; the
+    export pins it (a bytearray cannot be resized while this lives), so a send is one
+    foreign call and no Python object is made per message."""
+
+    def __init__(self, entity: int, buffer: bytearray) -> None:
+        self._view = (ctypes.c_char * len(buffer)).from_buffer(buffer)
+        self._container = SampleContainer(ctypes.addressof(self._view), len(buffer))
+        self._ref = ctypes.byref(self._container)
+        self._write, self._entity = cyclone().write, entity
+
+    def __call__(self) -> int:
+        status: int = self._write(self._entity, self._ref)
+        return status

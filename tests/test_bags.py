@@ -232,3 +232,115 @@ def test_record_needs_a_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str
         main(["bench", str(spec), "--record", str(tmp_path / "x.mcap")])
     err = capsys.readouterr().err
     assert done.value.code == 2 and "--record records a replayed stream" in err
+
+
+# A sensor bag: a LaserScan at 20 Hz (4-byte fields), an Odometry at 10 Hz (float64: its
+# CDR is 8-aligned) and a String at 5 Hz, for half a second, with values that change.
+SENSOR_TOPICS = [
+    ("/chatter", "std_msgs/msg/String"),
+    ("/odom", "nav_msgs/msg/Odometry"),
+    ("/scan", "sensor_msgs/msg/LaserScan"),
+]
+
+
+def sensor_message(store: Any, msgtype: str, k: int) -> Any:
+    """Message k of a topic of SENSOR_TOPICS, in `store` (ROS 1 or ROS 2)."""
+    import numpy as np
+
+    t = store.types
+    ros1 = "seq" in dict(store.fielddefs["std_msgs/msg/Header"][1])
+    stamp = t["builtin_interfaces/msg/Time"](sec=100 + k, nanosec=1000 * k)
+    extra = {"seq": 3 + k} if ros1 else {}
+    header = t["std_msgs/msg/Header"](**extra, stamp=stamp, frame_id=f"f{k}")
+    if msgtype == "std_msgs/msg/String":
+        return t[msgtype](data=f"hello {k}")
+    if msgtype == "sensor_msgs/msg/LaserScan":
+        ranges = np.linspace(1.0, 2.0, 360, dtype=np.float32) + k
+        return t[msgtype](header, -1.5, 1.5, 3 / 360, 0.0, 0.05, 0.1, 30.0, ranges,
+                          np.zeros(0, dtype=np.float32))  # fmt: skip
+    g = "geometry_msgs/msg/"
+    pose = t[g + "Pose"](t[g + "Point"](1.5 + k, -2.25, 0.125), t[g + "Quaternion"](0, 0, 0, 1))
+    twist = t[g + "Twist"](t[g + "Vector3"](0.5, 0, 0), t[g + "Vector3"](0, 0, 0.1 * k))
+    covariance = np.arange(36, dtype=np.float64) * k
+    return t[msgtype](header, "base", t[g + "PoseWithCovariance"](pose, covariance),
+                      t[g + "TwistWithCovariance"](twist, covariance))  # fmt: skip
+
+
+def sensor_messages() -> list[tuple[int, str, str, int]]:
+    """(time, topic, type, k) of the sensor bag, in time order."""
+    rates = {"/chatter": 5, "/odom": 10, "/scan": 20}
+    rows = [
+        (START + k * 1_000_000_000 // rates[topic], topic, msgtype, k)
+        for topic, msgtype in SENSOR_TOPICS
+        for k in range(rates[topic] // 2)
+    ]
+    return sorted(rows)
+
+
+def write_sensor_bag(path: Path, fmt: str) -> Path:
+    """The sensor bag: `ros1` (.bag) or `mcap` (a rosbag2 folder)."""
+    store = ROS1 if fmt == "ros1" else ROS2
+    writer: Any = (
+        Writer1(path)
+        if fmt == "ros1"
+        else Writer2(path, version=9, storage_plugin=StoragePlugin.MCAP)
+    )
+    serialize = store.serialize_ros1 if fmt == "ros1" else store.serialize_cdr
+    with writer as w:
+        conns = {t: w.add_connection(t, ty, typestore=store) for t, ty in SENSOR_TOPICS}
+        for stamp, topic, msgtype, k in sensor_messages():
+            raw = serialize(sensor_message(store, msgtype, k), msgtype)
+            w.write(conns[topic], stamp, bytes(raw))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["ros1", "mcap"])
+def test_a_bag_converts_once_to_the_other_serialization(tmp_path: Path, fmt: str) -> None:
+    """The stream of a bag in each serialization: the recorded bytes as they are in their
+    own, the same messages in the other (ROS 1's header `seq` dropped, or 0), with the
+    definitions of that ROS version."""
+    from roboscale.bags import replay_stream
+
+    bag = str(write_sensor_bag(tmp_path / ("s.bag" if fmt == "ros1" else "s"), fmt))
+    recorded = "ros1" if fmt == "ros1" else "cdr"
+    assert replay_stream(bag, "")[0] == replay_stream(bag, recorded)[0] == replay_info(bag).source
+    rows = sensor_messages()
+    for encoding, store in (("ros1", ROS1), ("cdr", ROS2)):
+        path, topics = replay_stream(bag, encoding)
+        stream = read_stream_file(Path(path))
+        assert stream.topics == topics and {t.encoding for t in topics} == {encoding}
+        assert ("uint32 seq" in topics[1].definition) == (encoding == "ros1")
+        decode = store.deserialize_ros1 if encoding == "ros1" else store.deserialize_cdr
+        for i, (_, _, msgtype, k) in enumerate(rows):
+            msg: Any = decode(stream.body(i), msgtype)
+            if msgtype == "std_msgs/msg/String":
+                assert msg.data == f"hello {k}"
+                continue
+            assert (msg.header.stamp.sec, msg.header.frame_id) == (100 + k, f"f{k}")
+            if encoding == "ros1":
+                assert msg.header.seq == (3 + k if fmt == "ros1" else 0)
+            if msgtype == "nav_msgs/msg/Odometry":
+                assert msg.pose.pose.position.x == 1.5 + k and msg.pose.covariance[35] == 35 * k
+            else:
+                assert len(msg.ranges) == 360 and msg.ranges[0] == pytest.approx(1.0 + k)
+
+
+def test_replayed_topics_carry_their_recorded_types(tmp_path: Path) -> None:
+    """Each topic's kind: its type, ROS 1 definition (sensor_msgs' own md5 on ros1), ROS 2
+    fields and its first message in both serializations."""
+    import base64
+    import json
+
+    from roboscale.bags import replay_kinds
+    from roboscale.msgtypes import normalize
+
+    bag = str(write_sensor_bag(tmp_path / "s.bag", "ros1"))
+    kinds = replay_kinds(bag)
+    assert [k.typed.msgtype for k in kinds if k.typed] == [t for _, t in SENSOR_TOPICS]
+    scan = kinds[2].typed
+    assert scan is not None and scan.ros1_definition.startswith("std_msgs/Header header\n")
+    assert "sensor_msgs/msg/LaserScan" in json.loads(scan.ros2_fields)
+    first = ROS2.deserialize_cdr(base64.b64decode(scan.cdr_sample), scan.msgtype)
+    assert first.ranges[0] == pytest.approx(1.0)  # type: ignore[attr-defined]
+    assert normalize("sensor_msgs/LaserScan") == scan.msgtype
+    assert [k.kind for k in replay_kinds("stata")] == ["laserscan", "image"]

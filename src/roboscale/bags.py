@@ -6,25 +6,39 @@ Nothing from a bag is unpickled or imported: rosbags parses the bag, its message
 definitions go into a type store, and the first message of every topic is deserialized
 with it, so a bag that is truncated, of an unknown format, or names a type without a
 definition is refused (a UserError naming the file) before any trial runs. Agents get
-the recorded serialized bytes, never rosbags objects. The `data` extra has rosbags.
+serialized bytes, never rosbags objects. The `data` extra has rosbags.
+
+A replayed topic travels as its recorded type on the backends that carry types
+(`replay_kinds`: the type's ROS 1 definition, its ROS 2 fields and its first message),
+in the serialization the trial's backend carries (`Backend.replay_encoding`): a bag is
+converted once here, before any trial, when its recorded serialization is not that one
+(ROS 1 <-> CDR with rosbags, as `rosbags-convert` does: the ROS 1 header's `seq` is
+dropped for ROS 2, and is 0 the other way). Senders then send the bytes as they are,
+as `rosbag play` does.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import functools
+import json
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from roboscale.backends.base import MessageKind, TypedPayload
 from roboscale.errors import UserError
 from roboscale.workloads.replay import (
     STATA,
+    FileStream,
     StataStream,
     Stream,
     StreamTopic,
+    read_stream_file,
+    stata_topics,
     write_stream_file,
 )
 
@@ -100,18 +114,45 @@ def _bag_info(path: Path) -> ReplayInfo:
         from rosbags.highlevel import AnyReader
     except ImportError:
         raise UserError("replaying a bag needs rosbags", hint=INSTALL_HINT) from None
-    frames, topics = _read_bag(AnyReader, path)
+    frames, topics, stores = _read_bag(AnyReader, path)
     if not frames:
         raise UserError(f"{path}: the bag has no messages")
-    out = stream_dir() / f"{len(list(stream_dir().iterdir()))}.stream"
+    out = _new_stream_file()
     write_stream_file(out, list(topics), frames)
-    from roboscale.workloads.replay import FileStream
-
+    _STORES[str(out)] = stores
     stream = FileStream(topics, frames)
     return info_of(stream, str(out), path.stem, [len(f[2]) for f in frames])
 
 
-def _read_bag(reader_class: Any, path: Path) -> tuple[list[tuple[int, int, bytes]], Any]:
+def _new_stream_file() -> Path:
+    return stream_dir() / f"{len(list(stream_dir().iterdir()))}.stream"
+
+
+@dataclass(frozen=True)
+class BagTypes:
+    """A bag's types in rosbags' stores of each ROS version: the bag's own definitions,
+    with std_msgs/Header as ROS 1 (with `seq`) and as ROS 2 has it."""
+
+    ros1: Any
+    ros2: Any
+
+
+_STORES: dict[str, BagTypes] = {}  # per stream file of a bag, filled as it is read
+
+
+def _bag_types(fielddefs: dict[str, Any]) -> BagTypes:
+    from rosbags.typesys import Stores, get_typestore
+
+    stores = []
+    for version in (Stores.ROS1_NOETIC, Stores.ROS2_FOXY):
+        header = get_typestore(version).fielddefs["std_msgs/msg/Header"]
+        store = get_typestore(Stores.EMPTY)
+        store.register({**fielddefs, "std_msgs/msg/Header": header})
+        stores.append(store)
+    return BagTypes(*stores)
+
+
+def _read_bag(reader_class: Any, path: Path) -> tuple[list[tuple[int, int, bytes]], Any, BagTypes]:
     """Every message (offset from the first, topic index, raw bytes), after checking that
     each topic's type has a definition and that its first message deserializes. A bag
     without any definitions (older rosbag2) is read with rosbags' latest ROS 2 types."""
@@ -129,6 +170,7 @@ def _read_bag(reader_class: Any, path: Path) -> tuple[list[tuple[int, int, bytes
                     bag.deserialize(raw, conn.msgtype)
                     checked.add(conn.topic)
                 frames.append((stamp, index[conn.topic], bytes(raw)))
+            stores = _bag_types(dict(bag.typestore.fielddefs))
     except UserError:
         raise
     except Exception as e:  # rosbags' errors on a truncated or corrupt bag, of any kind
@@ -136,7 +178,7 @@ def _read_bag(reader_class: Any, path: Path) -> tuple[list[tuple[int, int, bytes
             raise UserError(f"{path}: a type has no definition in the bag: {e}") from None
         raise UserError(f"{path}: cannot read the bag: {type(e).__name__}: {e}") from None
     first = frames[0][0] if frames else 0
-    return [(s - first, t, raw) for s, t, raw in frames], topics
+    return [(s - first, t, raw) for s, t, raw in frames], topics, stores
 
 
 def _topic(bag: Any, name: str, encoding: str, path: Path) -> StreamTopic:
@@ -159,32 +201,116 @@ def stream_dir() -> Path:
     return path
 
 
-def write_mcap(path: Path, captures: list[Path], topics: tuple[StreamTopic, ...]) -> int:
+@functools.cache
+def replay_stream(source: str, encoding: str = "") -> tuple[str, tuple[StreamTopic, ...]]:
+    """What agents open to replay `source` in `encoding` (`ros1`, `cdr`; "": as
+    recorded), and its topics with their definitions in that encoding. A bag recorded in
+    the other serialization is converted here, once per process: never during a trial."""
+    info = replay_info(source)
+    recorded = info.topics[0].encoding
+    if source == STATA:
+        return STATA, stata_topics(encoding or recorded)
+    if encoding in ("", recorded) and not _big_endian(info.source):
+        return info.source, info.topics
+    types = _STORES[info.source]
+    stream = read_stream_file(Path(info.source))
+    frames = [
+        (offset, k, _convert(types, stream.topics[k], stream.body(i), encoding))
+        for i, (offset, k) in enumerate(zip(stream.offsets, stream.topic_of, strict=True))
+    ]
+    topics = tuple(_topic_in(types, t, encoding) for t in stream.topics)
+    out = _new_stream_file()
+    write_stream_file(out, list(topics), frames)
+    return str(out), topics
+
+
+def _big_endian(stream_file: str) -> bool:
+    """Whether a rosbag2 holds CDR in big endian (byte 1 of the encapsulation header 0),
+    which ROS 2 on a little-endian machine never sends: converted to little endian."""
+    stream = read_stream_file(Path(stream_file))
+    cdr = stream.topics[0].encoding == "cdr"
+    return cdr and any(stream.body(i)[1:2] == b"\0" for i in range(len(stream)))
+
+
+def _convert(types: BagTypes, topic: StreamTopic, body: bytes, encoding: str) -> bytes:
+    store, name = types.ros2, topic.msgtype
+    if encoding == topic.encoding:  # big-endian CDR, to little endian
+        return bytes(store.serialize_cdr(store.deserialize_cdr(body, name), name))
+    if encoding == "cdr":
+        return bytes(store.ros1_to_cdr(body, name))
+    return bytes(store.cdr_to_ros1(body, name))
+
+
+def _topic_in(types: BagTypes, topic: StreamTopic, encoding: str) -> StreamTopic:
+    ros1 = encoding == "ros1"
+    store = types.ros1 if ros1 else types.ros2
+    definition = store.generate_msgdef(topic.msgtype, ros_version=1 if ros1 else 2)[0]
+    return StreamTopic(topic.name, topic.msgtype, encoding, definition)
+
+
+@functools.cache
+def replay_kinds(source: str) -> tuple[MessageKind, ...]:
+    """Each topic's message kind: the Stata streams' sensor_msgs LaserScan and Image (the
+    backends' own `laserscan` and `image`), a bag's topics as their recorded types (a
+    `custom` kind: the type's definitions and first message, both serializations)."""
+    info = replay_info(source)
+    topics = info.topics
+    if source == STATA:
+        names = ("laserscan", "image")
+        return tuple(MessageKind(n, s) for n, s in zip(names, info.topic_bytes, strict=True))
+    from roboscale.msgtypes import ros1_text, ros2_fields
+
+    types = _STORES[info.source]
+    firsts = {}
+    for encoding in ("ros1", "cdr"):  # each topic's first message
+        stream = read_stream_file(Path(replay_stream(source, encoding)[0]))
+        firsts[encoding] = [stream.body(stream.topic_of.index(k)) for k in range(len(topics))]
+    return tuple(
+        MessageKind(
+            "custom",
+            size,
+            TypedPayload(
+                msgtype=topic.msgtype,
+                ros1_definition=ros1_text(types.ros1, topic.msgtype),
+                ros1_sample=base64.b64encode(firsts["ros1"][k]).decode(),
+                cdr_sample=base64.b64encode(firsts["cdr"][k]).decode(),
+                ros2_fields=json.dumps(ros2_fields(types.ros2, topic.msgtype)),
+            ),
+        )
+        for k, (topic, size) in enumerate(zip(topics, info.topic_bytes, strict=True))
+    )
+
+
+def write_mcap(path: Path, captures: list[Path], source: str) -> int:
     """What the echoers received (their capture files: `workloads/echo.Echoer.finish`) as
     one MCAP file, each message stamped with its receive time, under the topic it arrived
-    on, with the replayed type's schema: ROS 1 (`ros1msg`/`ros1`) or ROS 2 (`ros2msg`/
-    `cdr`), as Foxglove and `ros2 bag` read them. Returns the number of messages."""
+    on, with the replayed type's schema in the serialization the echoer received
+    (`Echoer.finish` notes it; that of the trial's backend): ROS 1 (`ros1msg`/`ros1`) or
+    ROS 2 (`ros2msg`/`cdr`), as Foxglove and `ros2 bag` read them. Returns the number of
+    messages."""
     from mcap.writer import Writer
-
-    from roboscale.workloads.replay import read_stream_file
 
     frames: list[tuple[int, str, StreamTopic, bytes]] = []
     for capture in sorted(captures):
         stream = read_stream_file(capture)
+        topics = replay_stream(source, stream.topics[0].encoding)[1]
         for i, offset in enumerate(stream.offsets):
             k = stream.topic_of[i]
             frames.append((offset, stream.topics[k].name, topics[k], stream.body(i)))
     frames.sort(key=lambda f: f[0])
-    ros1 = all(t.encoding == "ros1" for t in topics)
+    ros1 = all(f[2].encoding == "ros1" for f in frames)
     with path.open("wb") as f:
         writer: Any = Writer(f)
         writer.start(profile="ros1" if ros1 else "ros2", library="roboscale")
-        schemas = {t.msgtype: _schema(writer, t) for t in topics}
+        schemas: dict[tuple[str, str], int] = {}
         channels: dict[str, int] = {}
         for stamp, name, topic, body in frames:
             if name not in channels:
+                key = (topic.msgtype, topic.encoding)
+                if key not in schemas:
+                    schemas[key] = _schema(writer, topic)
                 encoding = "ros1" if topic.encoding == "ros1" else "cdr"
-                channels[name] = writer.register_channel(name, encoding, schemas[topic.msgtype])
+                channels[name] = writer.register_channel(name, encoding, schemas[key])
             writer.add_message(channels[name], log_time=stamp, data=body, publish_time=stamp)
         writer.finish()
     return len(frames)

@@ -177,10 +177,10 @@ def _check_record(record: Path, replay: str | None) -> None:
 
 def _write_recording(record: Path, folder: Path, replay: str, console: Console) -> None:
     """The echoers' captures as one MCAP file."""
-    from roboscale.bags import replay_info, write_mcap
+    from roboscale.bags import write_mcap
 
     captures = sorted(folder.glob("*.rec"))
-    count = write_mcap(record, captures, replay_info(replay).topics)
+    count = write_mcap(record, captures, replay)
     console.print(f"[bold]recorded:[/bold] {record} ({count:,} messages)")
 
 

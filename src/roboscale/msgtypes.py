@@ -407,9 +407,14 @@ def _sequence_bounds(types: TypeSet, name: str) -> list[int]:
 
 
 def ros1_definition(types: TypeSet, name: str) -> str:
+    return ros1_text(types.ros1, name)
+
+
+def ros1_text(store: Typestore, name: str) -> str:
     """The ROS 1 full text (genpy's `_full_text`: the type, then each dependency after a
-    separator), bounds dropped: ROS 1 has none, and they change no byte on the wire."""
-    text, _ = types.ros1.generate_msgdef(name, ros_version=1)
+    separator) of a type of `store`, bounds dropped: ROS 1 has none, and they change no
+    byte on the wire."""
+    text, _ = store.generate_msgdef(name, ros_version=1)
     return re.sub(r"(string)<=\d+|\[<=\d+\]", lambda m: m.group(1) or "[]", text)
 
 
@@ -424,16 +429,17 @@ def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
         ros1_definition=ros1_definition(types, name),
         ros1_sample=base64.b64encode(ros1).decode(),
         cdr_sample=base64.b64encode(_cdr(types, name, count)).decode(),
-        ros2_fields=json.dumps(ros2_fields(types, name)),
+        ros2_fields=json.dumps(ros2_fields(types.ros2, name)),
     )
 
 
-def ros2_fields(types: TypeSet, name: str) -> dict[str, Any]:
-    """The ROS 2 field definitions of `name` and of every type it uses, dependencies first."""
+def ros2_fields(store: Typestore, name: str) -> dict[str, Any]:
+    """The ROS 2 field definitions (of `store`, a ROS 2 one) of `name` and of every type it
+    uses, dependencies first."""
     out: dict[str, Any] = {}
 
     def visit(typename: str) -> None:
-        fields = types.ros2.fielddefs[typename][1]
+        fields = store.fielddefs[typename][1]
         for _, desc in fields:
             ref = _referenced(desc)
             if ref is not None and ref not in out:

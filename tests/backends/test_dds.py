@@ -222,3 +222,71 @@ def test_dds_fanout_across_emulated_hosts(tmp_path: Path, root: None, dds: None)
     assert meta["env"]["link_profile"]["name"] == "ethernet"
     ours = f"{PREFIX}{meta['env']['run_id']}-"  # other runs may share the machine
     assert [n for n in netns_names() if n.startswith(ours)] == []
+
+
+@pytest.mark.dds
+@pytest.mark.parametrize(("topic", "wrapper"), [(2, "int32 id\nbuiltin_interfaces/Time t\n"
+                         "sensor_msgs/LaserScan msg\n"), (1, "int32 id\nbuiltin_interfaces/Time"
+                         " t\nuint32 align8\nnav_msgs/Odometry msg\n")])  # fmt: skip
+def test_a_replayed_message_is_its_recorded_type_on_dds(
+    dds: None, tmp_path: Path, topic: int, wrapper: str
+) -> None:
+    """A ROS 1 bag's LaserScan and Odometry, converted to CDR in the lab and sent by
+    `send_body` as they are: a typed topic (`roboscale_msgs::msg::dds_::Stamped<Type>_`
+    around `<pkg>::msg::dds_::<Type>_`) whose samples rosbags' ROS 2 deserializer reads
+    as the recorded message, with the id and stamp in place."""
+    import threading
+    from typing import Any
+
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+    from tests.test_bags import write_sensor_bag
+
+    from roboscale.backends.base import NodeContext
+    from roboscale.backends.dds_types import type_of
+    from roboscale.bags import replay_kinds, replay_stream
+    from roboscale.workloads.replay import read_stream_file
+
+    bag = str(write_sensor_bag(tmp_path / "s.bag", "ros1"))
+    kind = replay_kinds(bag)[topic]
+    assert kind.typed is not None
+    stamped = type_of(kind)
+    assert stamped.__idl_typename__ == f"roboscale_msgs::msg::dds_::Stamped{kind.typed.type_name}_"
+    inner_name = stamped.__annotations__["msg"].__idl_typename__
+    package, _, type_name = kind.typed.msgtype.split("/")
+    assert inner_name == f"{package}::msg::dds_::{type_name}_"
+    stream = read_stream_file(Path(replay_stream(bag, "cdr")[0]))
+    body = stream.body(stream.topic_of.index(topic, 3))  # its second message
+    driver = backend.DdsBackend()
+    cfg = driver.node_config("sender", 0, {"trial": f"typed-{topic}", "trial_nodes": 1})
+    session = driver.open(NodeContext("typed", "localhost", cfg))
+    got: list[Any] = []
+    done = threading.Event()
+
+    def on_message(seq: int, msg: object) -> None:  # a Sample: read while it is lent
+        got.append((bytes(msg), session.body_of(msg, kind)))  # type: ignore[call-overload]
+        done.set()
+
+    try:
+        session.subscribe("/typed", kind, on_message, 0)
+        pub = session.publisher("/typed", kind, 10)
+        for _ in range(300):
+            pub.send_body(5, 7_000_000_123, body)
+            if done.wait(0.1):
+                break
+        assert got, "nothing arrived"
+        assert got[0][1][4:] == body[4:]
+    finally:
+        session.close()
+        driver.release()
+    store = get_typestore(Stores.LATEST)
+    name = f"roboscale_msgs/msg/Stamped{kind.typed.type_name}"
+    store.register(get_types_from_msg(wrapper, name))
+    msg: Any = store.deserialize_cdr(got[0][0], name)
+    assert (msg.id, msg.t.sec, msg.t.nanosec) == (5, 7, 123)
+    recorded: Any = store.deserialize_cdr(body, kind.typed.msgtype)
+    assert (msg.msg.header.frame_id, msg.msg.header.stamp.sec) == ("f1", 101)
+    if topic == 2:
+        assert list(msg.msg.ranges) == list(recorded.ranges) and msg.msg.ranges[0] == 2.0
+    else:
+        assert msg.msg.pose.pose.position.x == 2.5
+        assert list(msg.msg.twist.covariance) == list(recorded.twist.covariance)

@@ -169,7 +169,7 @@ def test_types_of_msg_files_are_declared_as_ros2_and_write_its_cdr() -> None:
     from pathlib import Path
 
     from roboscale import msgtypes
-    from roboscale.backends.dds_types import build_message, typed_stamped
+    from roboscale.backends.dds_types import build_message, payload_offset, typed_stamped
 
     types = msgtypes.load([Path(__file__).parents[2] / "examples" / "msgs"])
     for name in types.files:
@@ -178,9 +178,17 @@ def test_types_of_msg_files_are_declared_as_ros2_and_write_its_cdr() -> None:
         assert stamped.__idl_typename__ == f"roboscale_msgs::msg::dds_::Stamped{typed.type_name}_"
         inner = stamped.__annotations__["msg"]
         assert inner.deserialize(typed.sample("cdr")).serialize() == typed.sample("cdr")
-        cdr = build_message(MessageKind("custom", 0, typed), 7, 3_000_000_005).serialize()
+        kind = MessageKind("custom", 0, typed)
+        cdr = build_message(kind, 7, 3_000_000_005).serialize()
+        # the payload part (8-aligned after `align8` when the type has 8-byte fields) is
+        # the type's own CDR, byte for byte
+        sample = typed.sample("cdr")[4:]
+        assert cdr[payload_offset(kind) :][: len(sample)] == sample
         wrapper = f"roboscale_msgs/msg/Stamped{typed.type_name}"
-        definition = f"int32 id\nbuiltin_interfaces/Time t\n{typed.package}/{typed.type_name} msg\n"
+        pad = "uint32 align8\n" if "align8" in stamped.__annotations__ else ""
+        definition = (
+            f"int32 id\nbuiltin_interfaces/Time t\n{pad}{typed.package}/{typed.type_name} msg\n"
+        )
         types.ros2.register(get_types_from_msg(definition, wrapper))
         msg: Any = types.ros2.deserialize_cdr(cdr, wrapper)
         assert (msg.id, msg.t.sec, msg.t.nanosec) == (7, 3, 5)

@@ -86,8 +86,10 @@ class Publisher(Protocol):
     def send(self, seq: int, stamp_ns: int) -> None: ...
 
     def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
-        """Send `body` (a replayed message, serialized) as this message's payload, on a
-        publisher of kind `bytes`."""
+        """Send `body`, a replayed message serialized as the backend carries it
+        (`Backend.replay_encoding`), as this message's payload: its bytes as they are, as
+        `rosbag play` sends them, inside the stamped message of the publisher's kind (the
+        recorded type on the backends that carry types)."""
         ...
 
     def forward(self, msg: object) -> None: ...
@@ -98,8 +100,8 @@ class Session(Protocol):
 
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None: ...
 
-    def body_of(self, msg: object) -> bytes:
-        """The payload of a received `bytes`-kind message: what `send_body` sent."""
+    def body_of(self, msg: object, kind: MessageKind) -> bytes:
+        """The payload of a received message of `kind`: what `send_body` sent."""
         ...
 
     def close(self) -> None: ...
@@ -140,6 +142,9 @@ class Backend(Protocol):
     # The QoS settings it honours, per axis (backends/qos.py); a trial asking for another
     # is refused before anything runs.
     qos: Capability
+    # The serialization a replayed message travels in: `ros1`, `cdr` (what a ROS 2 node
+    # reads), or "" for the bytes as recorded (a backend with no wire format of its own).
+    replay_encoding: str
 
     @property
     def python(self) -> str: ...

@@ -61,6 +61,8 @@ STAMP = struct.Struct("<iiI")  # id, t.sec, t.nanosec after the encapsulation he
 OCTETS_LEN = struct.Struct("<I")  # StampedBytes: the length of `data`, after the stamp
 CDR_HEADER = 4
 HEAD = CDR_HEADER + STAMP.size  # the encapsulation header, id and stamp: 16 bytes
+CDR_LE = b"\0\1\0\0"  # the encapsulation header: plain CDR, little endian
+PADDING = (b"", b"\0", b"\0\0", b"\0\0\0")
 TAKE_BATCH = 64
 RECEIVE_BUFFER = "4MB"
 WAKE_S = 1.0  # a drain thread's longest sleep: it also checks whether its session closed
@@ -155,7 +157,7 @@ def lease_domain() -> DomainLease:
 
 class DdsPublisher:
     def __init__(self, writer: Any, kind: MessageKind) -> None:
-        from roboscale.backends.dds_types import build_message
+        from roboscale.backends.dds_types import build_message, payload_offset
 
         self._writer = writer  # the binding deletes the entity when this is collected
         self._write = SampleWriter(writer._ref)
@@ -164,6 +166,11 @@ class DdsPublisher:
         self._cdr = bytearray(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0"))
         self._write_own = PinnedSampleWriter(writer._ref, self._cdr)
         self.failed = 0
+        # What goes before a replayed body: all but the payload part (None: StampedBytes).
+        stamped = kind.typed is not None or kind.kind in ("laserscan", "image")
+        self._head = bytearray(self._cdr[: payload_offset(kind)]) if stamped else None
+        if self._head is not None:
+            self._head[2:4] = b"\0\0"
 
     def send(self, seq: int, stamp_ns: int) -> None:
         sec, nanosec = divmod(stamp_ns, 1_000_000_000)
@@ -172,10 +179,25 @@ class DdsPublisher:
             self.failed += 1
 
     def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
-        from roboscale.backends.dds_types import StampedBytes, stamp_time
+        """StampedBytes around the body; a typed kind's message with the body, the CDR of
+        the recorded type (little endian), as its payload part, as recorded."""
+        if self._head is None:
+            from roboscale.backends.dds_types import StampedBytes, stamp_time
 
-        cdr = StampedBytes(id=seq, t=stamp_time(stamp_ns), data=body).serialize()
-        if self._write(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0")) < 0:
+            octets = StampedBytes(id=seq, t=stamp_time(stamp_ns), data=body).serialize()
+            self.send_cdr(octets.ljust(-(-len(octets) // 4) * 4, b"\0"))
+            return
+        if body[:2] != CDR_LE[:2]:
+            raise ValueError("a replayed body is not little-endian CDR")
+        pad = -(len(self._head) + len(body) - CDR_HEADER) % 4
+        cdr = self._head + memoryview(body)[CDR_HEADER:] + PADDING[pad]
+        cdr[3] = pad  # the encapsulation options: how many bytes of padding end it
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        STAMP.pack_into(cdr, CDR_HEADER, seq, sec, nanosec)
+        self.send_cdr(cdr)
+
+    def send_cdr(self, cdr: bytes | bytearray) -> None:
+        if self._write(cdr) < 0:
             self.failed += 1
 
     def forward(self, msg: object) -> None:
@@ -293,13 +315,21 @@ class DdsSession:
             if samples.take(deliver) < 0:
                 return  # the reader was deleted with the session
 
-    def body_of(self, msg: object) -> bytes:
-        """StampedBytes' `data`: its length right after the stamp, then the bytes."""
-        start = HEAD + OCTETS_LEN.size
-        if isinstance(msg, Sample):
-            (size,) = OCTETS_LEN.unpack(msg.read(HEAD, OCTETS_LEN.size))
-            return msg.read(start, size)
+    def body_of(self, msg: object, kind: MessageKind) -> bytes:
+        """StampedBytes' `data`: its length right after the stamp, then the bytes; of a
+        typed kind, its payload part as a CDR message of its own."""
         data: Any = msg
+        sample = isinstance(msg, Sample)
+        if kind.typed is not None or kind.kind in ("laserscan", "image"):
+            from roboscale.backends.dds_types import payload_offset
+
+            offset = payload_offset(kind)
+            part = data.read(offset, len(data) - offset) if sample else data[offset:]
+            return CDR_LE + bytes(part)
+        start = HEAD + OCTETS_LEN.size
+        if sample:
+            (size,) = OCTETS_LEN.unpack(data.read(HEAD, OCTETS_LEN.size))
+            return bytes(data.read(start, size))
         (size,) = OCTETS_LEN.unpack_from(data, HEAD)
         return bytes(data[start : start + size])
 
@@ -330,6 +360,7 @@ class DomainInfrastructure:
 class DdsBackend:
     name = "dds"
     placement = "node"
+    replay_encoding = "cdr"
     qos = EVERY_SETTING
 
     def __init__(self) -> None:

@@ -247,16 +247,45 @@ def _struct(name: str, fields: dict[str, Any]) -> Any:
 
 def typed_stamped(typed: TypedPayload) -> type[IdlStruct]:
     """`roboscale_msgs/msg/Stamped<Type>`: `int32 id`, `builtin_interfaces/Time t`, then
-    the user's type as `msg`, declared as rmw_cyclonedds declares ROS 2 types."""
+    the user's type as `msg`, declared as rmw_cyclonedds declares ROS 2 types. A type
+    with 8-byte fields gets `uint32 align8` before `msg`, so that `msg` starts 8-aligned
+    (byte 16 of the CDR's body, as in a message of its own): its CDR is then the real
+    message's CDR as it is, which is what lets a replayed message be sent as recorded."""
     import json
 
     name = f"roboscale_msgs/msg/Stamped{typed.type_name}"
     if name not in _BUILT:
-        inner = _struct(typed.msgtype, json.loads(typed.ros2_fields))
-        members = {"id": int32, "t": Time, "msg": inner}
+        fields = json.loads(typed.ros2_fields)
+        inner = _struct(typed.msgtype, fields)
+        pad = {"align8": uint32} if _aligns_to_8(typed.msgtype, fields) else {}
+        members = {"id": int32, "t": Time, **pad, "msg": inner}
         _BUILT[name] = make_idl_struct(f"Stamped{typed.type_name}", _dds_name(name), members)
     built: type[IdlStruct] = _BUILT[name]
     return built
+
+
+_WIDE = ("float64", "int64", "uint64")
+
+
+def _aligns_to_8(name: str, fields: dict[str, Any]) -> bool:
+    """Whether a type holds an 8-byte number (XCDR1 aligns it to 8), at any depth."""
+
+    def wide(desc: list[Any]) -> bool:
+        kind, detail = desc
+        if kind == _BASE_KIND:
+            return bool(detail[0] in _WIDE)
+        if kind == _NAME_KIND:
+            return _aligns_to_8(detail, fields)
+        return wide(detail[0])
+
+    return any(wide(d) for _, d in fields.get(name, ()))
+
+
+def payload_offset(kind: MessageKind) -> int:
+    """Where a stamped message's payload part starts in its CDR (after the 4-byte
+    encapsulation header, the id and the stamp, and `align8` when there is one)."""
+    stamped = type_of(kind)
+    return 16 + 4 * ("align8" in stamped.__annotations__)
 
 
 def stamp_time(stamp_ns: int) -> Time:
@@ -269,7 +298,8 @@ def build_message(kind: MessageKind, seq: int = 0, stamp_ns: int = 0) -> IdlStru
     if kind.typed is not None:
         stamped: Any = typed_stamped(kind.typed)
         inner = stamped.__annotations__["msg"].deserialize(kind.typed.sample("cdr"))
-        return stamped(id=seq, t=t, msg=inner)  # type: ignore[no-any-return]
+        pad = {"align8": 0} if "align8" in stamped.__annotations__ else {}
+        return stamped(id=seq, t=t, **pad, msg=inner)  # type: ignore[no-any-return]
     if kind.kind == "text":
         return StampedString(id=seq, t=t, message=String(data=TEXT.decode()))
     if kind.kind == "laserscan":

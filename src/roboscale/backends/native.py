@@ -110,7 +110,7 @@ class NativeSession:
         node = self._node()
         self.runtime.call(lambda: node.subscribe(topic, on_message, queue_size=queue or 1 << 30))
 
-    def body_of(self, msg: object) -> bytes:
+    def body_of(self, msg: object, kind: MessageKind) -> bytes:
         frame: Any = msg
         return bytes(frame[2])
 
@@ -165,7 +165,7 @@ class NativeProcSession(NativeSession):
         raw["security"] = {"insecure": True}
         self._bridge = Bridge(self.runtime, bridge_config(raw)).open()
 
-    def body_of(self, msg: object) -> bytes:
+    def body_of(self, msg: object, kind: MessageKind) -> bytes:
         frame: Any = msg
         return bytes(frame[HEADER.size :])
 
@@ -182,6 +182,9 @@ class NativeProcSession(NativeSession):
 class NativeBackend:
     qos = RELIABLE_VOLATILE
     name = "native"
+    # Replayed bytes go as recorded: the runtime passes a message's bytes untouched and has
+    # no wire format of its own (its bridge carries frames, not ROS 2 messages).
+    replay_encoding = ""
     placement = "pair"
 
     @property

@@ -8,7 +8,11 @@ genpy from their definitions, around real `sensor_msgs` LaserScan and Image, or
 around a type of the user's (`roboscale_msgs/Stamped<Type>`: `<package>/<Type> msg`,
 generated from the .msg files' ROS 1 definition, so its md5sum is the one a ROS node
 built from the same files has); its sample message is deserialized into it once, and
-every send serializes it, as rospy does.
+every send serializes it, as rospy does. A replayed message (`send_body`) travels as its
+recorded type too (`roboscale_msgs/Stamped<Type>` of the bag's definition, or
+StampedLaserScan/StampedImage for the Stata streams), its recorded bytes written after
+the id and stamp without deserializing them, as `rosbag play` publishes a bag; the
+subscriber deserializes the real type (genpy), and an echoer republishes it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import io
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import time
 import xmlrpc.client
@@ -43,6 +48,7 @@ INSTALL_HINT = (
     "(Debian 12), or run `sudo make ros1`"
 )
 HEAD = "int32 id\ntime t\n"
+STAMP = struct.Struct("<iII")  # HEAD serialized: id, t.secs, t.nsecs
 SEP = "\n" + "=" * 80 + "\nMSG: "
 
 # Thesis message kinds (seed notes) plus raw bytes for arbitrary sizes.
@@ -101,6 +107,22 @@ def build_message(kind: MessageKind) -> Any:
     return msg
 
 
+def raw_class(cls: Any) -> Any:
+    """The stamped type `cls` (same `_type` and md5sum) serialized from the id, the stamp
+    and a message's bytes as recorded, written as they are: what `rosbag play` does with
+    a bag's messages (it publishes their serialized bytes through a ShapeShifter, never
+    deserializing them). A subscriber deserializes the real type."""
+
+    class Raw(cls):  # type: ignore[misc]
+        __slots__ = ("body",)
+
+        def serialize(self, buff: Any) -> None:
+            buff.write(STAMP.pack(self.id, self.t.secs, self.t.nsecs))
+            buff.write(self.body)
+
+    return Raw
+
+
 class Ros1Publisher:
     def __init__(self, publisher: Any, kind: MessageKind) -> None:
         import rospy
@@ -108,6 +130,8 @@ class Ros1Publisher:
         self._pub = publisher
         self._msg = build_message(kind)
         self._time = rospy.Time
+        self._bytes = kind.typed is None and kind.kind not in ("laserscan", "image", "text")
+        self._raw = None if self._bytes else raw_class(type(self._msg))()
 
     def send(self, seq: int, stamp_ns: int) -> None:
         self._msg.id = seq
@@ -115,8 +139,14 @@ class Ros1Publisher:
         self._pub.publish(self._msg)
 
     def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
-        self._msg.data = body  # genpy writes a uint8[] given as bytes in one block
-        self.send(seq, stamp_ns)
+        if self._raw is None:
+            self._msg.data = body  # genpy writes a uint8[] given as bytes in one block
+            self.send(seq, stamp_ns)
+            return
+        raw = self._raw
+        raw.id, raw.body = seq, body
+        raw.t = self._time(stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000)
+        self._pub.publish(raw)
 
     def forward(self, msg: object) -> None:
         self._pub.publish(msg)
@@ -154,14 +184,15 @@ class Ros1Session:
         )
         self._subs.append(sub)
 
-    def body_of(self, msg: object) -> bytes:
-        """The payload: the bytes of a `bytes` message, else the message part serialized."""
+    def body_of(self, msg: object, kind: MessageKind) -> bytes:
+        """The payload: the bytes of a `bytes` message, else the message after the id and
+        stamp, serialized."""
         data = getattr(msg, "data", None)
-        if data is not None:
+        if data is not None and kind.typed is None:
             return bytes(data)
         out = io.BytesIO()
-        msg.msg.serialize(out)  # type: ignore[attr-defined]
-        return out.getvalue()
+        msg.serialize(out)  # type: ignore[attr-defined]
+        return out.getvalue()[STAMP.size :]
 
     def close(self) -> None:
         for entity in self._subs + self._pubs:
@@ -266,6 +297,7 @@ def _children(pid: int) -> list[int]:
 class Ros1Backend:
     qos = RELIABLE_VOLATILE
     name = "ros1"
+    replay_encoding = "ros1"
     placement = "node"
 
     @property

@@ -104,7 +104,7 @@ class ZenohSession:
             seq, _stamp = HEADER.unpack(raw)
             callback(seq, (sample.payload, raw))
 
-    def body_of(self, msg: object) -> bytes:
+    def body_of(self, msg: object, kind: MessageKind) -> bytes:
         sample: Any = msg
         return bytes(sample[0].to_bytes())
 
@@ -117,6 +117,7 @@ class ZenohSession:
 class ZenohBackend:
     qos = RELIABLE_VOLATILE
     name = "zenoh"
+    replay_encoding = "cdr"  # as rmw_zenoh carries a ROS 2 message: its CDR as the payload
     placement = "node"
 
     def __init__(self) -> None:

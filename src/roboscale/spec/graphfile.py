@@ -139,7 +139,12 @@ class Graph:
         def kind(o: Output) -> MessageKind:
             if o.typed:
                 return message_kind(self.message_types, o.payload)
-            return MessageKind("bytes" if o.replay else payload_kind(o.payload), o.payload_bytes)
+            if o.replay:  # its recorded type (roboscale.bags)
+                from roboscale.bags import replay_info, replay_kinds
+
+                names = [topic.name for topic in replay_info(o.replay.bag).topics]
+                return replay_kinds(o.replay.bag)[names.index(o.replay.topic)]
+            return MessageKind(payload_kind(o.payload), o.payload_bytes)
 
         return {o.topic: kind(o) for _, o in self.publishers()}
 

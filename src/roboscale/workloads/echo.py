@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from roboscale.backends.base import Callback, Publisher, Session
+from roboscale.backends.base import Callback, MessageKind, Publisher, Session
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
@@ -62,6 +62,10 @@ class EchoConfig(StreamConfig):
     # Replay (workloads/replay.py): `stata` or a stream file; one topic pair per stream topic.
     replay: str = ""
     stream_topics: tuple[str, ...] = ()
+    # Each stream topic's message kind (its recorded type), and the serialization the
+    # stream is in: the backend's `replay_encoding` ("": as recorded).
+    stream_kinds: tuple[MessageKind, ...] = ()
+    stream_encoding: str = ""
     rate_factor: float = 1.0
     loop: bool = False
     seed: int = 0
@@ -69,12 +73,18 @@ class EchoConfig(StreamConfig):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Self:
-        return super().from_dict({**d, "stream_topics": tuple(d.get("stream_topics", ()))})
+        kinds = tuple(MessageKind.from_dict(k) for k in d.get("stream_kinds", ()))
+        topics = tuple(d.get("stream_topics", ()))
+        return super().from_dict({**d, "stream_topics": topics, "stream_kinds": kinds})
 
     @property
     def topic_suffixes(self) -> tuple[str, ...]:
         """Each stream topic under the pair's topics (one unnamed topic without replay)."""
         return tuple(self.stream_topics) or ("",)
+
+    def kind_of(self, topic: int) -> MessageKind:
+        """The message kind of stream topic `topic` (the trial's without replay)."""
+        return self.stream_kinds[topic] if self.stream_kinds else self.kind
 
 
 class Sender:
@@ -89,17 +99,16 @@ class Sender:
         self._stream: Stream | None = None
         self._schedule: list[tuple[int, int]] = []
         if cfg.replay:
-            self._stream = open_stream(cfg.replay, cfg.seed)
+            self._stream = open_stream(cfg.replay, cfg.seed, cfg.stream_encoding)
             self._schedule = list(self._stream.schedule(cfg.total, cfg.loop))
             self._stream.prepare({i for _, i in self._schedule})
         self._matched = [threading.Event() for _ in cfg.topic_suffixes]
         self._pubs: list[Publisher] = []
         for k, suffix in enumerate(cfg.topic_suffixes):
-            self._pubs.append(
-                session.publisher(cfg.topic_out + suffix, cfg.kind, cfg.publisher_queue)
-            )
+            kind = cfg.kind_of(k)
+            self._pubs.append(session.publisher(cfg.topic_out + suffix, kind, cfg.publisher_queue))
             session.subscribe(
-                cfg.topic_back + suffix, cfg.kind, self._reply_of(k), cfg.subscriber_queue
+                cfg.topic_back + suffix, kind, self._reply_of(k), cfg.subscriber_queue
             )
         self._pub = self._pubs[0]
 
@@ -190,18 +199,21 @@ class Echoer:
         # (receive time, topic, body): kept in memory, written after the trial (finish)
         self._captured: list[tuple[int, int, bytes]] | None = [] if cfg.record else None
         for k, suffix in enumerate(cfg.topic_suffixes):
-            pub = session.publisher(cfg.topic_back + suffix, cfg.kind, cfg.publisher_queue)
+            kind = cfg.kind_of(k)
+            pub = session.publisher(cfg.topic_back + suffix, kind, cfg.publisher_queue)
             on_message = self._echo_to(pub, k)
-            session.subscribe(cfg.topic_out + suffix, cfg.kind, on_message, cfg.subscriber_queue)
+            session.subscribe(cfg.topic_out + suffix, kind, on_message, cfg.subscriber_queue)
 
     def _echo_to(self, pub: Publisher, topic: int) -> Callback:
+        kind = self.cfg.kind_of(topic)
+
         def on_message(seq: int, msg: object) -> None:
             if 0 <= seq < self.cfg.total:
                 if not self.t_echoed[seq]:
                     self.t_echoed[seq] = now = monotonic_ns()
                     self.counters.received += 1
                     if self._captured is not None:
-                        self._captured.append((now, topic, self._session.body_of(msg)))
+                        self._captured.append((now, topic, self._session.body_of(msg, kind)))
             elif seq >= 0:
                 self.counters.out_of_range += 1
             pub.forward(msg)
@@ -218,11 +230,13 @@ class Echoer:
         return None
 
     def finish(self) -> None:
-        """Write what was captured, stamped on the wall clock, as a stream file."""
+        """Write what was captured, stamped on the wall clock, as a stream file (in the
+        serialization it arrived in)."""
         if self._captured is None:
             return
         to_wall = time.time_ns() - monotonic_ns()
-        topics = [StreamTopic(self.cfg.topic_out + s, "", "") for s in self.cfg.topic_suffixes]
+        encoding, names = self.cfg.stream_encoding, self.cfg.topic_suffixes
+        topics = [StreamTopic(self.cfg.topic_out + s, "", encoding) for s in names]
         frames = [(t + to_wall, k, body) for t, k, body in self._captured]
         write_stream_file(Path(self.cfg.record), topics, frames)
 
@@ -258,15 +272,19 @@ class EchoWorkload:
         return t.host_of("echoer", key) if key < t.pairs else t.host_of("sender", key - t.pairs)
 
     def _config(self, t: TrialPlan, pair: int) -> EchoConfig:
-        from roboscale.bags import replay_info  # a bag becomes a stream file, once
+        from roboscale.backends.base import get_backend
+        from roboscale.bags import replay_kinds, replay_stream  # a bag: a stream file, once
 
         prefix = f"t{t.index:04d}"
+        encoding = get_backend(t.backend).replay_encoding if t.replay else ""
         return EchoConfig(
             pair=pair,
             topic_out=f"/{prefix}/chatter_m_{pair}",
             topic_back=f"/{prefix}/chatter_s_{pair}",
-            replay=replay_info(t.replay).source if t.replay else "",
+            replay=replay_stream(t.replay, encoding)[0] if t.replay else "",
             stream_topics=t.stream_topics,
+            stream_kinds=replay_kinds(t.replay) if t.replay else (),
+            stream_encoding=encoding,
             rate_factor=t.rate_factor,
             loop=t.loop,
             seed=t.seed,

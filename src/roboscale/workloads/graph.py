@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roboscale.backends.base import MessageKind, Publisher, Session
+from roboscale.backends.base import MessageKind, Publisher, Session, get_backend
 from roboscale.workloads.base import (
     AgentProtocol,
     Entry,
@@ -83,8 +83,10 @@ class OutputPlan:
     work_ms: float
     work: str
     # A replayed publisher: the stream agents open (`stata` or a stream file the lab
-    # wrote from a bag), its topic there, the speed-up and whether it loops.
+    # wrote from a bag) and its serialization (the backend's `replay_encoding`), its
+    # topic there, the speed-up and whether it loops.
     replay: str = ""
+    stream_encoding: str = ""
     stream_topic: int = 0
     rate_factor: float = 1.0
     loop: bool = False
@@ -320,6 +322,7 @@ class GraphWorkload:
         kinds = g.kinds()
         full = {name: f"/t{t.index:04d}/{name}" for name in topics}
         seconds = t.intended_duration_s
+        encoding = get_backend(t.backend).replay_encoding
         outputs = tuple(
             OutputPlan(
                 stage=o.stage,
@@ -333,7 +336,7 @@ class GraphWorkload:
                 when=o.when,
                 work_ms=o.work_ms,
                 work=o.work,
-                **replay_fields(o.replay),
+                **replay_fields(o.replay, encoding),
             )
             for pub, (n, o) in enumerate(g.publishers())
             if n.name == g.nodes[key].name
@@ -424,17 +427,19 @@ class GraphWorkload:
         ]  # fmt: skip
 
 
-def replay_fields(replay: Replay | None) -> dict[str, Any]:
+def replay_fields(replay: Replay | None, encoding: str) -> dict[str, Any]:
     """A replayed publisher's OutputPlan fields: the stream its agent opens (a bag becomes
-    a stream file, once per lab process: `roboscale.bags`) and its topic there."""
+    a stream file in `encoding`, once per lab process: `roboscale.bags`) and its topic
+    there."""
     if replay is None:
         return {}
-    from roboscale.bags import replay_info
+    from roboscale.bags import replay_info, replay_stream
 
     info = replay_info(replay.bag)
     names = [topic.name for topic in info.topics]
     return {
-        "replay": info.source,
+        "replay": replay_stream(replay.bag, encoding)[0],
+        "stream_encoding": encoding,
         "stream_topic": names.index(replay.topic),
         "rate_factor": replay.rate_factor,
         "loop": replay.loop,
@@ -442,14 +447,14 @@ def replay_fields(replay: Replay | None) -> dict[str, Any]:
 
 
 @functools.cache
-def _open_stream(source: str, seed: int) -> Stream:
+def _open_stream(source: str, seed: int, encoding: str) -> Stream:
     """One stream per source in a process (its nodes may replay several of its topics)."""
-    return open_stream(source, seed)
+    return open_stream(source, seed, encoding)
 
 
 def replay_schedule(out: OutputPlan, seed: int) -> tuple[Stream, list[tuple[int, int]]]:
     """A replayed output's stream and its (offset, frame) sends, their bodies prepared."""
-    stream = _open_stream(out.replay, seed)
+    stream = _open_stream(out.replay, seed, out.stream_encoding)
     schedule = list(stream.schedule(out.messages, out.loop, out.stream_topic))
     stream.prepare({i for _, i in schedule})
     return stream, schedule

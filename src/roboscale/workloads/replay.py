@@ -8,7 +8,8 @@ the message as serialized bytes). Two sources:
   shipped): `/base_scan` sensor_msgs/LaserScan at 20 Hz (about 4.25 KB: 1047 ranges of a
   room that drift smoothly as the robot moves, with Gaussian noise) and
   `/camera/rgb/image_raw` sensor_msgs/Image at 30 Hz (640x480 mono8, 307,200 B of pixels
-  that pan frame to frame, with a band of fresh noise), 60 s, ROS 1 serialization;
+  that pan frame to frame, with a band of fresh noise), 60 s, serialized for ROS 1 or
+  as ROS 2's CDR (`encoding`: what the trial's backend carries);
 - a stream file (`write_stream_file`) that the lab wrote from a bag (`roboscale.bags`):
   no pickle, no code, just a JSON header line and length-prefixed frames.
 
@@ -40,6 +41,8 @@ SCAN_RANGES = 1047  # about 4.25 KB serialized, as the thesis's bag
 IMAGE_W, IMAGE_H = 640, 480
 STATA_SECONDS = 60
 SCAN_HZ, IMAGE_HZ = 20, 30
+ENCODINGS = ("ros1", "cdr")  # ROS 1 serialization; ROS 2's CDR (little endian)
+CDR_LE = b"\0\1\0\0"  # the encapsulation header of CDR, little endian, as ROS 2 sends
 
 
 class StreamError(ValueError):
@@ -164,14 +167,19 @@ def _header(seq: int, stamp_ns: int, frame_id: str) -> bytes:
 
 
 class StataStream(Stream):
-    """Generated MIT-Stata-like streams: a laser scan at 20 Hz and a camera at 30 Hz."""
+    """Generated MIT-Stata-like streams: a laser scan at 20 Hz and a camera at 30 Hz,
+    serialized for ROS 1 (`ros1`) or as ROS 2's CDR (`cdr`)."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, encoding: str = "ros1") -> None:
+        if encoding not in ENCODINGS:
+            raise StreamError(f"unknown encoding {encoding!r}; allowed: {', '.join(ENCODINGS)}")
+        self._cdr = encoding == "cdr"
         scans = [(k * 1_000_000_000 // SCAN_HZ, 0) for k in range(STATA_SECONDS * SCAN_HZ)]
         images = [(k * 1_000_000_000 // IMAGE_HZ, 1) for k in range(STATA_SECONDS * IMAGE_HZ)]
         merged = sorted(scans + images)
         offsets, topic_of = [m[0] for m in merged], [m[1] for m in merged]
-        super().__init__(stata_topics(), offsets, topic_of, STATA_SECONDS * 1_000_000_000)
+        topics = stata_topics(encoding)
+        super().__init__(topics, offsets, topic_of, STATA_SECONDS * 1_000_000_000)
         rng = random.Random(seed)
         self._rng = rng
         self._scene = rng.randbytes(IMAGE_W * IMAGE_H * 2)  # wider than a frame: it pans
@@ -200,9 +208,18 @@ class StataStream(Stream):
         )  # fmt: skip
         fields = _SCAN_FIELDS.pack(-2.35, 2.35, 4.7 / SCAN_RANGES, 0.0, 1 / SCAN_HZ, 0.05, 30.0)
         return (
-            _header(i, t_ns, "laser") + fields + _U32.pack(SCAN_RANGES) + ranges.tobytes()
+            self._header(i, t_ns, "laser") + fields + _U32.pack(SCAN_RANGES) + ranges.tobytes()
             + _U32.pack(0)
         )  # fmt: skip
+
+    def _header(self, seq: int, stamp_ns: int, frame_id: str) -> bytes:
+        """std_msgs/Header: ROS 1's (seq, stamp, frame_id), or the CDR encapsulation and
+        ROS 2's (stamp, frame_id, NUL-terminated, padded to 4 bytes: the fields after it
+        need no more)."""
+        if not self._cdr:
+            return _header(seq, stamp_ns, frame_id)
+        sec, nsec = divmod(stamp_ns, 1_000_000_000)
+        return CDR_LE + _STAMP.pack(sec, nsec, len(frame_id) + 1) + _cdr_chars(frame_id)
 
     def _image(self, i: int, t_ns: int) -> bytes:
         """The camera pans across the scene a few pixels a frame; a band of sensor noise
@@ -212,20 +229,33 @@ class StataStream(Stream):
         pixels = bytearray(self._scene[shift : shift + size])
         band = (i * 16 * IMAGE_W) % size
         pixels[band : band + 16 * IMAGE_W] = self._rng.randbytes(16 * IMAGE_W)[: size - band]
-        head = _header(i, t_ns, "camera") + _IMAGE_FIELDS.pack(IMAGE_H, IMAGE_W)
-        return head + _string("mono8") + b"\0" + _U32.pack(IMAGE_W) + _U32.pack(size) + pixels
+        head = self._header(i, t_ns, "camera") + _IMAGE_FIELDS.pack(IMAGE_H, IMAGE_W)
+        if self._cdr:  # "mono8" and its NUL, is_bigendian, 1 byte of padding, step
+            encoding = _U32.pack(6) + b"mono8\0" + b"\0\0"
+        else:
+            encoding = _string("mono8") + b"\0"
+        return head + encoding + _U32.pack(IMAGE_W) + _U32.pack(size) + pixels
 
 
-def stata_topics() -> tuple[StreamTopic, ...]:
+def _cdr_chars(text: str) -> bytes:
+    """A CDR string's characters and NUL, padded to 4 bytes (its length goes before)."""
+    raw = text.encode() + b"\0"
+    return raw + b"\0" * (-len(raw) % 4)
+
+
+def stata_topics(encoding: str = "ros1") -> tuple[StreamTopic, ...]:
     return (
-        StreamTopic(SCAN_TOPIC, "sensor_msgs/msg/LaserScan", "ros1"),
-        StreamTopic(IMAGE_TOPIC, "sensor_msgs/msg/Image", "ros1"),
+        StreamTopic(SCAN_TOPIC, "sensor_msgs/msg/LaserScan", encoding),
+        StreamTopic(IMAGE_TOPIC, "sensor_msgs/msg/Image", encoding),
     )
 
 
-def open_stream(source: str, seed: int = 0) -> Stream:
-    """`stata`, or the path of a stream file the lab wrote."""
-    return StataStream(seed) if source == STATA else read_stream_file(Path(source))
+def open_stream(source: str, seed: int = 0, encoding: str = "") -> Stream:
+    """`stata` (generated in `encoding`, ROS 1 by default), or the path of a stream file
+    the lab wrote (in the encoding the lab chose for the trial's backend)."""
+    if source == STATA:
+        return StataStream(seed, encoding or "ros1")
+    return read_stream_file(Path(source))
 
 
 def pace_stream(

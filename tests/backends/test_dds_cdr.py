@@ -87,7 +87,7 @@ def test_a_forwarded_sample_arrives_unchanged(dds: None) -> None:
         back = session.publisher("/back", kind, 10)
 
         def on_out(seq: int, msg: Any) -> None:
-            bodies.append(session.body_of(msg))
+            bodies.append(session.body_of(msg, kind))
             back.forward(msg)
 
         def on_back(seq: int, msg: Any) -> None:

@@ -3,7 +3,8 @@
 Topics are `rt/<name>` and types `<pkg>::msg::dds_::<Type>_`, as rmw_cyclonedds
 names them; a message is the thesis's stamped message in ROS 2 form (`int32 id`,
 `builtin_interfaces/Time t`, then a real std_msgs/String, sensor_msgs/LaserScan,
-sensor_msgs/Image or `uint8[]`; see `dds_types`). The id and the stamp sit at
+sensor_msgs/Image or `uint8[]`; see `dds_types`), or a replayed topic's recorded type,
+whose recorded CDR is written after the id and stamp as it is. The id and the stamp sit at
 fixed offsets (bytes 4-16 after the 4-byte encapsulation header) of every stamped
 type, so a publisher serializes its message once with the library and patches
 them per send, a subscriber reads them without decoding the payload, and an

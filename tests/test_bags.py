@@ -160,22 +160,39 @@ def test_a_bad_bag_in_a_spec_exits_2_naming_it(
     assert f"e5.yaml:18: replay: {bag}: cannot read the bag" in err
 
 
-@pytest.mark.parametrize("source", ["stata", "bag.mcap"])
+@pytest.mark.parametrize(
+    ("source", "backend"),
+    [
+        ("stata", "native"),
+        ("bag.mcap", "native"),
+        pytest.param("bag.mcap", "ros1", marks=pytest.mark.ros1),
+        pytest.param("stata", "dds", marks=pytest.mark.dds),
+    ],
+)
 def test_record_writes_an_mcap_that_the_mcap_reader_reads_back(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    source: str,
+    backend: str,
 ) -> None:
     """`--record`: every message an echoer received, with its receive time and its type's
-    schema (ROS 1 for the generated streams, ROS 2 CDR for a rosbag2), readable by mcap
-    and decodable by rosbags from the recorded schema alone."""
+    schema in the serialization the backend carried (native: as recorded, ROS 1 for the
+    generated streams and ROS 2 CDR for a rosbag2; ros1: ROS 1, the rosbag2 converted;
+    dds: CDR), readable by mcap and decodable by rosbags from the recorded schema alone."""
     from mcap.reader import make_reader
+    from tests.backends.test_trials import require_backend
 
     from roboscale.cli import main
+
+    require_backend(request, backend)
+    ros1_expected = backend == "ros1" or (backend == "native" and source == "stata")
 
     if source != "stata":
         write_bag(tmp_path / "bag", "mcap")
         source = "bag/" + next((tmp_path / "bag").glob("*.mcap")).name
     record = tmp_path / "trial.mcap"
-    argv = ["bench", str(e5_with(tmp_path, source)), "--quick", "--backend", "native",
+    argv = ["bench", str(e5_with(tmp_path, source)), "--quick", "--backend", backend,
             "--out", str(tmp_path / "out"), "--record", str(record)]  # fmt: skip
     with pytest.raises(SystemExit) as done:
         main(argv)
@@ -194,7 +211,7 @@ def test_record_writes_an_mcap_that_the_mcap_reader_reads_back(
         decode = store.deserialize_ros1 if ros1 else store.deserialize_cdr
         msg = decode(message.data, _ros2(schema.name))
         assert channel.message_encoding == ("ros1" if ros1 else "cdr")
-        assert profile == ("ros1" if ros1 else "ros2") and ros1 == (source == "stata")
+        assert profile == ("ros1" if ros1 else "ros2") and ros1 == ros1_expected
         if schema.name.endswith("LaserScan"):
             assert len(msg.ranges) == 1047  # type: ignore[attr-defined]
         elif schema.name.endswith("Image"):

@@ -261,10 +261,15 @@ def replay_kinds(source: str) -> tuple[MessageKind, ...]:
     from roboscale.msgtypes import ros1_text, ros2_fields
 
     types = _STORES[info.source]
-    firsts = {}
-    for encoding in ("ros1", "cdr"):  # each topic's first message
-        stream = read_stream_file(Path(replay_stream(source, encoding)[0]))
-        firsts[encoding] = [stream.body(stream.topic_of.index(k)) for k in range(len(topics))]
+    stream = read_stream_file(Path(info.source))
+    recorded = [stream.body(stream.topic_of.index(k)) for k in range(len(topics))]
+    firsts = {  # each topic's first message, in each serialization (converted alone)
+        encoding: [
+            _convert(types, topic, body, encoding) if encoding != topic.encoding else body
+            for topic, body in zip(topics, recorded, strict=True)
+        ]
+        for encoding in ("ros1", "cdr")
+    }
     return tuple(
         MessageKind(
             "custom",

@@ -40,20 +40,12 @@ def test_the_reader_takes_the_writers_bytes_in_place(dds: None) -> None:
     """The binding's serdata layout holds on the pinned version (the fast path is used),
     and a sample taken by reference carries exactly the bytes written."""
     from cyclonedds.core import InstanceState, SampleState, ViewState
-    from cyclonedds.domain import Domain, DomainParticipant
-    from cyclonedds.pub import DataWriter
-    from cyclonedds.sub import DataReader
-    from cyclonedds.topic import Topic
 
     from roboscale.backends.dds_types import StampedBytes, Time
 
     lease = backend.lease_domain()
     try:
-        domain = Domain(lease.domain, backend.cyclone_xml(lease.domain, "lo", ["127.0.0.1"], 4))
-        participant = DomainParticipant(lease.domain)
-        topic = Topic(participant, "rt/cdr", StampedBytes)
-        reader = DataReader(participant, topic)
-        writer = DataWriter(participant, topic)
+        domain, reader, writer = backend.loopback_endpoints(lease.domain, "rt/cdr")
         cdr = StampedBytes(id=3, t=Time(sec=4, nanosec=5), data=bytes(range(256)) * 40).serialize()
         assert SampleWriter(writer._ref)(cdr) == 0
         mask = SampleState.Any | ViewState.Any | InstanceState.Any

@@ -28,6 +28,8 @@ from roboscale.registry import load_registered
 # Message ids below zero are probes that establish the echo path before counting.
 PROBE_SEQ_BASE = -1
 
+# (id, message): the message is the backend's own object, for its session's `body_of`
+# and its publishers' `forward` during the callback; dds releases it when it returns.
 Callback = Callable[[int, object], None]
 
 

@@ -94,6 +94,23 @@ def cyclone_xml(domain: int, interface: str, peers: list[str], max_index: int) -
     )
 
 
+def loopback_endpoints(domain: int, topic: str) -> tuple[Any, Any, Any]:
+    """A participant of its own on loopback (in `domain`, leased by the caller) with a
+    reader and a writer of one StampedBytes topic, for the sample paths without a
+    trial: (domain, reader, writer). Keep the domain referenced while using them."""
+    from cyclonedds.domain import Domain, DomainParticipant
+    from cyclonedds.pub import DataWriter
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    from roboscale.backends.dds_types import StampedBytes
+
+    configured = Domain(domain, cyclone_xml(domain, "lo", ["127.0.0.1"], 4))
+    participant = DomainParticipant(domain)
+    stamped = Topic(participant, topic, StampedBytes)
+    return configured, DataReader(participant, stamped), DataWriter(participant, stamped)
+
+
 def domain_ports(domain: int) -> range:
     base = PORT_BASE + DOMAIN_GAIN * domain
     return range(base, base + DOMAIN_GAIN)

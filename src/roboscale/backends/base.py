@@ -71,6 +71,13 @@ class MessageKind:
     size: int
     typed: TypedPayload | None = None
 
+    @property
+    def sensor_or_typed(self) -> bool:
+        """Whether its payload part is a message type that a replayed message of that type
+        fills as recorded (sensor_msgs LaserScan or Image, or a type of `typed`), rather
+        than text or a byte array."""
+        return self.typed is not None or self.kind in ("laserscan", "image")
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MessageKind:
         typed = d.get("typed")

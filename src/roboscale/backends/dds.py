@@ -185,8 +185,8 @@ class DdsPublisher:
         self._write_own = PinnedSampleWriter(writer._ref, self._cdr)
         self.failed = 0
         # What goes before a replayed body: all but the payload part (None: StampedBytes).
-        stamped = kind.typed is not None or kind.kind in ("laserscan", "image")
-        self._head = bytearray(self._cdr[: payload_offset(kind)]) if stamped else None
+        typed = kind.sensor_or_typed
+        self._head = bytearray(self._cdr[: payload_offset(kind)]) if typed else None
         if self._head is not None:
             self._head[2:4] = b"\0\0"
 
@@ -338,7 +338,7 @@ class DdsSession:
         typed kind, its payload part as a CDR message of its own."""
         data: Any = msg
         sample = isinstance(msg, Sample)
-        if kind.typed is not None or kind.kind in ("laserscan", "image"):
+        if kind.sensor_or_typed:
             from roboscale.backends.dds_types import payload_offset
 
             offset = payload_offset(kind)

@@ -130,8 +130,7 @@ class Ros1Publisher:
         self._pub = publisher
         self._msg = build_message(kind)
         self._time = rospy.Time
-        self._bytes = kind.typed is None and kind.kind not in ("laserscan", "image", "text")
-        self._raw = None if self._bytes else raw_class(type(self._msg))()
+        self._raw = raw_class(type(self._msg))() if kind.sensor_or_typed else None
 
     def send(self, seq: int, stamp_ns: int) -> None:
         self._msg.id = seq
@@ -187,9 +186,8 @@ class Ros1Session:
     def body_of(self, msg: object, kind: MessageKind) -> bytes:
         """The payload: the bytes of a `bytes` message, else the message after the id and
         stamp, serialized."""
-        data = getattr(msg, "data", None)
-        if data is not None and kind.typed is None:
-            return bytes(data)
+        if not kind.sensor_or_typed and kind.kind != "text":
+            return bytes(msg.data)  # type: ignore[attr-defined]
         out = io.BytesIO()
         msg.serialize(out)  # type: ignore[attr-defined]
         return out.getvalue()[STAMP.size :]

@@ -199,12 +199,13 @@ paths:
 """
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [*BACKENDS, pytest.param("dds", marks=pytest.mark.dds)])
 def test_trial_replays_a_bag_topic_through_a_relay(
     tmp_path: Path, run_trial: Any, request: pytest.FixtureRequest, backend: str
 ) -> None:
-    """A bag built here, one of its topics replayed in a loop into a relay: every recorded
-    message arrives at both subscribers, and the path is followed end to end."""
+    """A bag built here, one of its topics replayed in a loop into a relay (as its recorded
+    type: std_msgs/String): every recorded message arrives at both subscribers, and the
+    path is followed end to end."""
     from tests.test_bags import write_bag
 
     write_bag(tmp_path / "x.bag", "ros1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from array import array
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -52,6 +53,28 @@ def test_generated_scans_vary_smoothly_with_noise_and_images_change() -> None:
     assert len(pics[0].data) == 640 * 480
     assert not np.array_equal(pics[0].data, pics[1].data)
     assert not np.array_equal(pics[1].data, pics[2].data)
+
+
+def test_generated_streams_in_cdr_are_ros2s_messages() -> None:
+    """The same scans and images as ROS 2's CDR (what dds and zenoh carry): rosbags reads
+    them and writes the same bytes back, with the ROS 1 stream's content."""
+    ros2 = get_typestore(Stores.LATEST)
+    cdr, ros1 = StataStream(encoding="cdr"), StataStream(encoding="ros1")
+    assert {t.encoding for t in cdr.topics} == {"cdr"}
+    for i in range(4):
+        msgtype = cdr.topics[cdr.topic_of[i]].msgtype
+        body = cdr.body(i)
+        msg: Any = ros2.deserialize_cdr(body, msgtype)
+        assert bytes(ros2.serialize_cdr(msg, msgtype)) == body
+        same: Any = ROS1.deserialize_ros1(ros1.body(i), msgtype)
+        assert msg.header.frame_id == same.header.frame_id
+        if msgtype.endswith("Image"):
+            assert (msg.width, msg.step, msg.encoding) == (640, 640, "mono8")
+            assert np.array_equal(msg.data, same.data)
+        else:
+            assert len(msg.ranges) == len(same.ranges) == 1047
+    with pytest.raises(StreamError, match="unknown encoding 'json'"):
+        StataStream(encoding="json")
 
 
 def test_schedule_stops_at_the_end_or_loops() -> None:

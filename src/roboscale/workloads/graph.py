@@ -322,7 +322,8 @@ class GraphWorkload:
         kinds = g.kinds()
         full = {name: f"/t{t.index:04d}/{name}" for name in topics}
         seconds = t.intended_duration_s
-        encoding = get_backend(t.backend).replay_encoding
+        replays = any(o.replay for _, o in g.publishers())
+        encoding = get_backend(t.backend).replay_encoding if replays else ""
         outputs = tuple(
             OutputPlan(
                 stage=o.stage,

@@ -23,7 +23,7 @@ A second, small table prices the octet fast path: the library's own packing of
 
     .venv/bin/python bench/dds.py [--quick] [--json bench/out/dds.json] [--check]
         [--sizes 64KB,256KB] [--systems ddsperf,dds]   (a subset, for quick iterations;
-        no serializer table then)
+        no serializer table then) [--ddsperf-also PATH]
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ DDSPERF_QOS = {"reliability": "reliable", "history": "keep_last 1"}
 GOAL_RATIO = 1.5
 BACKENDS = ["dds", "zenoh", "ros1"]
 SYSTEMS = ["ddsperf", "ddsperf-waitset", *BACKENDS]
+ALSO = "ddsperf-also"  # another ddsperf build (--ddsperf-also), beside the anchor
 DDSPERF = "ddsperf"
 LINE = re.compile(
     r"size (?P<size>\d+) mean \S+ min \S+ 50% (?P<p50>[\d.]+)(?P<unit>[mun]?s) "
@@ -70,7 +71,9 @@ def rate_for(size: int) -> float:
     return 200.0 if size < LARGE else 50.0
 
 
-def ddsperf_point(size: int, messages: int, trigger: str = "listener") -> dict[str, Any]:
+def ddsperf_point(
+    size: int, messages: int, trigger: str = "listener", binary: str = DDSPERF
+) -> dict[str, Any]:
     """One size of ddsperf ping/pong; round trips (its printed figures doubled). ddsperf
     takes samples in a listener on Cyclone's receive thread by default; `waitset` makes
     it wake a thread of its own, as the dds backend's readers do."""
@@ -78,7 +81,7 @@ def ddsperf_point(size: int, messages: int, trigger: str = "listener") -> dict[s
     env = {**os.environ, "CYCLONEDDS_URI": cyclone_xml(lease.domain, "lo", ["127.0.0.1"], 4)}
     rate = rate_for(size)
     seconds = max(3, int(messages / rate) + 2)
-    base = [DDSPERF, "-i", str(lease.domain)]
+    base = [binary, "-i", str(lease.domain)]
     pong = subprocess.Popen(
         [*base, "pong", trigger], env=env, stdout=subprocess.DEVNULL, start_new_session=True
     )
@@ -96,6 +99,8 @@ def ddsperf_point(size: int, messages: int, trigger: str = "listener") -> dict[s
         lease.release()
     point = summarize_ddsperf(ping.stdout, size, rate)
     point["system"] = "ddsperf" if trigger == "listener" else f"ddsperf-{trigger}"
+    if binary != DDSPERF:
+        point["system"], point["binary"] = ALSO, binary
     return point
 
 
@@ -214,25 +219,34 @@ def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
 
 
 def measure_size(
-    size: int, counts: dict[str, int], systems: list[str], missing: dict[str, str]
+    size: int, counts: dict[str, int], systems: list[str], missing: dict[str, str], also: str
 ) -> list[Any]:
     """ddsperf, then every backend's echo at one size (those of `systems`); what could
-    not run is in `missing`."""
+    not run is in `missing`. `also`: another ddsperf binary, measured after the anchor."""
     total, messages, warmup = counts["messages"] + counts["warmup"], *counts.values()
     label = format_size(size)
     runs: dict[str, Any] = {
         "ddsperf": functools.partial(ddsperf_point, size, total),
+        ALSO: functools.partial(ddsperf_point, size, total, "listener", also),
         "ddsperf-waitset": functools.partial(ddsperf_point, size, total, "waitset"),
     }
     for name in BACKENDS:
         runs[name] = functools.partial(echo_point, name, size, messages, warmup)
-    points = [attempt(f"{name} {label}", runs[name], missing) for name in systems]
+    chosen = [n for n in runs if n in systems and (n != ALSO or also)]
+    points = [attempt(f"{name} {label}", runs[name], missing) for name in chosen]
     return [p for p in points if p]
 
 
 def add_subset(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", help="comma-separated sizes (e.g. 64KB,256KB); default: all")
     p.add_argument("--systems", help=f"comma-separated, of {','.join(SYSTEMS)}; default: all")
+    p.add_argument(
+        "--ddsperf-also",
+        metavar="PATH",
+        default="",
+        help="another ddsperf binary (e.g. built from the Cyclone version the backend runs), "
+        "measured beside the anchor as ddsperf-also; the goal stays against `ddsperf`",
+    )
 
 
 def parse_size(text: str) -> int:
@@ -264,7 +278,7 @@ def main() -> None:
     missing: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
     for size in sizes:
-        rows += measure_size(size, counts, systems, missing)
+        rows += measure_size(size, counts, [*systems, ALSO], missing, args.ddsperf_also)
     anchor = {r["bytes"]: r["p50_us"] for r in rows if r["system"] == "ddsperf"}
     for r in rows:
         r["vs_ddsperf"] = r["p50_us"] / anchor[r["bytes"]] if r["bytes"] in anchor else None

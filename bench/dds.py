@@ -239,7 +239,9 @@ def measure_size(
 
 def add_subset(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", help="comma-separated sizes (e.g. 64KB,256KB); default: all")
-    p.add_argument("--systems", help=f"comma-separated, of {','.join(SYSTEMS)}; default: all")
+    p.add_argument(
+        "--systems", help=f"comma-separated, of {','.join(SYSTEMS)} (or none); default: all"
+    )
     p.add_argument(
         "--ddsperf-also",
         metavar="PATH",
@@ -262,6 +264,7 @@ def chosen(args: argparse.Namespace) -> tuple[list[int], list[str]]:
     if args.sizes:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
     systems = args.systems.split(",") if args.systems else SYSTEMS
+    systems = [] if systems == ["none"] else systems  # --systems none: only --ddsperf-also
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise SystemExit(f"error: --systems: unknown {unknown}; allowed: {','.join(SYSTEMS)}")

@@ -13,9 +13,11 @@
    tracepoints: per round trip, when the echo's last datagram arrived, when the
    echo's first reply datagram left, when the pinger's last datagram arrived
    (medians, µs from the ping's first datagram), beside the round trip's p50 that
-   bench/dds.py measured in the same run (ddsperf's doubled).
+   bench/dds.py measured in the same run (ddsperf's doubled); --ddsperf-also PATH
+   traces another ddsperf build too.
 
-    .venv/bin/python bench/dds_hop.py [--quick] [--perf] [--json bench/out/dds_hop.json]
+    .venv/bin/python bench/dds_hop.py [--quick] [--perf [--ddsperf-also PATH]]
+        [--json bench/out/dds_hop.json]
 """
 
 from __future__ import annotations
@@ -128,12 +130,15 @@ def cold_python(repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def trace(system: str, size: int, messages: int) -> dict[str, Any]:
+def trace(system: str, size: int, messages: int, also: str) -> dict[str, Any]:
     """perf's sendmsg/recvmsg timeline of one bench/dds.py measurement."""
     with tempfile.TemporaryDirectory(prefix="roboscale-hop-") as work:
         data, measured = Path(work) / "perf.data", Path(work) / "dds.json"
         bench = [sys.executable, str(Path(__file__).with_name("dds.py"))]
         run = [*bench, "--sizes", format_size(size), "--systems", system, "--json", str(measured)]
+        if system == "ddsperf-also":
+            run = [*bench, "--sizes", format_size(size), "--systems", "none",
+                   "--ddsperf-also", also, "--json", str(measured)]  # fmt: skip
         subprocess.run(
             ["perf", "record", "-q", "-e", EVENTS, "-o", str(data), "--", *run,
              "--messages", str(messages), "--warmup", "10"],
@@ -185,6 +190,12 @@ def timeline(output: str, datagrams: int) -> dict[str, Any]:
 
 def add_perf(p: Any) -> None:
     p.add_argument("--perf", action="store_true", help="also trace ddsperf and the dds echo")
+    p.add_argument(
+        "--ddsperf-also",
+        metavar="PATH",
+        default="",
+        help="with --perf, trace this ddsperf build too (bench/dds.py's option)",
+    )
 
 
 def main() -> None:
@@ -200,7 +211,8 @@ def main() -> None:
     traces = []
     if args.perf:
         for size in (65536, 262144):
-            traces += [trace(system, size, 300) for system in ("ddsperf", "dds")]
+            systems = ["ddsperf", *(["ddsperf-also"] if args.ddsperf_also else []), "dds"]
+            traces += [trace(system, size, 300, args.ddsperf_also) for system in systems]
         print("\nround-trip timeline (µs from the ping's first datagram, medians):")
         table(traces, ["system", "bytes", "round_trips", "echo_in_us", "echo_out_us",
                        "echo_turn_us", "ping_in_us", "rtt_p50_us", "ping_end_us"])  # fmt: skip

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-import itertools
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,7 +157,7 @@ def nearest(name: str, known: list[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-class _Reader:
+class GraphReader:
     """Reads one graph file, collecting every error with its line."""
 
     def __init__(self, file: str, lines: LineMap) -> None:
@@ -347,7 +345,7 @@ class _Reader:
 def read_graph(path: Path) -> Graph:
     """Load and validate a graph file; SpecErrors lists every problem found."""
     data, lines = load_yaml(path, "graph file")
-    r = _Reader(str(path), lines)
+    r = GraphReader(str(path), lines)
     if not r.mapping(data, (), TOP_FIELDS, "a graph file"):
         raise SpecErrors(r.errors)
     if data.get("version", GRAPH_VERSION) != GRAPH_VERSION:
@@ -362,17 +360,19 @@ def read_graph(path: Path) -> Graph:
     graph = Graph(str(data.get("name", path.stem)), str(path), tuple(nodes), ())
     if not r.errors:
         graph = _with_types(graph, data.get("message_types", []), path, r)
+    from roboscale.spec.graphcheck import check_cycles, check_topics, read_paths
+
     if not r.errors:
-        _check_topics(graph, r)
+        check_topics(graph, r)
     if not r.errors:
-        _check_cycles(graph, r)
-    paths = _paths(graph, data.get("paths", {}), r) if not r.errors else ()
+        check_cycles(graph, r)
+    paths = read_paths(graph, data.get("paths", {}), r) if not r.errors else ()
     if r.errors:
         raise SpecErrors(r.errors)
     return Graph(graph.name, graph.file, graph.nodes, paths, graph.message_types)
 
 
-def _with_types(graph: Graph, given: Any, path: Path, r: _Reader) -> Graph:
+def _with_types(graph: Graph, given: Any, path: Path, r: GraphReader) -> Graph:
     """The graph's .msg files (relative to it; absolute) loaded, and each payload naming a
     type sized: its sample's CDR bytes (roboscale/msgtypes.py)."""
     from roboscale.msgtypes import load_cached, message_kind
@@ -381,7 +381,7 @@ def _with_types(graph: Graph, given: Any, path: Path, r: _Reader) -> Graph:
     sources = tuple(str((path.parent / str(p)).resolve()) for p in given)
     named = [(n, o) for n, o in graph.publishers() if o.typed]
     if named and not sources:
-        r.fail((*_out_loc(*named[0]), "payload"), "names a message type, but the graph "
+        r.fail((*out_loc(*named[0]), "payload"), "names a message type, but the graph "
                "loads none; add message_types: [.msg files or folders beside it]")  # fmt: skip
         return graph
     try:
@@ -397,115 +397,17 @@ def _with_types(graph: Graph, given: Any, path: Path, r: _Reader) -> Graph:
         try:
             return replace(o, payload_bytes=message_kind(sources, o.payload).size)
         except UserError as e:
-            r.fail((*_out_loc(node, o), "payload"), str(e))
+            r.fail((*out_loc(node, o), "payload"), str(e))
             return o
 
     nodes = tuple(replace(n, outputs=tuple(sized(n, o) for o in n.outputs)) for n in graph.nodes)
     return replace(graph, nodes=nodes, message_types=sources)
 
 
-def _out_loc(node: GraphNode, out: Output) -> KeyPath:
+def out_loc(node: GraphNode, out: Output) -> KeyPath:
+    """Where an output is in the graph file: nodes.NAME.STAGE[i]."""
     i = [o for o in node.outputs if o.stage == out.stage].index(out)
     return ("nodes", node.name, out.stage, i)
-
-
-def _check_topics(g: Graph, r: _Reader) -> None:
-    """Every topic read is published; publishers of a topic agree on its payload."""
-    pubs = g.publishers()
-    if len(pubs) > MAX_PUBLISHERS:
-        r.fail(("nodes",), f"at most {MAX_PUBLISHERS} publishers (publish, relay, fusion and "
-               f"timer entries) in a graph; got {len(pubs)}")  # fmt: skip
-    payload: dict[str, tuple[str, int]] = {}
-    for node, out in pubs:
-        first = payload.setdefault(out.topic, (out.payload, out.payload_bytes))
-        if first != (out.payload, out.payload_bytes):
-            r.fail(
-                (*_out_loc(node, out), "payload"),
-                f"topic {out.topic!r} is published as "
-                f"{first[0]} ({first[1]} B) elsewhere; its publishers share one payload",
-            )
-    known = list(payload)
-    for node in g.nodes:
-        for topic, loc in _reads(node):
-            if topic not in payload:
-                r.fail(loc, f"topic {topic!r} has no publisher in the graph{nearest(topic, known)}")
-
-
-def _reads(node: GraphNode) -> Iterator[tuple[str, KeyPath]]:
-    for i, topic in enumerate(node.subscribes):
-        yield topic, ("nodes", node.name, "subscribe", i)
-    for out in node.outputs:
-        loc = _out_loc(node, out)
-        for i, topic in enumerate(out.inputs):
-            yield topic, (*loc, "input") if out.stage == "relay" else (*loc, "inputs", i)
-
-
-def _check_cycles(g: Graph, r: _Reader) -> None:
-    """Message-triggered stages (relays, fusions) must not feed back to themselves: with no
-    timer on the loop, one message would circulate for ever."""
-    edges: dict[str, set[str]] = {}
-    for _, out in g.publishers():
-        if out.triggered:
-            for topic in out.inputs:
-                edges.setdefault(topic, set()).add(out.topic)
-    state: dict[str, int] = {}  # 1: on the current walk, 2: done
-
-    def walk(topic: str, trail: list[str]) -> list[str] | None:
-        state[topic] = 1
-        for nxt in sorted(edges.get(topic, ())):
-            if state.get(nxt) == 1:
-                return [*trail[trail.index(nxt) :], nxt] if nxt in trail else [topic, nxt]
-            if nxt not in state and (loop := walk(nxt, [*trail, nxt])):
-                return loop
-        state[topic] = 2
-        return None
-
-    for topic in list(edges):
-        if topic not in state and (loop := walk(topic, [topic])):
-            r.fail(("nodes",), "a cycle of relays/fusions with no timer: "
-                   f"{' -> '.join(loop)}; a timer must break it (it publishes at its rate "
-                   "with the latest input)")  # fmt: skip
-            return
-
-
-def _paths(g: Graph, data: Any, r: _Reader) -> tuple[GraphPath, ...]:
-    if not isinstance(data, dict):
-        r.fail(("paths",), f"a mapping of path names to lists of node names; got {data!r}")
-        return ()
-    by_name = {n.name: n for n in g.nodes}
-    out = []
-    for name, steps in data.items():
-        loc: KeyPath = ("paths", name)
-        if not isinstance(steps, list) or len(steps) < 2:
-            r.fail(loc, f"a list of at least 2 node names, source to sink; got {steps!r}")
-            continue
-        bad = [i for i, s in enumerate(steps) if s not in by_name]
-        for i in bad:
-            r.fail((*loc, i), f"unknown node {steps[i]!r}{nearest(str(steps[i]), list(by_name))}")
-        if bad:
-            continue
-        topics = _join(by_name, steps, loc, r)
-        if topics is not None:
-            out.append(GraphPath(str(name), tuple(steps), topics))
-    return tuple(out)
-
-
-def _join(
-    by_name: dict[str, GraphNode], steps: list[str], loc: KeyPath, r: _Reader
-) -> tuple[str, ...] | None:
-    """The topic that joins each step to the next: one the first publishes and the next
-    reads; the first node must publish a clocked stream or timer, not only relay."""
-    topics = []
-    for i, (a, b) in enumerate(itertools.pairwise(steps)):
-        reads = set(by_name[b].inputs)
-        joined = [o.topic for o in by_name[a].outputs if o.topic in reads]
-        if not joined:
-            published = sorted({o.topic for o in by_name[a].outputs}) or ["nothing"]
-            r.fail((*loc, i + 1), f"no such path: {b!r} reads no topic that {a!r} publishes "
-                   f"({a!r} publishes {', '.join(published)})")  # fmt: skip
-            return None
-        topics.append(joined[0])
-    return tuple(topics)
 
 
 @functools.lru_cache(maxsize=8)

@@ -292,10 +292,13 @@ def test_trial_follows_paths_and_shared_topics(
         assert p["sources"] > 0 and p["followed"] > 0
         assert p["e2e_us"]["p50"] > 0
     assert entry["received"] == entry["sent"] > 0
-    # The fusion fires once per set of inputs, however many threads deliver them.
+    # The fusion fires once per set of inputs, however many threads deliver them: no more
+    # often than its scarcest input arrives. The counts are of messages sent after the
+    # warm-up, so the first fire after it may complete a set with an input sent before
+    # it (one in flight at the cut): one more is allowed, never the double fires of a race.
     into_fuse = [c["arrived"] for c in entry["topics"] if c["subscriber"] == "fuse"]
     (fused,) = [c["sent"] for c in entry["topics"] if c["topic"] == "pose"]
-    assert fused <= min(into_fuse)
+    assert fused <= min(into_fuse) + 1
 
 
 def test_a_path_follows_every_message_made_from_the_source() -> None:

@@ -67,6 +67,8 @@ BAD_FILES = [
     # Refused by rosbags' parser after the line checks: placed on its line all the same.
     ("int32 x\nstring s 'a' 'b'\n", 2, "s: does not parse at \"string s 'a' 'b'\"; " + ALLOWED),
     ("string S=\n", 1, "S: does not parse at 'string S='"),
+    ("string PATH=C:\\\n", 1, "PATH: a string constant ending in a backslash, which genpy "
+     "(ros1) cannot build; " + ALLOWED),
     ("# a comment\nmy_msgs/Missing thing\n", 2, "thing: unknown type 'my_msgs/msg/Missing'"),
     ("geometry_msgs/Twits cmd\n", 1, "cmd: unknown type 'geometry_msgs/msg/Twits'; did you "
      "mean 'geometry_msgs/msg/Twist'?"),
@@ -180,3 +182,32 @@ def test_genpy_builds_the_same_type_from_the_definition(
     assert md5 == types.ros1.generate_msgdef(ODOM, ros_version=1)[1]
     assert wrapper == "roboscale_msgs/StampedOdometry2D"
     assert bytes.fromhex(hexed) == typed.sample("ros1")
+
+
+@pytest.mark.ros1
+def test_constants_that_look_like_code_stay_strings_in_genpy(tmp_path: Path, ros1: None) -> None:
+    """genpy writes a definition into Python source and runs it: constants that try to
+    leave their string literal (quotes of both kinds, an escaped triple quote) are loaded,
+    become the wrapper's type on ros1, and run nothing."""
+    from roboscale.lab.nodes import package_path
+
+    marker = tmp_path / "ran"
+    text = (
+        f"string A=x'\"; __import__('os').system('touch {marker}a')\n"
+        f'string B=\\"""; __import__("os").system("touch {marker}b")\n'
+        "int32 data\n"
+    )
+    write(tmp_path / "msgs", "evil_msgs/Evil", text)
+    kind = msgtypes.message_kind((str(tmp_path / "msgs"),), "evil_msgs/msg/Evil")
+    assert kind.typed is not None
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1])\n"
+        "from roboscale.backends.base import MessageKind, TypedPayload\n"
+        "from roboscale.backends.ros1 import build_message\n"
+        "msg = build_message(MessageKind('custom', 0, TypedPayload(**json.loads(sys.argv[2]))))\n"
+        "print(type(msg)._type, type(msg.msg).A, type(msg.msg).B)"
+    )
+    argv = ["/usr/bin/python3", "-c", code, str(package_path()), json.dumps(asdict(kind.typed))]
+    res = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert res.stdout.startswith("roboscale_msgs/StampedEvil x'\"; __import__")
+    assert not list(tmp_path.glob("ran*"))

@@ -161,6 +161,8 @@ def _line_problem(raw: str) -> tuple[str, str] | None:
         shown = value if typ == "string" else value.split("#", 1)[0].strip()
         if not _default_ok(typ, False, shown):
             return name, f"constant value {value!r} does not fit {typ}"
+        if typ == "string" and value.endswith("\\"):  # genpy writes it into Python source
+            return name, "a string constant ending in a backslash, which genpy (ros1) cannot build"
         return None
     words = line.split("#", 1)[0].split()
     if not words:

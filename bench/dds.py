@@ -18,11 +18,16 @@ queued); zenoh and ros1 with their own. Goal: the dds backend's p50 at most 1.5x
 ddsperf's at 64 KB and above; below, the ratio is reported (docs/dds.md says where
 the time goes).
 
+Each size is measured in rounds (`--rounds`, 3 by default): every system once, in
+turn, then again; each system's rounds are pooled into its row (`p50_rounds` shows
+each round's own p50). On a shared machine a system's p50 drifts by tens of percent
+from one minute to the next: rounds put every system into every minute alike.
+
 A second, small table prices the octet fast path: the library's own packing of
 `sequence<uint8>` against the backend's machine, same bytes.
 
     .venv/bin/python bench/dds.py [--quick] [--json bench/out/dds.json] [--check]
-        [--sizes 64KB,256KB] [--systems ddsperf,dds]   (a subset, for quick iterations;
+        [--rounds 3] [--sizes 64KB,256KB] [--systems ddsperf,dds]   (a subset, for quick iterations;
         no serializer table then) [--ddsperf-also PATH]
 """
 
@@ -56,6 +61,7 @@ LARGE = 262144  # from here on 50 Hz, for everyone alike
 # ddsperf's ping/pong QoS ("always keep-last-1", reliable): the dds echo runs with it too.
 DDSPERF_QOS = {"reliability": "reliable", "history": "keep_last 1"}
 GOAL_RATIO = 1.5
+DEFAULT_ROUNDS = 3
 BACKENDS = ["dds", "zenoh", "ros1"]
 SYSTEMS = ["ddsperf", "ddsperf-waitset", *BACKENDS]
 ALSO = "ddsperf-also"  # another ddsperf build (--ddsperf-also), beside the anchor
@@ -121,6 +127,8 @@ def summarize_ddsperf(output: str, size: int, rate: float) -> dict[str, Any]:
         "p50_us": statistics.median(weighted),
         "p99_us": max(p99s),
         "raw_lines": [m.group(0) for m in LINE.finditer(output)],
+        "second_p50s_us": p50s,
+        "second_counts": counts,
     }
 
 
@@ -174,7 +182,29 @@ def echo_point(backend_name: str, size: int, messages: int, warmup: int) -> dict
         "lost": messages - len(rtt),
         "p50_us": float(np.percentile(rtt, 50)),
         "p99_us": float(np.percentile(rtt, 99)),
+        "rtt_us": rtt,
     }
+
+
+def pooled(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One system's rounds at one size as one row: the p50 of every round trip of every
+    round (ddsperf: of its per-second medians, weighted by count, as in one round), the
+    highest p99, and each round's own p50 beside it."""
+    row = {**rounds[0], "rounds": len(rounds), "round_p50s_us": [r["p50_us"] for r in rounds]}
+    row["n"] = sum(r["n"] for r in rounds)
+    row["p99_us"] = max(r["p99_us"] for r in rounds)
+    if "rtt_us" in row:
+        row["rtt_us"] = [x for r in rounds for x in r["rtt_us"]]
+        row["lost"] = sum(r["lost"] for r in rounds)
+        row["p50_us"] = float(np.percentile(row["rtt_us"], 50))
+    else:
+        row["raw_lines"] = [line for r in rounds for line in r["raw_lines"]]
+        row["second_p50s_us"] = [p for r in rounds for p in r["second_p50s_us"]]
+        row["second_counts"] = [c for r in rounds for c in r["second_counts"]]
+        pairs = zip(row["second_p50s_us"], row["second_counts"], strict=True)
+        row["p50_us"] = statistics.median([p for p, c in pairs for _ in range(c)])
+    row["p50_rounds"] = "/".join(f"{p:.0f}" for p in row["round_p50s_us"])
+    return row
 
 
 def serializer_point(size: int, repeats: int) -> dict[str, Any]:
@@ -219,10 +249,16 @@ def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
 
 
 def measure_size(
-    size: int, counts: dict[str, int], systems: list[str], missing: dict[str, str], also: str
+    size: int,
+    counts: dict[str, int],
+    systems: list[str],
+    missing: dict[str, str],
+    also: str,
+    rounds: int,
 ) -> list[Any]:
-    """ddsperf, then every backend's echo at one size (those of `systems`); what could
-    not run is in `missing`. `also`: another ddsperf binary, measured after the anchor."""
+    """ddsperf, then every backend's echo at one size (those of `systems`), `rounds`
+    times in turn, each system's rounds pooled into one row; what could not run is in
+    `missing`. `also`: another ddsperf binary, measured after the anchor."""
     total, messages, warmup = counts["messages"] + counts["warmup"], *counts.values()
     label = format_size(size)
     runs: dict[str, Any] = {
@@ -233,14 +269,26 @@ def measure_size(
     for name in BACKENDS:
         runs[name] = functools.partial(echo_point, name, size, messages, warmup)
     chosen = [n for n in runs if n in systems and (n != ALSO or also)]
-    points = [attempt(f"{name} {label}", runs[name], missing) for name in chosen]
-    return [p for p in points if p]
+    measured: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
+    for r in range(1, rounds + 1):
+        for name in chosen:
+            point = attempt(f"{name} {label}, round {r} of {rounds}", runs[name], missing)
+            if point:
+                measured[name].append(point)
+    return [pooled(points) for points in measured.values() if points]
 
 
 def add_subset(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", help="comma-separated sizes (e.g. 64KB,256KB); default: all")
     p.add_argument(
         "--systems", help=f"comma-separated, of {','.join(SYSTEMS)} (or none); default: all"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds per size: every system in turn, then again, each system's rounds "
+        "pooled, so that a minute's drift of the machine reaches all alike (default 3; "
+        "--quick 1)",
     )
     p.add_argument(
         "--ddsperf-also",
@@ -280,13 +328,18 @@ def main() -> None:
     report["sizes"], report["systems"] = sizes, systems
     missing: dict[str, str] = {}
     rows: list[dict[str, Any]] = []
+    rounds = args.rounds or (1 if args.quick else DEFAULT_ROUNDS)
+    if rounds < 1:
+        raise SystemExit("error: --rounds: at least 1")
+    report["rounds"] = rounds
     for size in sizes:
-        rows += measure_size(size, counts, [*systems, ALSO], missing, args.ddsperf_also)
+        rows += measure_size(size, counts, [*systems, ALSO], missing, args.ddsperf_also, rounds)
     anchor = {r["bytes"]: r["p50_us"] for r in rows if r["system"] == "ddsperf"}
     for r in rows:
         r["vs_ddsperf"] = r["p50_us"] / anchor[r["bytes"]] if r["bytes"] in anchor else None
     print("\nround trip on loopback (µs; ddsperf's printed figures doubled):")
-    table(rows, ["system", "bytes", "rate_hz", "n", "lost", "p50_us", "p99_us", "vs_ddsperf"])
+    columns = ["system", "bytes", "rate_hz", "n", "lost", "p50_us", "p99_us", "vs_ddsperf"]
+    table(rows, [*columns, "p50_rounds"])
     serial: list[dict[str, Any]] = []
     if not (args.sizes or args.systems):  # a subset run is an iteration on latency alone
         repeats = 3 if args.quick else 10

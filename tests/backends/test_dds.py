@@ -16,7 +16,7 @@ from tests.lab.test_flows import run as run_flow
 
 from roboscale.backends import dds as backend
 from roboscale.backends.base import get_backend
-from roboscale.errors import BackendUnavailable
+from roboscale.errors import BackendUnavailable, UserError
 
 
 @pytest.mark.dds
@@ -290,3 +290,23 @@ def test_a_replayed_message_is_its_recorded_type_on_dds(
     else:
         assert msg.msg.pose.pose.position.x == 2.5
         assert list(msg.msg.twist.covariance) == list(recorded.twist.covariance)
+
+
+@pytest.mark.dds
+def test_dds_echo_taking_on_reader_threads(
+    run_trial: RunTrial, dds: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$ROBOSCALE_DDS_TAKE=waitset: readers take on threads of their own, as rclpy does."""
+    monkeypatch.setenv(backend.TAKE_ENV, "waitset")
+    tables, _ = run_echo(run_trial, trial("dds", "4KB", 4096, pairs=1))
+    check_complete(tables[0], 200)
+
+
+def test_an_unknown_take_mode_is_refused_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(backend.TAKE_ENV, "poll")
+    with pytest.raises(
+        UserError, match=r"ROBOSCALE_DDS_TAKE is 'poll'; allowed: listener, waitset"
+    ):
+        backend.take_mode()

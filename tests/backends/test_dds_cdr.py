@@ -13,7 +13,7 @@ import pytest
 
 from roboscale.backends import dds as backend
 from roboscale.backends.base import MessageKind, NodeContext
-from roboscale.backends.dds_cdr import CdrReader, Sample, SampleWriter
+from roboscale.backends.dds_cdr import CdrReader, ReaderListener, Sample, SampleWriter
 
 
 def test_a_sample_reads_in_place_and_clips_to_its_size() -> None:
@@ -63,12 +63,14 @@ def test_the_reader_takes_the_writers_bytes_in_place(dds: None) -> None:
 
 
 @pytest.mark.dds
-def test_a_forwarded_sample_arrives_unchanged(dds: None) -> None:
-    """An echoer's path: the callback's sample is forwarded by reference to another topic
-    and arrives there with the same bytes; its body reads as sent."""
+@pytest.mark.parametrize("take", backend.TAKE_MODES)
+def test_a_forwarded_sample_arrives_unchanged(dds: None, take: str) -> None:
+    """An echoer's path, with samples taken in a listener or on a reader thread: the
+    callback's sample is forwarded by reference to another topic and arrives there with
+    the same bytes; its body reads as sent."""
     lease = backend.lease_domain()
     xml = backend.cyclone_xml(lease.domain, "lo", ["127.0.0.1"], 4)
-    cfg = {"domain": lease.domain, "xml": xml, "qos": {}}
+    cfg = {"domain": lease.domain, "xml": xml, "qos": {}, "take": take}
     session = backend.BACKEND.open(NodeContext("echo", "local", cfg))
     kind = MessageKind("bytes", 1000)
     bodies: list[bytes] = []
@@ -100,3 +102,53 @@ def test_a_forwarded_sample_arrives_unchanged(dds: None) -> None:
     assert seq == 12 and bodies[0] == body
     assert struct.unpack_from("<iiI", raw, 4) == (12, 7, 1)
     assert raw[20 : 20 + len(body)] == body and back.failed == 0
+
+
+@pytest.mark.dds
+def test_a_listener_takes_what_came_before_and_after_it_and_nothing_once_closed(
+    dds: None,
+) -> None:
+    """A sample written before the listener was attached is taken when it attaches (the
+    pending event), later ones as they come (here on the writing thread: Cyclone delivers
+    in-process samples there; the trials in test_dds take them on its receive thread);
+    an error in the take is kept, never raised into Cyclone; after close nothing is
+    called."""
+    from cyclonedds.core import InstanceState, SampleState, ViewState
+
+    from roboscale.backends.dds_types import StampedBytes, Time
+
+    def cdr(seq: int) -> bytes:
+        return StampedBytes(id=seq, t=Time(sec=1, nanosec=2), data=bytes(100)).serialize()
+
+    lease = backend.lease_domain()
+    try:
+        domain, reader, writer = backend.loopback_endpoints(lease.domain, "rt/listen")
+        write = SampleWriter(writer._ref)
+        samples = CdrReader(reader._ref, SampleState.Any | ViewState.Any | InstanceState.Any, 4)
+        got: list[int] = []
+        arrived = threading.Event()
+
+        def deliver(sample: Sample) -> None:
+            got.append(struct.unpack_from("<i", sample.head(), 4)[0])
+            arrived.set()
+            if got[-1] == 2:
+                raise RuntimeError("the workload failed")
+
+        assert write(cdr(1)) == 0
+        listener = ReaderListener(reader._ref, lambda: samples.take(deliver))
+        for seq in (2, 3):
+            arrived.clear()
+            deadline = time.monotonic() + 10
+            while seq not in got and time.monotonic() < deadline:
+                write(cdr(seq))
+                arrived.wait(0.5)
+        listener.close()
+        assert got[:1] == [1] and 2 in got and 3 in got
+        assert [str(e) for e in listener.errors] == ["the workload failed"] * got.count(2)
+        count = len(got)
+        assert write(cdr(4)) == 0
+        listener.close()  # twice is fine
+        samples.take(lambda s: None)  # sample 4 is still in the reader: nobody took it
+        assert len(got) == count and domain is not None
+    finally:
+        lease.release()

@@ -38,6 +38,24 @@ def test_no_latency_line_is_an_error() -> None:
         dds.summarize_ddsperf("[1] participant vm:1: new (self)\n", 256, 200.0)
 
 
+def test_rounds_pool_every_round_trip_and_every_ddsperf_second() -> None:
+    echo = [
+        {"system": "dds", "bytes": 256, "n": 3, "lost": 1, "p50_us": 2.0, "p99_us": 3.0,
+         "rtt_us": [1.0, 2.0, 3.0]},
+        {"system": "dds", "bytes": 256, "n": 2, "lost": 0, "p50_us": 10.5, "p99_us": 11.0,
+         "rtt_us": [10.0, 11.0]},
+    ]  # fmt: skip
+    row = dds.pooled(echo)
+    assert (row["n"], row["lost"], row["p50_us"], row["p99_us"]) == (5, 1, 3.0, 11.0)
+    assert row["rounds"] == 2 and row["p50_rounds"] == "2/10"
+    first = dds.summarize_ddsperf(DDSPERF_OUTPUT, 65536, 200.0)
+    second = dds.summarize_ddsperf(DDSPERF_OUTPUT.replace("124.5us", "300.0us"), 65536, 200.0)
+    row = dds.pooled([first, second])
+    # 198 x 249 and 100 x 240 (the first round), 198 x 600 and 100 x 240: the median of 596
+    assert row["n"] == 596 and row["p50_us"] == pytest.approx(249.0)
+    assert len(row["raw_lines"]) == 6 and row["round_p50s_us"] == [249.0, 600.0]
+
+
 @pytest.mark.dds
 @pytest.mark.zenoh
 @pytest.mark.ros1

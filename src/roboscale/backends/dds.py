@@ -14,9 +14,10 @@ same few struct calls at every size, as for zenoh's attachment.
 Every participant is confined to one interface (`lo` on this machine, the host's
 own address on an emulated host), multicast off, peers named, and each trial
 leases a domain id of its own (`lease_domain`), so concurrent runs never meet.
-Subscriptions are drained by one thread per reader blocked in a Cyclone WaitSet; it takes
-samples as references to Cyclone's serialized data (`dds_cdr`), so a received message is
-read in place and an echoer forwards it without a copy.
+A reader's samples are taken in its `on_data_available` listener, on the Cyclone thread
+that delivers them (as ddsperf does; $ROBOSCALE_DDS_TAKE=waitset: a thread per reader woken
+from a WaitSet, as rclpy does), as references to Cyclone's serialized data (`dds_cdr`), so
+a received message is read in place and an echoer forwards it without a copy.
 The driver half is stdlib only; the node half imports cyclonedds (venv nodes).
 """
 
@@ -24,11 +25,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import socket
 import struct
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,13 +47,14 @@ from roboscale.backends.base import (
 from roboscale.backends.dds_cdr import (
     CdrReader,
     PinnedSampleWriter,
+    ReaderListener,
     Sample,
     SampleForwarder,
     SampleWriter,
     cyclone,
 )
 from roboscale.backends.qos import EVERY_SETTING, split_history
-from roboscale.errors import BackendUnavailable
+from roboscale.errors import BackendUnavailable, UserError
 
 PINNED = "11.0.1"
 INSTALL_HINT = "pip install 'roboscale[dds]' (Cyclone DDS's Python binding, cyclonedds==11.0.1)"
@@ -68,6 +72,7 @@ TAKE_BATCH = 64
 RECEIVE_BUFFER = "4MB"
 WAKE_S = 1.0  # a drain thread's longest sleep: it also checks whether its session closed
 
+TAKE_ENV, TAKE_MODES = "ROBOSCALE_DDS_TAKE", ("listener", "waitset")
 DEFAULT_QOS = {"reliability": "reliable", "history": "keep_last", "depth": 0}
 DURABILITIES = ("volatile", "transient_local")
 
@@ -230,6 +235,16 @@ class DdsPublisher:
             self.failed += 1
 
 
+def take_mode() -> str:
+    """Where readers take their samples: `listener` (the default: on Cyclone's receive
+    thread, as ddsperf does) or `waitset` (a thread per reader woken from a WaitSet, as
+    rclpy's executor and ddsperf's waitset mode do), from $ROBOSCALE_DDS_TAKE."""
+    mode = os.environ.get(TAKE_ENV, "") or TAKE_MODES[0]
+    if mode not in TAKE_MODES:
+        raise UserError(f"${TAKE_ENV} is {mode!r}; allowed: {', '.join(TAKE_MODES)}")
+    return mode
+
+
 def qos_policies(qos: dict[str, Any], queue: int) -> Any:
     """A Cyclone Qos of the trial's settings; `depth` 0 takes the node's queue length,
     and a queue of 0 (unbounded) keeps all."""
@@ -273,10 +288,13 @@ class DdsSession:
         self._domain: Any = Domain(self._domain_id, cfg["xml"])
         self._participant: Any = DomainParticipant(self._domain_id)
         self._qos: dict[str, Any] = {**DEFAULT_QOS, **cfg.get("qos", {})}
+        self._take_on = str(cfg.get("take", "listener"))
         self._topics: dict[str, Any] = {}
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pubs: list[DdsPublisher] = []
+        self._readers: list[Any] = []
+        self._listeners: list[ReaderListener] = []
         self.malformed = 0
 
     def _topic(self, topic: str, kind: MessageKind) -> Any:
@@ -299,26 +317,32 @@ class DdsSession:
         return self._pubs[-1]
 
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
+        from cyclonedds.core import InstanceState, SampleState, ViewState
         from cyclonedds.sub import DataReader
 
         reader = DataReader(
             self._participant, self._topic(topic, kind), qos=qos_policies(self._qos, queue)
         )
-        thread = threading.Thread(target=self._drain, args=(reader, callback), daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        samples = CdrReader(
+            reader._ref, SampleState.Any | ViewState.Any | InstanceState.Any, TAKE_BATCH
+        )
+        deliver = self._deliverer(callback)
+        if self._take_on == "waitset":
+            thread = threading.Thread(
+                target=self._drain, args=(reader, samples, deliver), daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+            return
+        self._readers.append(reader)  # the listener must not outlive its reader's Python object
+        self._listeners.append(
+            ReaderListener(reader._ref, functools.partial(samples.take, deliver))
+        )
 
-    def _drain(self, reader: Any, callback: Callback) -> None:
-        """Wait for the reader's samples and hand each to `callback` as a `Sample`
-        (Cyclone's serialized data in place, valid during the callback)."""
-        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
-
-        any_state = SampleState.Any | ViewState.Any | InstanceState.Any
-        waitset = WaitSet(self._participant)
-        waitset.attach(ReadCondition(reader, any_state))
-        samples = CdrReader(reader._ref, any_state, TAKE_BATCH)
-        wait, waitset_ref, timeout_ns = cyclone().waitset_wait, waitset._ref, int(WAKE_S * 1e9)
-        unpack, closed = STAMP.unpack_from, self._closed
+    def _deliverer(self, callback: Callback) -> Callable[[Sample], None]:
+        """The per-sample step: the header checked, the id read, the callback called with
+        the `Sample` (Cyclone's serialized data in place, valid during the callback)."""
+        unpack = STAMP.unpack_from
 
         def deliver(sample: Sample) -> None:
             # Byte 1 of the encapsulation header: 1 is CDR little endian, what ROS 2 sends.
@@ -328,7 +352,16 @@ class DdsSession:
                 return
             callback(unpack(head, CDR_HEADER)[0], sample)
 
-        while not closed.is_set():
+        return deliver
+
+    def _drain(self, reader: Any, samples: CdrReader, deliver: Callable[[Sample], None]) -> None:
+        from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
+
+        any_state = SampleState.Any | ViewState.Any | InstanceState.Any
+        waitset = WaitSet(self._participant)
+        waitset.attach(ReadCondition(reader, any_state))
+        wait, waitset_ref, timeout_ns = cyclone().waitset_wait, waitset._ref, int(WAKE_S * 1e9)
+        while not self._closed.is_set():
             wait(waitset_ref, None, 0, timeout_ns)  # through ctypes: the GIL is let go
             if samples.take(deliver) < 0:
                 return  # the reader was deleted with the session
@@ -353,6 +386,8 @@ class DdsSession:
 
     def close(self) -> None:
         self._closed.set()
+        for listener in self._listeners:
+            listener.close()
         for thread in self._threads:
             thread.join(WAKE_S * 2)
         self._participant = None
@@ -392,6 +427,8 @@ class DdsBackend:
 
     def check(self) -> None:
         from importlib.metadata import PackageNotFoundError, version
+
+        take_mode()  # a wrong $ROBOSCALE_DDS_TAKE stops here, before anything runs
 
         try:
             import cyclonedds  # noqa: F401
@@ -446,7 +483,7 @@ class DdsBackend:
             ["127.0.0.1"] if local else self._addresses,
             min(MAX_PARTICIPANT_INDEX, participants),
         )
-        return {"domain": domain, "xml": xml, "qos": trial_qos(trial)}
+        return {"domain": domain, "xml": xml, "qos": trial_qos(trial), "take": take_mode()}
 
     def open(self, ctx: NodeContext) -> DdsSession:
         return DdsSession(ctx)

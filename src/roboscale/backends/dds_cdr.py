@@ -17,7 +17,9 @@ Every call goes through ctypes, so the GIL is let go while Cyclone works.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,9 +69,15 @@ class Cyclone:
     to_ser_ref: Any
     to_ser_unref: Any
     sample_info: Any
+    create_listener: Any
+    lset_data_available: Any
+    set_listener: Any
+    delete_listener: Any
 
 
 _cyclone: Cyclone | None = None
+# dds_on_data_available_fn: void (*)(dds_entity_t reader, void *arg)
+DataAvailable = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p)
 
 
 def _typed(lib: Any, name: str, argtypes: list[Any], restype: Any) -> Any:
@@ -107,6 +115,10 @@ def cyclone() -> Cyclone:
             ),
             to_ser_unref=_typed(lib, "ddsi_serdata_to_ser_unref", [vp, iov], None),
             sample_info=info,
+            create_listener=_typed(lib, "dds_create_listener", [vp], vp),
+            lset_data_available=_typed(lib, "dds_lset_data_available", [vp, DataAvailable], None),
+            set_listener=_typed(lib, "dds_set_listener", [i32, vp], i32),
+            delete_listener=_typed(lib, "dds_delete_listener", [vp], None),
         )
     return _cyclone
 
@@ -269,3 +281,72 @@ class PinnedSampleWriter:
     def __call__(self) -> int:
         status: int = self._write(self._entity, self._ref)
         return status
+
+
+_held_thread_states: set[int] = set()
+
+
+def hold_thread_state() -> None:
+    """Keep the calling foreign thread's Python thread state for later calls.
+
+    ctypes runs a callback on a thread Python did not start by creating a thread state
+    and deleting it again on return, every call; one more `PyGILState_Ensure`, never
+    released, keeps that state (and the thread's warm interpreter data) between calls.
+    """
+    ident = threading.get_ident()
+    if ident not in _held_thread_states:
+        ctypes.pythonapi.PyGILState_Ensure()
+        _held_thread_states.add(ident)
+
+
+class ReaderListener:
+    """Takes a reader's samples on the thread Cyclone delivers them on, as ddsperf does.
+
+    Cyclone delivers received data synchronously on its receive thread (a writer's
+    default latency budget and transport priority), and calls `on_data_available`
+    there: taking in that callback spares a second thread's wake-up per message, the
+    difference between ddsperf's listener and waitset modes. The callback holds the GIL
+    while it runs, so that thread waits whenever a Python thread of the node holds it;
+    a node's other threads here wait in Cyclone or in sleeps (docs/dds.md).
+    `close` detaches the callback and waits for a running one, the GIL let go.
+    """
+
+    def __init__(self, reader: int, take: Callable[[], int]) -> None:
+        self._c, self._reader, self._take = cyclone(), reader, take
+        self.errors: list[BaseException] = []
+        # Cyclone keeps the function pointer: this object must outlive the listener.
+        self._callback = DataAvailable(self._on_data_available)
+        self._listener = self._c.create_listener(None)
+        self._c.lset_data_available(self._listener, self._callback)
+        _listeners.add(self)
+        # Samples that arrived before this are delivered by dds_set_listener itself.
+        status = self._c.set_listener(reader, self._listener)
+        if status < 0:
+            self.close()
+            raise OSError(f"dds_set_listener failed with Cyclone status {status}")
+
+    def _on_data_available(self, reader: int, arg: int) -> None:
+        try:
+            hold_thread_state()
+            self._take()
+        except Exception as error:  # a ctypes callback cannot raise: kept for close
+            if len(self.errors) < 10:
+                self.errors.append(error)
+
+    def close(self) -> None:
+        if self._listener is None:
+            return
+        self._c.set_listener(self._reader, None)  # waits for a running callback
+        self._c.delete_listener(self._listener)
+        self._listener = None
+        _listeners.discard(self)
+
+
+_listeners: set[ReaderListener] = set()
+
+
+@atexit.register
+def _detach_listeners() -> None:
+    """Before the interpreter finalizes, no Cyclone thread may call into it."""
+    for listener in list(_listeners):
+        listener.close()

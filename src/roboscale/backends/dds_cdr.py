@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -329,7 +331,9 @@ class ReaderListener:
         try:
             hold_thread_state()
             self._take()
-        except Exception as error:  # a ctypes callback cannot raise: kept for close
+        except Exception as error:  # a ctypes callback cannot raise into Cyclone
+            if not self.errors:  # the first one to the node's log, as a dying thread would
+                traceback.print_exc(file=sys.stderr)
             if len(self.errors) < 10:
                 self.errors.append(error)
 

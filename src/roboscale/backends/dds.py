@@ -288,7 +288,7 @@ class DdsSession:
         self._domain: Any = Domain(self._domain_id, cfg["xml"])
         self._participant: Any = DomainParticipant(self._domain_id)
         self._qos: dict[str, Any] = {**DEFAULT_QOS, **cfg.get("qos", {})}
-        self._take_on = str(cfg.get("take", "listener"))
+        self._take_on = str(cfg.get("take", TAKE_MODES[0]))
         self._topics: dict[str, Any] = {}
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -355,6 +355,7 @@ class DdsSession:
         return deliver
 
     def _drain(self, reader: Any, samples: CdrReader, deliver: Callable[[Sample], None]) -> None:
+        """Take on a thread of the reader's own, woken from a WaitSet (the `waitset` mode)."""
         from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
 
         any_state = SampleState.Any | ViewState.Any | InstanceState.Any

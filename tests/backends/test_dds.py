@@ -300,6 +300,13 @@ def test_dds_echo_taking_on_reader_threads(
     monkeypatch.setenv(backend.TAKE_ENV, "waitset")
     tables, _ = run_echo(run_trial, trial("dds", "4KB", 4096, pairs=1))
     check_complete(tables[0], 200)
+    # the mode reaches the nodes in their configuration (the session obeys it:
+    # test_dds_cdr's forwarding test counts its reader threads)
+    ours = backend.DdsBackend()
+    try:
+        assert ours.node_config("echoer", 0, {"trial": "t"})["take"] == "waitset"
+    finally:
+        ours.release()
 
 
 def test_an_unknown_take_mode_is_refused_before_anything_runs(
@@ -309,4 +316,4 @@ def test_an_unknown_take_mode_is_refused_before_anything_runs(
     with pytest.raises(
         UserError, match=r"ROBOSCALE_DDS_TAKE is 'poll'; allowed: listener, waitset"
     ):
-        backend.take_mode()
+        backend.DdsBackend().check()  # what the lab calls before the first trial

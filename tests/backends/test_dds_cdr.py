@@ -90,6 +90,10 @@ def test_a_forwarded_sample_arrives_unchanged(dds: None, take: str) -> None:
 
         session.subscribe("/out", kind, on_out, 0)
         session.subscribe("/back", kind, on_back, 0)
+        # each reader is taken the way asked: two listeners, or two reader threads
+        assert (len(session._listeners), len(session._threads)) == (
+            (2, 0) if take == "listener" else (0, 2)
+        )
         out = session.publisher("/out", kind, 10)
         deadline = time.monotonic() + 20
         while not arrived.wait(0.05) and time.monotonic() < deadline:

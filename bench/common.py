@@ -52,9 +52,16 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _precise(v: Any) -> Any:
+    return f"{v:.6g}" if isinstance(v, float) else v
+
+
 def finish(report: dict[str, Any], goals: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print("\ngoals:")
-    table(goals, ["goal", "measured", "target", "met"])
+    # Six significant digits: a figure just past its target must not print as the
+    # target itself ("1.5 <= 1.5 FAIL" for 1.50045).
+    shown = [{**g, "measured": _precise(g.get("measured"))} for g in goals]
+    table(shown, ["goal", "measured", "target", "met"])
     report["goals"] = goals
     if args.json:
         save(report, args.json)

@@ -7,14 +7,19 @@
    again) against `SampleForwarder` (`dds_writecdr` of the received serdata).
 3. cold Python: the backend's per-sample Python path (a `Sample`, its header read, the
    callback, a forward call), run in a loop and run once every 5 ms as a message
-   wakes it: the cold run is what a round trip pays.
+   wakes it: the cold run is what a round trip pays. Also once every 5 ms after a
+   copy of 256 KB, 1 MB or 4 MB (memory traffic such as a large message's receive,
+   reassembly and send): it pushes the interpreter's code and data out of the caches.
 4. with --perf (root, `perf`): a timeline of ddsperf ping/pong and of the lab's dds
    echo (bench/dds.py's, in child processes) from the kernel's sendmsg/recvmsg
-   tracepoints: per round trip, when the echo's last datagram arrived, when the
-   echo's first reply datagram left, when the pinger's last datagram arrived
-   (medians, µs from the ping's first datagram), beside the round trip's p50 that
-   bench/dds.py measured in the same run (ddsperf's doubled); --ddsperf-also PATH
-   traces another ddsperf build too.
+   tracepoints: per round trip, when the ping's last datagram left, when the echo's
+   last datagram arrived, when the echo's first reply datagram left, when the
+   pinger's last datagram arrived (medians, µs from the ping's first datagram),
+   beside the round trip's p50 that bench/dds.py measured in the same run
+   (ddsperf's doubled); and, from sched_switch, how often the pinger's sending
+   thread was preempted while its datagrams went out (a receiver woken on the same
+   core runs before the rest are sent). --ddsperf-also PATH traces another ddsperf
+   build too.
 
     .venv/bin/python bench/dds_hop.py [--quick] [--perf [--ddsperf-also PATH]]
         [--json bench/out/dds_hop.json]
@@ -22,6 +27,7 @@
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import json
 import re
@@ -40,7 +46,7 @@ from roboscale.backends.dds_cdr import CdrReader, Sample, SampleForwarder, Sampl
 from roboscale.spec.payloads import format_size
 
 SIZES = [65536, 262144, 1 << 20]
-EVENTS = "syscalls:sys_enter_sendmsg,syscalls:sys_exit_recvmsg"
+EVENTS = "syscalls:sys_enter_sendmsg,syscalls:sys_exit_recvmsg,sched:sched_switch"
 BURST_GAP_US = 3000.0  # messages are 5 ms (or 20 ms) apart: a longer gap starts a new one
 DATAGRAM = 13524  # Cyclone's default MaxMessageSize packs about this much per datagram
 
@@ -99,8 +105,17 @@ def take_and_forward(size: int, repeats: int) -> dict[str, Any]:
     }
 
 
+TRAFFIC = (256 << 10, 1 << 20, 4 << 20)
+COLD_MODES = [
+    ("in a loop", 0.0, 0),
+    ("once every 5 ms", 0.005, 0),
+    *((f"once every 5 ms, after a {format_size(n)} copy", 0.005, n) for n in TRAFFIC),
+]
+
+
 def cold_python(repeats: int) -> list[dict[str, Any]]:
-    """The backend's per-sample Python path, hot (in a loop) and cold (every 5 ms)."""
+    """The backend's per-sample Python path: hot (in a loop), cold (every 5 ms), and cold
+    after memory traffic (a copy of 256 KB to 4 MB before each run)."""
     data = b"\x00\x01\x00\x00" + struct.pack("<iiI", 5, 1, 2) + bytes(64)
     buffer = ctypes.create_string_buffer(data, len(data))
     unpack, forwarded = struct.Struct("<iiI").unpack_from, []
@@ -117,12 +132,14 @@ def cold_python(repeats: int) -> list[dict[str, Any]]:
         finally:
             sample.release()
 
+    source, target = bytearray(max(TRAFFIC)), bytearray(max(TRAFFIC))
     rows = []
-    for mode, pause_s in (("in a loop", 0.0), ("once every 5 ms", 0.005)):
+    for mode, pause_s, traffic in COLD_MODES:
         spent = []
         for _ in range(repeats):
             if pause_s:
                 time.sleep(pause_s)
+            target[:traffic] = source[:traffic]
             t0 = time.perf_counter_ns()
             one()
             spent.append(time.perf_counter_ns() - t0)
@@ -131,7 +148,7 @@ def cold_python(repeats: int) -> list[dict[str, Any]]:
 
 
 def trace(system: str, size: int, messages: int, also: str) -> dict[str, Any]:
-    """perf's sendmsg/recvmsg timeline of one bench/dds.py measurement."""
+    """perf's timeline (sendmsg, recvmsg, sched_switch) of one bench/dds.py measurement."""
     with tempfile.TemporaryDirectory(prefix="roboscale-hop-") as work:
         data, measured = Path(work) / "perf.data", Path(work) / "dds.json"
         bench = [sys.executable, str(Path(__file__).with_name("dds.py"))]
@@ -145,7 +162,7 @@ def trace(system: str, size: int, messages: int, also: str) -> dict[str, Any]:
             check=True, stdout=subprocess.DEVNULL, timeout=300,
         )  # fmt: skip
         script = subprocess.run(
-            ["perf", "script", "-i", str(data), "-F", "pid,time,event"],
+            ["perf", "script", "-i", str(data), "-F", "pid,tid,time,event,trace"],
             capture_output=True, text=True, check=True, timeout=120,
         )  # fmt: skip
         p50 = json.loads(measured.read_text())["rows"][0]["p50_us"]
@@ -156,34 +173,60 @@ def trace(system: str, size: int, messages: int, also: str) -> dict[str, Any]:
     return {"system": system, "bytes": size, **stages, **ends}
 
 
-def timeline(output: str, datagrams: int) -> dict[str, Any]:
-    events = []
+TRACE_LINE = re.compile(r"\s*(\d+)/(\d+)\s+([\d.]+):\s+(\S+):(.*)")
+Event = tuple[float, int, int, bool]  # µs, pid, tid, a send (else a receive)
+
+
+def trace_events(output: str) -> tuple[list[Event], dict[int, list[float]]]:
+    """`perf script -F pid,tid,time,event,trace` lines: the sends and receives, and
+    when each thread was preempted (switched out still runnable), by thread id."""
+    events: list[Event] = []
+    preempted: dict[int, list[float]] = {}
     for line in output.splitlines():
-        m = re.match(r"\s*(\d+)\s+([\d.]+):\s+syscalls:sys_(enter_sendmsg|exit_recvmsg)", line)
-        if m:
-            events.append((float(m[2]) * 1e6, int(m[1]), m[3] == "enter_sendmsg"))
-    bursts: list[list[tuple[float, int, bool]]] = [[]]
-    for e in sorted(events):
+        m = TRACE_LINE.match(line)
+        if not m:
+            continue
+        t_us, tid, kind = float(m[3]) * 1e6, int(m[2]), m[4]
+        if kind in ("syscalls:sys_enter_sendmsg", "syscalls:sys_exit_recvmsg"):
+            events.append((t_us, int(m[1]), tid, kind.endswith("sendmsg")))
+        elif kind == "sched:sched_switch" and re.search(r"prev_state=R\+? ", m[5]):
+            preempted.setdefault(tid, []).append(t_us)
+    return sorted(events), preempted
+
+
+def timeline(output: str, datagrams: int) -> dict[str, Any]:
+    events, preempted = trace_events(output)
+    bursts: list[list[Event]] = [[]]
+    for e in events:
         if bursts[-1] and e[0] - bursts[-1][-1][0] > BURST_GAP_US:
             bursts.append([])
         bursts[-1].append(e)
-    stages: dict[str, list[float]] = {k: [] for k in ("echo_in", "echo_out", "ping_in")}
+    keys = ("ping_out", "echo_in", "echo_out", "ping_in", "ping_preempted")
+    stages: dict[str, list[float]] = {k: [] for k in keys}
     for burst in bursts:
-        sends = [e for e in burst if e[2]]
+        sends = [e for e in burst if e[3]]
         if len(sends) < 2 * datagrams:
             continue
-        pinger, t0 = sends[0][1], sends[0][0]
+        pinger, sender, t0 = sends[0][1], sends[0][2], sends[0][0]
+        ping_sends = [e[0] for e in sends if e[2] == sender]  # not its acknowledgements
         echo_sends = [e[0] for e in sends if e[1] != pinger]
-        echo_recvs = [e[0] for e in burst if not e[2] and e[1] != pinger]
-        ping_recvs = [e[0] for e in burst if not e[2] and e[1] == pinger]
-        if min(len(echo_sends), len(echo_recvs), len(ping_recvs)) < datagrams:
+        echo_recvs = [e[0] for e in burst if not e[3] and e[1] != pinger]
+        ping_recvs = [e[0] for e in burst if not e[3] and e[1] == pinger]
+        if min(len(ping_sends), len(echo_sends), len(echo_recvs), len(ping_recvs)) < datagrams:
             continue
+        out = ping_sends[datagrams - 1]
+        switched = preempted.get(sender, [])
+        stages["ping_out"].append(out - t0)
+        stages["ping_preempted"].append(
+            bisect.bisect_left(switched, out) - bisect.bisect_left(switched, t0)
+        )
         stages["echo_in"].append(echo_recvs[datagrams - 1] - t0)
         stages["echo_out"].append(echo_sends[0] - t0)
         stages["ping_in"].append(ping_recvs[datagrams - 1] - t0)
     if not stages["echo_in"]:
         raise RuntimeError("perf saw no complete round trip")
     medians = {f"{k}_us": statistics.median(v) for k, v in stages.items()}
+    medians["ping_preempted"] = medians.pop("ping_preempted_us")
     medians["echo_turn_us"] = medians["echo_out_us"] - medians["echo_in_us"]
     return {"round_trips": len(stages["echo_in"]), **medians}
 
@@ -214,8 +257,9 @@ def main() -> None:
             systems = ["ddsperf", *(["ddsperf-also"] if args.ddsperf_also else []), "dds"]
             traces += [trace(system, size, 300, args.ddsperf_also) for system in systems]
         print("\nround-trip timeline (µs from the ping's first datagram, medians):")
-        table(traces, ["system", "bytes", "round_trips", "echo_in_us", "echo_out_us",
-                       "echo_turn_us", "ping_in_us", "rtt_p50_us", "ping_end_us"])  # fmt: skip
+        table(traces, ["system", "bytes", "round_trips", "ping_out_us", "ping_preempted",
+                       "echo_in_us", "echo_out_us", "echo_turn_us", "ping_in_us",
+                       "rtt_p50_us", "ping_end_us"])  # fmt: skip
     report.update({"per_sample": rows, "cold_python": cold, "timeline": traces})
     finish(report, [], args)
 

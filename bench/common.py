@@ -56,12 +56,19 @@ def _precise(v: Any) -> Any:
     return f"{v:.6g}" if isinstance(v, float) else v
 
 
-def finish(report: dict[str, Any], goals: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def finish(
+    report: dict[str, Any],
+    goals: list[dict[str, Any]],
+    args: argparse.Namespace,
+    extra: list[str] | None = None,
+) -> None:
+    """Print the goals (with `extra` columns of theirs), write the report, and with
+    --check exit 1 when a goal is not met."""
     print("\ngoals:")
     # Six significant digits: a figure just past its target must not print as the
     # target itself ("1.5 <= 1.5 FAIL" for 1.50045).
     shown = [{**g, "measured": _precise(g.get("measured"))} for g in goals]
-    table(shown, ["goal", "measured", "target", "met"])
+    table(shown, ["goal", "measured", "target", "met", *(extra or [])])
     report["goals"] = goals
     if args.json:
         save(report, args.json)

@@ -56,6 +56,24 @@ def test_rounds_pool_every_round_trip_and_every_ddsperf_second() -> None:
     assert len(row["raw_lines"]) == 6 and row["round_p50s_us"] == [249.0, 600.0]
 
 
+def test_the_goal_is_judged_pooled_and_shown_round_by_round() -> None:
+    def row(system: str, size: int, p50: float, rounds: list[float]) -> dict[str, Any]:
+        return {"system": system, "bytes": size, "p50_us": p50, "round_p50s_us": rounds}
+
+    rows = [
+        row("ddsperf", 256, 30.0, [30.0]),
+        row("dds", 256, 90.0, [90.0]),  # below 64 KB: no goal
+        row("ddsperf", 65536, 100.0, [100.0, 80.0, 120.0]),
+        row("dds", 65536, 140.0, [160.0, 110.0, 140.0]),
+        row("dds", 262144, 700.0, [700.0]),  # no ddsperf: no measured ratio
+    ]
+    at_64kb, at_256kb = dds.goals(rows, [256, 65536, 262144])
+    assert at_64kb["measured"] == pytest.approx(1.4) and at_64kb["met"] is True
+    assert at_64kb["by_round"] == "1.60/1.38/1.17 (2 of 3 met)"
+    assert at_256kb["measured"] is None and at_256kb["met"] is False
+    assert at_256kb["by_round"] == "-"
+
+
 @pytest.mark.dds
 @pytest.mark.zenoh
 @pytest.mark.ros1
@@ -69,4 +87,5 @@ def test_quick_run_compares_every_system(run_bench: RunBench) -> None:
             assert (system, size) in systems
     assert all(r["p50_us"] > 0 and r["vs_ddsperf"] > 0 for r in report["rows"])
     assert [g["goal"] for g in report["goals"]] == ["dds p50 / ddsperf p50, 64KB"]
+    assert report["goals"][0]["by_round"].endswith(" of 1 met)")  # --quick: one round
     assert {s["bytes"] for s in report["serializer"]} == {256, 65536, 1 << 20, 4 << 20}

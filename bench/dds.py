@@ -245,10 +245,8 @@ def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
     figure near the target shows how often single rounds met it."""
     by_system = {(r["system"], r["bytes"]): r for r in rows}
     out = []
-    for size in sizes:
+    for size in (s for s in sizes if s >= GOAL_FROM):
         ours, anchor = by_system.get(("dds", size)), by_system.get(("ddsperf", size))
-        if size < GOAL_FROM:
-            continue
         ratio, by_round = None, "-"
         if ours is not None and anchor is not None and anchor["p50_us"]:
             ratio = ours["p50_us"] / anchor["p50_us"]

@@ -201,7 +201,7 @@ def timeline(output: str, datagrams: int) -> dict[str, Any]:
         if bursts[-1] and e[0] - bursts[-1][-1][0] > BURST_GAP_US:
             bursts.append([])
         bursts[-1].append(e)
-    keys = ("ping_out", "echo_in", "echo_out", "ping_in", "ping_preempted")
+    keys = ("ping_out_us", "echo_in_us", "echo_out_us", "ping_in_us", "ping_preempted")
     stages: dict[str, list[float]] = {k: [] for k in keys}
     for burst in bursts:
         sends = [e for e in burst if e[3]]
@@ -216,19 +216,18 @@ def timeline(output: str, datagrams: int) -> dict[str, Any]:
             continue
         out = ping_sends[datagrams - 1]
         switched = preempted.get(sender, [])
-        stages["ping_out"].append(out - t0)
+        stages["ping_out_us"].append(out - t0)
         stages["ping_preempted"].append(
             bisect.bisect_left(switched, out) - bisect.bisect_left(switched, t0)
         )
-        stages["echo_in"].append(echo_recvs[datagrams - 1] - t0)
-        stages["echo_out"].append(echo_sends[0] - t0)
-        stages["ping_in"].append(ping_recvs[datagrams - 1] - t0)
-    if not stages["echo_in"]:
+        stages["echo_in_us"].append(echo_recvs[datagrams - 1] - t0)
+        stages["echo_out_us"].append(echo_sends[0] - t0)
+        stages["ping_in_us"].append(ping_recvs[datagrams - 1] - t0)
+    if not stages["echo_in_us"]:
         raise RuntimeError("perf saw no complete round trip")
-    medians = {f"{k}_us": statistics.median(v) for k, v in stages.items()}
-    medians["ping_preempted"] = medians.pop("ping_preempted_us")
+    medians = {k: statistics.median(v) for k, v in stages.items()}
     medians["echo_turn_us"] = medians["echo_out_us"] - medians["echo_in_us"]
-    return {"round_trips": len(stages["echo_in"]), **medians}
+    return {"round_trips": len(stages["echo_in_us"]), **medians}
 
 
 def add_perf(p: Any) -> None:

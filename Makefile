@@ -8,24 +8,27 @@ STAMP := $(VENV)/.installed
 # ROS 1 for the ros1 backend; Erlang for the OTP baselines (restart, face tracker);
 # iptables for link loss on emulated hosts; cyclonedds-tools for ddsperf, the DDS
 # anchor; openssh-server for the SSH hosts test; stress-ng for the loaded-machine
-# check; openssl for the TLS test's certificates. All from Debian's own packages.
+# check; openssl for the TLS test's certificates; gcc and Python's headers for the dds
+# backend's C part (setup.py; optional, ctypes without). All from Debian's own packages.
 SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
-	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl
-SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl
+	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl gcc python3-dev
+SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl gcc
 # make test installs the optional extras too (DDS, face tracker, bags, pandas); make demo does not.
 EXTRAS := dev,dds,facetrack,data,notebook
 EXTRAS_STAMP := $(VENV)/.extras
 
 .PHONY: demo test unit test-loaded lint system ros1 extras clean
 
-$(STAMP): pyproject.toml
+BUILD_FILES := pyproject.toml setup.py src/roboscale/backends/_dds_take.c
+
+$(STAMP): $(BUILD_FILES)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "roboscale needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
-$(EXTRAS_STAMP): $(STAMP) pyproject.toml
+$(EXTRAS_STAMP): $(STAMP) $(BUILD_FILES)
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
 	@touch $@
 
@@ -34,7 +37,8 @@ extras: $(EXTRAS_STAMP)
 demo: $(STAMP)
 	$(BIN)/roboscale bench experiments/demo.yaml --quick --out results/demo
 
-test: $(EXTRAS_STAMP) system lint
+# system first: the extras' install builds the dds backend's C part with its compiler.
+test: system $(EXTRAS_STAMP) lint
 	$(BIN)/python -m pytest
 
 FAST_TESTS := not ros1 and not netns and not slow and not zenoh
@@ -46,7 +50,7 @@ unit: $(EXTRAS_STAMP)
 # The hog ends with the recipe, whatever happens (its own timeout bounds it even if
 # this shell is killed).
 HOG_TIMEOUT_S := 900
-test-loaded: $(EXTRAS_STAMP) system
+test-loaded: system $(EXTRAS_STAMP)
 	@PATH=$$PATH:/usr/sbin; command -v stress-ng >/dev/null || \
 		{ echo "test-loaded needs stress-ng: run 'sudo make system'"; exit 2; }; \
 	stress-ng --cpu 1 --timeout $(HOG_TIMEOUT_S)s --quiet & hog=$$!; \

@@ -104,8 +104,17 @@ def test_each_trial_gets_its_own_domain() -> None:
     assert f'<Domain id="{other["domain"]}">' in other["xml"]
 
 
-def test_version_names_the_binding(dds: None) -> None:
-    assert get_backend("dds").version().startswith("cyclonedds 11.0.1")
+def test_version_names_the_binding_and_the_per_message_path(
+    dds: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roboscale.backends.dds_cdr import compiled_take
+
+    version = get_backend("dds").version()
+    assert version.startswith("cyclonedds 11.0.1")
+    built = compiled_take() is not None
+    assert version.endswith("per-message path in C") == built
+    monkeypatch.setenv(backend.PATH_ENV, "ctypes")
+    assert get_backend("dds").version().endswith("in ctypes ($ROBOSCALE_DDS_PATH)")
 
 
 def test_missing_binding_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -293,23 +302,34 @@ def test_a_replayed_message_is_its_recorded_type_on_dds(
 
 
 @pytest.mark.dds
-def test_dds_echo_taking_on_reader_threads(
-    run_trial: RunTrial, dds: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("variable", "key", "value"),
+    [(backend.TAKE_ENV, "take", "waitset"), (backend.PATH_ENV, "path", "ctypes")],
+)
+def test_dds_echo_with_another_take(
+    run_trial: RunTrial,
+    dds: None,
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    key: str,
+    value: str,
 ) -> None:
-    """$ROBOSCALE_DDS_TAKE=waitset: readers take on threads of their own, as rclpy does."""
-    monkeypatch.setenv(backend.TAKE_ENV, "waitset")
+    """$ROBOSCALE_DDS_TAKE=waitset: readers take on threads of their own, as rclpy does;
+    $ROBOSCALE_DDS_PATH=ctypes: the nodes take and forward through dds_cdr's Python
+    classes, what a machine without a C compiler gets. The trial is as complete."""
+    monkeypatch.setenv(variable, value)
     tables, _ = run_echo(run_trial, trial("dds", "4KB", 4096, pairs=1))
     check_complete(tables[0], 200)
-    # the mode reaches the nodes in their configuration (the session obeys it:
-    # test_dds_cdr's forwarding test counts its reader threads)
+    # the setting reaches the nodes in their configuration (the session obeys it:
+    # test_dds_cdr's forwarding test looks at its takers and reader threads)
     ours = backend.DdsBackend()
     try:
-        assert ours.node_config("echoer", 0, {"trial": "t"})["take"] == "waitset"
+        assert ours.node_config("echoer", 0, {"trial": "t"})[key] == value
     finally:
         ours.release()
 
 
-def test_an_unknown_take_mode_is_refused_before_anything_runs(
+def test_an_unknown_take_mode_or_message_path_is_refused_before_anything_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(backend.TAKE_ENV, "poll")
@@ -317,3 +337,7 @@ def test_an_unknown_take_mode_is_refused_before_anything_runs(
         UserError, match=r"ROBOSCALE_DDS_TAKE is 'poll'; allowed: listener, waitset"
     ):
         backend.DdsBackend().check()  # what the lab calls before the first trial
+    monkeypatch.setenv(backend.TAKE_ENV, "")
+    monkeypatch.setenv(backend.PATH_ENV, "rust")
+    with pytest.raises(UserError, match=r"ROBOSCALE_DDS_PATH is 'rust'; allowed: c, ctypes"):
+        backend.DdsBackend().check()

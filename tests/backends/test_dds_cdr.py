@@ -1,5 +1,6 @@
-"""Cyclone's serialized samples through ctypes: a received sample is read in place, only
-during its callback, and forwarded by reference with the same bytes."""
+"""Cyclone's serialized samples, taken by the C part or through ctypes: a received sample
+is read in place, only during its callback, and forwarded by reference with the same
+bytes; both paths count the same malformed samples and keep the same errors."""
 
 from __future__ import annotations
 
@@ -10,10 +11,25 @@ import time
 from typing import Any
 
 import pytest
+from tests.conftest import require
 
 from roboscale.backends import dds as backend
+from roboscale.backends import dds_cdr
 from roboscale.backends.base import MessageKind, NodeContext
-from roboscale.backends.dds_cdr import CdrReader, ReaderListener, Sample, SampleWriter
+from roboscale.backends.dds_cdr import CdrReader, ReaderListener, Sample, SampleWriter, taker
+
+
+@pytest.fixture(params=backend.PATHS)
+def path(request: pytest.FixtureRequest) -> str:
+    """Each test twice: with the C part (which must be built: make test builds it) and
+    with the ctypes path ($ROBOSCALE_DDS_PATH=ctypes, or a machine without a C compiler)."""
+    if request.param == "c":
+        require(
+            dds_cdr.compiled_take() is not None,
+            "the dds backend's C part (_dds_take) was not built: install gcc and Python's "
+            "headers (sudo make system), then reinstall (make extras)",
+        )
+    return str(request.param)
 
 
 def test_a_sample_reads_in_place_and_clips_to_its_size() -> None:
@@ -64,13 +80,13 @@ def test_the_reader_takes_the_writers_bytes_in_place(dds: None) -> None:
 
 @pytest.mark.dds
 @pytest.mark.parametrize("take", backend.TAKE_MODES)
-def test_a_forwarded_sample_arrives_unchanged(dds: None, take: str) -> None:
+def test_a_forwarded_sample_arrives_unchanged(dds: None, take: str, path: str) -> None:
     """An echoer's path, with samples taken in a listener or on a reader thread: the
     callback's sample is forwarded by reference to another topic and arrives there with
     the same bytes; its body reads as sent."""
     lease = backend.lease_domain()
     xml = backend.cyclone_xml(lease.domain, "lo", ["127.0.0.1"], 4)
-    cfg = {"domain": lease.domain, "xml": xml, "qos": {}, "take": take}
+    cfg = {"domain": lease.domain, "xml": xml, "qos": {}, "take": take, "path": path}
     session = backend.BACKEND.open(NodeContext("echo", "local", cfg))
     kind = MessageKind("bytes", 1000)
     bodies: list[bytes] = []
@@ -90,7 +106,9 @@ def test_a_forwarded_sample_arrives_unchanged(dds: None, take: str) -> None:
 
         session.subscribe("/out", kind, on_out, 0)
         session.subscribe("/back", kind, on_back, 0)
-        # each reader is taken the way asked: two listeners, or two reader threads
+        # each reader is taken the way asked: by the C part or in Python, and in two
+        # listeners or on two reader threads
+        assert all(isinstance(t, dds_cdr.CdrTaker) == (path == "ctypes") for t in session._takers)
         assert (len(session._listeners), len(session._threads)) == (
             (2, 0) if take == "listener" else (0, 2)
         )
@@ -108,51 +126,98 @@ def test_a_forwarded_sample_arrives_unchanged(dds: None, take: str) -> None:
     assert raw[20 : 20 + len(body)] == body and back.failed == 0
 
 
+def stamped(seq: int, size: int = 100) -> bytes:
+    from roboscale.backends.dds_types import StampedBytes, Time
+
+    return StampedBytes(id=seq, t=Time(sec=1, nanosec=2), data=bytes(size)).serialize()
+
+
 @pytest.mark.dds
 def test_a_listener_takes_what_came_before_and_after_it_and_nothing_once_closed(
-    dds: None,
+    dds: None, path: str
 ) -> None:
     """A sample written before the listener was attached is taken when it attaches (the
     pending event), later ones as they come (here on the writing thread: Cyclone delivers
     in-process samples there; the trials in test_dds take them on its receive thread);
-    an error in the take is kept, never raised into Cyclone; after close nothing is
-    called."""
+    an error in the callback is kept, never raised into Cyclone, and the next samples
+    still come; after close nothing is called."""
     from cyclonedds.core import InstanceState, SampleState, ViewState
-
-    from roboscale.backends.dds_types import StampedBytes, Time
-
-    def cdr(seq: int) -> bytes:
-        return StampedBytes(id=seq, t=Time(sec=1, nanosec=2), data=bytes(100)).serialize()
 
     lease = backend.lease_domain()
     try:
         domain, reader, writer = backend.loopback_endpoints(lease.domain, "rt/listen")
         write = SampleWriter(writer._ref)
-        samples = CdrReader(reader._ref, SampleState.Any | ViewState.Any | InstanceState.Any, 4)
         got: list[int] = []
         arrived = threading.Event()
 
-        def deliver(sample: Sample) -> None:
-            got.append(struct.unpack_from("<i", sample.head(), 4)[0])
+        def deliver(seq: int, sample: Sample) -> None:
+            assert struct.unpack_from("<i", sample.head(), 4)[0] == seq
+            got.append(seq)
             arrived.set()
-            if got[-1] == 2:
+            if seq == 2:
                 raise RuntimeError("the workload failed")
 
-        assert write(cdr(1)) == 0
-        listener = ReaderListener(reader._ref, lambda: samples.take(deliver))
+        assert write(stamped(1)) == 0
+        mask = SampleState.Any | ViewState.Any | InstanceState.Any
+        taking = taker(reader._ref, mask, 4, deliver, path == "c")
+        listener = ReaderListener(reader._ref, taking)
         for seq in (2, 3):
             arrived.clear()
             deadline = time.monotonic() + 10
             while seq not in got and time.monotonic() < deadline:
-                write(cdr(seq))
+                write(stamped(seq))
                 arrived.wait(0.5)
         listener.close()
         assert got[:1] == [1] and 2 in got and 3 in got
-        assert [str(e) for e in listener.errors] == ["the workload failed"] * got.count(2)
+        assert [str(e) for e in taking.errors] == ["the workload failed"] * got.count(2)
         count = len(got)
-        assert write(cdr(4)) == 0
+        assert write(stamped(4)) == 0
         listener.close()  # twice is fine
-        samples.take(lambda s: None)  # sample 4 is still in the reader: nobody took it
-        assert len(got) == count and domain is not None
+        assert len(got) == count  # sample 4 is still in the reader: nobody took it
+        assert taking.take() == 1 and got[-1] == 4
+        assert taking.malformed == 0 and domain is not None
+    finally:
+        lease.release()
+
+
+@pytest.mark.dds
+def test_malformed_samples_are_counted_and_dropped(dds: None, path: str) -> None:
+    """Not plain CDR little endian (byte 1 of the encapsulation header): counted, never
+    delivered; a good sample after them still is. The two here are the encodings Cyclone's
+    writer lets through (XCDR2 and parameter lists, little endian); it refuses big-endian
+    and short ones itself, so the readers' length check is not reachable from here."""
+    from cyclonedds.core import InstanceState, SampleState, ViewState
+
+    lease = backend.lease_domain()
+    try:
+        domain, reader, writer = backend.loopback_endpoints(lease.domain, "rt/bad")
+        write = SampleWriter(writer._ref)
+        good = stamped(9)
+        got: list[int] = []
+        mask = SampleState.Any | ViewState.Any | InstanceState.Any
+        taking = taker(reader._ref, mask, 8, lambda seq, sample: got.append(seq), path == "c")
+        for cdr in (b"\0\x07" + good[2:], b"\0\x03" + good[2:], good):
+            assert write(cdr) == 0
+            deadline = time.monotonic() + 10  # the reader keeps the last sample only
+            while taking.take() == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert got == [9] and taking.malformed == 2 and taking.errors == []
+        assert domain is not None
+    finally:
+        lease.release()
+
+
+@pytest.mark.dds
+def test_a_released_sample_is_not_forwarded(dds: None, path: str) -> None:
+    """After its callback a sample's serdata is Cyclone's again: forwarding it is refused."""
+    lease = backend.lease_domain()
+    try:
+        domain, _, writer = backend.loopback_endpoints(lease.domain, "rt/late")
+        buffer = ctypes.create_string_buffer(stamped(1), 120)
+        sample = Sample(1, ctypes.addressof(buffer), 120)
+        sample.release()
+        with pytest.raises(ValueError, match="only during its callback"):
+            dds_cdr.forwarder(writer._ref, path == "c")(sample)
+        assert domain is not None
     finally:
         lease.release()

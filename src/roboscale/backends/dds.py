@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import functools
 import os
 import socket
 import struct
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,13 +43,14 @@ from roboscale.backends.base import (
     current_python,
 )
 from roboscale.backends.dds_cdr import (
-    CdrReader,
     PinnedSampleWriter,
     ReaderListener,
     Sample,
-    SampleForwarder,
     SampleWriter,
+    Taking,
     cyclone,
+    forwarder,
+    taker,
 )
 from roboscale.backends.qos import EVERY_SETTING, split_history
 from roboscale.errors import BackendUnavailable, UserError
@@ -73,6 +72,7 @@ RECEIVE_BUFFER = "4MB"
 WAKE_S = 1.0  # a drain thread's longest sleep: it also checks whether its session closed
 
 TAKE_ENV, TAKE_MODES = "ROBOSCALE_DDS_TAKE", ("listener", "waitset")
+PATH_ENV, PATHS = "ROBOSCALE_DDS_PATH", ("c", "ctypes")
 DEFAULT_QOS = {"reliability": "reliable", "history": "keep_last", "depth": 0}
 DURABILITIES = ("volatile", "transient_local")
 
@@ -179,12 +179,12 @@ def lease_domain() -> DomainLease:
 
 
 class DdsPublisher:
-    def __init__(self, writer: Any, kind: MessageKind) -> None:
+    def __init__(self, writer: Any, kind: MessageKind, in_c: bool) -> None:
         from roboscale.backends.dds_types import build_message, payload_offset
 
         self._writer = writer  # the binding deletes the entity when this is collected
         self._write = SampleWriter(writer._ref)
-        self._forward = SampleForwarder(writer._ref)
+        self._forward = forwarder(writer._ref, in_c)
         cdr = build_message(kind).serialize()  # XCDR1, little endian, as ROS 2 sends
         self._cdr = bytearray(cdr.ljust(-(-len(cdr) // 4) * 4, b"\0"))
         self._write_own = PinnedSampleWriter(writer._ref, self._cdr)
@@ -235,14 +235,25 @@ class DdsPublisher:
             self.failed += 1
 
 
+def env_choice(name: str, allowed: tuple[str, ...]) -> str:
+    """$name if set (one of `allowed`), else the first of them."""
+    chosen = os.environ.get(name, "") or allowed[0]
+    if chosen not in allowed:
+        raise UserError(f"${name} is {chosen!r}; allowed: {', '.join(allowed)}")
+    return chosen
+
+
 def take_mode() -> str:
     """Where readers take their samples: `listener` (the default: on Cyclone's receive
     thread, as ddsperf does) or `waitset` (a thread per reader woken from a WaitSet, as
     rclpy's executor and ddsperf's waitset mode do), from $ROBOSCALE_DDS_TAKE."""
-    mode = os.environ.get(TAKE_ENV, "") or TAKE_MODES[0]
-    if mode not in TAKE_MODES:
-        raise UserError(f"${TAKE_ENV} is {mode!r}; allowed: {', '.join(TAKE_MODES)}")
-    return mode
+    return env_choice(TAKE_ENV, TAKE_MODES)
+
+
+def message_path() -> str:
+    """What takes, checks and forwards each message: `c` (the default: the C part, where
+    it was built) or `ctypes` (dds_cdr's Python classes), from $ROBOSCALE_DDS_PATH."""
+    return env_choice(PATH_ENV, PATHS)
 
 
 def qos_policies(qos: dict[str, Any], queue: int) -> Any:
@@ -289,13 +300,19 @@ class DdsSession:
         self._participant: Any = DomainParticipant(self._domain_id)
         self._qos: dict[str, Any] = {**DEFAULT_QOS, **cfg.get("qos", {})}
         self._take_on = str(cfg.get("take", TAKE_MODES[0]))
+        self._in_c = cfg.get("path", PATHS[0]) == "c"
         self._topics: dict[str, Any] = {}
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pubs: list[DdsPublisher] = []
         self._readers: list[Any] = []
         self._listeners: list[ReaderListener] = []
-        self.malformed = 0
+        self._takers: list[Taking] = []
+
+    @property
+    def malformed(self) -> int:
+        """Samples dropped by this node's readers: not CDR little endian, or too short."""
+        return sum(taking.malformed for taking in self._takers)
 
     def _topic(self, topic: str, kind: MessageKind) -> Any:
         from cyclonedds.topic import Topic
@@ -313,7 +330,7 @@ class DdsSession:
         writer = DataWriter(
             self._participant, self._topic(topic, kind), qos=qos_policies(self._qos, queue)
         )
-        self._pubs.append(DdsPublisher(writer, kind))
+        self._pubs.append(DdsPublisher(writer, kind, self._in_c))
         return self._pubs[-1]
 
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
@@ -323,38 +340,18 @@ class DdsSession:
         reader = DataReader(
             self._participant, self._topic(topic, kind), qos=qos_policies(self._qos, queue)
         )
-        samples = CdrReader(
-            reader._ref, SampleState.Any | ViewState.Any | InstanceState.Any, TAKE_BATCH
-        )
-        deliver = self._deliverer(callback)
+        mask = SampleState.Any | ViewState.Any | InstanceState.Any
+        taking = taker(reader._ref, mask, TAKE_BATCH, callback, self._in_c)
+        self._takers.append(taking)
         if self._take_on == "waitset":
-            thread = threading.Thread(
-                target=self._drain, args=(reader, samples, deliver), daemon=True
-            )
+            thread = threading.Thread(target=self._drain, args=(reader, taking), daemon=True)
             self._threads.append(thread)
             thread.start()
             return
         self._readers.append(reader)  # the listener must not outlive its reader's Python object
-        self._listeners.append(
-            ReaderListener(reader._ref, functools.partial(samples.take, deliver))
-        )
+        self._listeners.append(ReaderListener(reader._ref, taking))
 
-    def _deliverer(self, callback: Callback) -> Callable[[Sample], None]:
-        """The per-sample step: the header checked, the id read, the callback called with
-        the `Sample` (Cyclone's serialized data in place, valid during the callback)."""
-        unpack = STAMP.unpack_from
-
-        def deliver(sample: Sample) -> None:
-            # Byte 1 of the encapsulation header: 1 is CDR little endian, what ROS 2 sends.
-            head = sample.head()
-            if len(head) < HEAD or head[1] != 1:
-                self.malformed += 1
-                return
-            callback(unpack(head, CDR_HEADER)[0], sample)
-
-        return deliver
-
-    def _drain(self, reader: Any, samples: CdrReader, deliver: Callable[[Sample], None]) -> None:
+    def _drain(self, reader: Any, taking: Taking) -> None:
         """Take on a thread of the reader's own, woken from a WaitSet (the `waitset` mode)."""
         from cyclonedds.core import InstanceState, ReadCondition, SampleState, ViewState, WaitSet
 
@@ -364,7 +361,7 @@ class DdsSession:
         wait, waitset_ref, timeout_ns = cyclone().waitset_wait, waitset._ref, int(WAKE_S * 1e9)
         while not self._closed.is_set():
             wait(waitset_ref, None, 0, timeout_ns)  # through ctypes: the GIL is let go
-            if samples.take(deliver) < 0:
+            if taking.take() < 0:
                 return  # the reader was deleted with the session
 
     def body_of(self, msg: object, kind: MessageKind) -> bytes:
@@ -429,7 +426,8 @@ class DdsBackend:
     def check(self) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
-        take_mode()  # a wrong $ROBOSCALE_DDS_TAKE stops here, before anything runs
+        take_mode()  # a wrong $ROBOSCALE_DDS_TAKE or _PATH stops here, before anything runs
+        message_path()
 
         try:
             import cyclonedds  # noqa: F401
@@ -451,9 +449,14 @@ class DdsBackend:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            return f"cyclonedds {version('cyclonedds')} (Eclipse Cyclone DDS)"
+            found = version("cyclonedds")
         except PackageNotFoundError:
             return "cyclonedds (not installed)"
+        from roboscale.backends.dds_cdr import take_path
+
+        chosen = os.environ.get(PATH_ENV, "") or PATHS[0]
+        path = take_path() if chosen == "c" else f"per-message path in ctypes (${PATH_ENV})"
+        return f"cyclonedds {found} (Eclipse Cyclone DDS), {path}"
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         self._addresses = list(where.addresses)
@@ -484,7 +487,13 @@ class DdsBackend:
             ["127.0.0.1"] if local else self._addresses,
             min(MAX_PARTICIPANT_INDEX, participants),
         )
-        return {"domain": domain, "xml": xml, "qos": trial_qos(trial), "take": take_mode()}
+        return {
+            "domain": domain,
+            "xml": xml,
+            "qos": trial_qos(trial),
+            "take": take_mode(),
+            "path": message_path(),
+        }
 
     def open(self, ctx: NodeContext) -> DdsSession:
         return DdsSession(ctx)

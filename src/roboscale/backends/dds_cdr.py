@@ -13,18 +13,26 @@ a new serdata and validates them again. Here, as ddsperf and rmw_cyclonedds do i
 - `SampleWriter` writes a bytes/bytearray (`dds_write`: one copy into a serdata).
 
 Every call goes through ctypes, so the GIL is let go while Cyclone works.
+
+Where the C part (`_dds_take.c`, built at install when a compiler is there) is
+available, `taker` and `forwarder` give its Taker and Forwarder instead: the same steps
+without a Python frame of their own per message (docs/dds.md measures the difference).
+Both paths deliver (id, Sample) to the same callbacks, count the same malformed samples
+and keep the same errors.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
+import struct
 import sys
 import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 
 class SampleContainer(ctypes.Structure):
@@ -55,6 +63,9 @@ class PySerdata(ctypes.Structure):
 
 HEAD_BYTES = 16  # encapsulation header, id and stamp: what a callback's seq comes from
 Head = ctypes.c_char * HEAD_BYTES
+ID = struct.Struct("<i")  # the id, after the 4-byte encapsulation header
+MAX_ERRORS = 10  # a callback's exceptions kept (the first is printed)
+Deliver = Callable[[int, "Sample"], object]  # a subscriber's callback: (id, sample)
 
 
 @dataclass(frozen=True)
@@ -301,6 +312,120 @@ def hold_thread_state() -> None:
         _held_thread_states.add(ident)
 
 
+class Taking(Protocol):
+    """A reader's take path: `take` delivers what the reader holds to the subscriber's
+    callback as (id, Sample), dropping (and counting) samples that are not CDR little
+    endian with an id, and keeping the callback's exceptions instead of raising them;
+    `function(argument)` is the same step as Cyclone's on_data_available (a listener)."""
+
+    @property
+    def malformed(self) -> int: ...
+
+    @property
+    def errors(self) -> list[BaseException]: ...
+
+    def take(self) -> int: ...
+
+    def function(self) -> int: ...
+
+    def argument(self) -> int: ...
+
+
+class CdrTaker:
+    """`Taking` in Python over `CdrReader`, where the C part was not built."""
+
+    def __init__(self, reader: int, mask: int, batch: int, deliver: Deliver) -> None:
+        self._samples = CdrReader(reader, mask, batch)
+        self._deliver = deliver
+        self.malformed = 0
+        self.errors: list[BaseException] = []
+        # Cyclone keeps the function pointer: this object must outlive the listener.
+        self._callback = DataAvailable(self._on_data_available)
+
+    def take(self) -> int:
+        return self._samples.take(self._deliver_one)
+
+    def _deliver_one(self, sample: Sample) -> None:
+        # Byte 1 of the encapsulation header: 1 is CDR little endian, what ROS 2 sends.
+        head = sample.head()
+        if len(head) < HEAD_BYTES or head[1] != 1:
+            self.malformed += 1
+            return
+        try:
+            self._deliver(ID.unpack_from(head, 4)[0], sample)
+        except Exception as error:  # kept, as the C part keeps it: never raised into Cyclone
+            if not self.errors:  # the first one to the node's log, as a dying thread would
+                traceback.print_exc(file=sys.stderr)
+            if len(self.errors) < MAX_ERRORS:
+                self.errors.append(error)
+
+    def function(self) -> int:
+        return _address(self._callback)
+
+    def argument(self) -> int:
+        return 0
+
+    def _on_data_available(self, reader: int, arg: int) -> None:
+        hold_thread_state()
+        self.take()
+
+
+def compiled_take() -> ModuleType | None:
+    """The C part (`_dds_take`), or None where it was not built (no compiler at install)."""
+    try:
+        from roboscale.backends import _dds_take
+    except ImportError:
+        return None
+    return _dds_take
+
+
+def take_path() -> str:
+    """Which per-message path this install has, for `roboscale backends`."""
+    if compiled_take() is not None:
+        return "per-message path in C"
+    return (
+        "per-message path in ctypes: the C part was not built "
+        "(no C compiler or Python headers at install)"
+    )
+
+
+def _address(function: Any) -> int:
+    address: int = ctypes.cast(function, ctypes.c_void_p).value or 0
+    return address
+
+
+def taker(reader: int, mask: int, batch: int, deliver: Deliver, in_c: bool = True) -> Taking:
+    """The reader's take path: the C part's Taker where it was built (and `in_c`), else
+    `CdrTaker`."""
+    compiled = compiled_take() if in_c else None
+    if compiled is None:
+        return CdrTaker(reader, mask, batch, deliver)
+    c, info = cyclone(), cyclone().sample_info
+    functions = (
+        _address(c.takecdr),
+        _address(c.serdata_unref),
+        _address(c.serdata_size),
+        _address(c.to_ser_ref),
+        _address(c.to_ser_unref),
+    )
+    layout = (ctypes.sizeof(info), info.valid_data.offset)
+    taking: Taking = compiled.Taker(functions, reader, mask, batch, layout, deliver, Sample)
+    return taking
+
+
+def forwarder(writer: int, in_c: bool = True) -> Callable[[Sample], int]:
+    """Writes received samples by reference: the C part's Forwarder where it was built (and
+    `in_c`), else `SampleForwarder`."""
+    compiled = compiled_take() if in_c else None
+    if compiled is None:
+        return SampleForwarder(writer)
+    c = cyclone()
+    forward: Callable[[Sample], int] = compiled.Forwarder(
+        (_address(c.serdata_ref), _address(c.writecdr)), writer
+    )
+    return forward
+
+
 class ReaderListener:
     """Takes a reader's samples on the thread Cyclone delivers them on, as ddsperf does.
 
@@ -313,12 +438,11 @@ class ReaderListener:
     `close` detaches the callback and waits for a running one, the GIL let go.
     """
 
-    def __init__(self, reader: int, take: Callable[[], int]) -> None:
-        self._c, self._reader, self._take = cyclone(), reader, take
-        self.errors: list[BaseException] = []
-        # Cyclone keeps the function pointer: this object must outlive the listener.
-        self._callback = DataAvailable(self._on_data_available)
-        self._listener = self._c.create_listener(None)
+    def __init__(self, reader: int, taking: Taking) -> None:
+        self._c, self._reader, self.taking = cyclone(), reader, taking
+        # Cyclone keeps the function pointer and its argument: both live as long as this.
+        self._callback = DataAvailable(taking.function())
+        self._listener = self._c.create_listener(taking.argument() or None)
         self._c.lset_data_available(self._listener, self._callback)
         _listeners.add(self)
         # Samples that arrived before this are delivered by dds_set_listener itself.
@@ -326,16 +450,6 @@ class ReaderListener:
         if status < 0:
             self.close()
             raise OSError(f"dds_set_listener failed with Cyclone status {status}")
-
-    def _on_data_available(self, reader: int, arg: int) -> None:
-        try:
-            hold_thread_state()
-            self._take()
-        except Exception as error:  # a ctypes callback cannot raise into Cyclone
-            if not self.errors:  # the first one to the node's log, as a dying thread would
-                traceback.print_exc(file=sys.stderr)
-            if len(self.errors) < 10:
-                self.errors.append(error)
 
     def close(self) -> None:
         if self._listener is None:

@@ -350,6 +350,9 @@ def main() -> None:
     if rounds < 1:
         raise SystemExit("error: --rounds: at least 1")
     report["rounds"] = rounds
+    if "dds" in systems:  # which per-message path its nodes take ($ROBOSCALE_DDS_PATH)
+        report["dds_backend"] = get_backend("dds").version()
+        print(f"dds backend: {report['dds_backend']}")
     for size in sizes:
         rows += measure_size(size, counts, [*systems, ALSO], missing, args.ddsperf_also, rounds)
     anchor = {r["bytes"]: r["p50_us"] for r in rows if r["system"] == "ddsperf"}

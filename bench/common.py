@@ -52,6 +52,13 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def ratio_text(ratio: float, holds: Callable[[float], bool]) -> str:
+    """Two decimals, or as many as it takes for the figure to stay on its side of the
+    rule `holds` (1.5004 misses "at most 1.5" and must not print as 1.50)."""
+    shown = f"{ratio:.2f}"
+    return shown if holds(float(shown)) == holds(ratio) else f"{ratio:.6g}"
+
+
 def _precise(v: Any) -> Any:
     return f"{v:.6g}" if isinstance(v, float) else v
 

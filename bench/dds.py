@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from common import attempt, counted_args, finish, header, stop_group, table
+from common import attempt, counted_args, finish, header, ratio_text, stop_group, table
 from roboscale.backends.base import get_backend
 from roboscale.backends.dds import cyclone_xml, lease_domain
 from roboscale.lab.envs import Placement
@@ -233,10 +233,8 @@ def serializer_point(size: int, repeats: int) -> dict[str, Any]:
 
 
 def round_ratio(ratio: float) -> str:
-    """Two decimals, or as many as it takes for the figure to stay on its side of the
-    target (1.5004 is not met and must not print as 1.50)."""
-    shown = f"{ratio:.2f}"
-    return shown if (float(shown) <= GOAL_RATIO) == (ratio <= GOAL_RATIO) else f"{ratio:.6g}"
+    """A round's ratio, on its side of the target whatever the rounding."""
+    return ratio_text(ratio, lambda r: r <= GOAL_RATIO)
 
 
 def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:

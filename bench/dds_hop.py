@@ -5,18 +5,19 @@
    on one participant (a writer and a reader of the same topic).
 2. forward: `dds_write` of the received bytes (a copy into a new serdata, validated
    again) against `SampleForwarder` (`dds_writecdr` of the received serdata).
-3. cold Python: the backend's per-sample Python path (a `Sample`, its header read, the
-   callback, a forward call), run in a loop and run once every 5 ms as a message
+3. cold Python: the backend's per-sample path through ctypes (a `Sample`, its header
+   read, the callback, a forward call: what runs where the C part `_dds_take` was not
+   built, or with ROBOSCALE_DDS_PATH=ctypes), run in a loop and run once every 5 ms as a message
    wakes it: the cold run is what a round trip pays. Also once every 5 ms after a
    copy of 256 KB, 1 MB or 4 MB (memory traffic such as a large message's receive,
    reassembly and send): it pushes the interpreter's code and data out of the caches.
 4. with --perf (root, `perf`): a timeline of ddsperf ping/pong and of the lab's dds
-   echo (bench/dds.py's, in child processes) from the kernel's sendmsg/recvmsg
-   tracepoints: per round trip, when the ping's last datagram left, when the echo's
-   last datagram arrived, when the echo's first reply datagram left, when the
-   pinger's last datagram arrived (medians, µs from the ping's first datagram),
-   beside the round trip's p50 that bench/dds.py measured in the same run
-   (ddsperf's doubled); and, from sched_switch, how often the pinger's sending
+   echo (bench/dds.py's, in child processes, on the path its install takes) from the
+   kernel's sendmsg/recvmsg tracepoints: per round trip, when the ping's last
+   datagram left, when the echo's last datagram arrived, when the echo's first reply
+   datagram left, when the pinger's last datagram arrived (medians, µs from the
+   ping's first datagram), beside the round trip's p50 that bench/dds.py measured in
+   the same run (ddsperf's doubled); and, from sched_switch, how often the pinger's sending
    thread was preempted while its datagrams went out (a receiver woken on the same
    core runs before the rest are sent). --ddsperf-also PATH traces another ddsperf
    build too.

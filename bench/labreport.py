@@ -25,7 +25,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from common import header, parser, save, table
+from common import header, parser, ratio_text, save, table
 
 Entry = dict[str, Any]
 
@@ -91,6 +91,10 @@ def fanout_finding(es: list[Entry], backend: str) -> dict[str, Any] | None:
             "figure": figure, "agrees": ratios[large] > ratios[small]}  # fmt: skip
 
 
+def about_a_ping(ratio: float) -> bool:
+    return 0.5 <= ratio <= 2.0
+
+
 def chain_finding(es: list[Entry], backend: str) -> dict[str, Any] | None:
     pings = {
         e["payload_bytes"]: p50(e, "one_way_us")
@@ -107,8 +111,8 @@ def chain_finding(es: list[Entry], backend: str) -> dict[str, Any] | None:
             ratios[e["payload_bytes"]] = statistics.median(h or 0.0 for h in hops) / ping
     if not ratios:
         return None
-    figure = ", ".join(f"{s} B {r:.2f}x" for s, r in sorted(ratios.items()))
-    agrees = all(0.5 <= r <= 2.0 for r in ratios.values())
+    figure = ", ".join(f"{s} B {ratio_text(r, about_a_ping)}x" for s, r in sorted(ratios.items()))
+    agrees = all(map(about_a_ping, ratios.values()))
     return {"finding": "a chain hop costs about a ping", "backend": backend,
             "figure": f"median hop p50 / ping one-way p50: {figure}", "agrees": agrees}  # fmt: skip
 

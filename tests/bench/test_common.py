@@ -20,3 +20,11 @@ def test_a_goal_just_missed_does_not_print_as_its_target(
     printed = capsys.readouterr().out
     assert "1.50045" in printed and "FAIL" in printed
     assert json.loads(out.read_text())["goals"][0]["measured"] == 1.5004544
+
+
+def test_a_ratio_prints_on_its_side_of_the_rule() -> None:
+    at_most = lambda r: r <= 1.5  # noqa: E731
+    assert common.ratio_text(1.4951, at_most) == "1.50"  # met, and 1.50 is met too
+    assert common.ratio_text(1.5004, at_most) == "1.5004"
+    assert common.ratio_text(0.4996, lambda r: 0.5 <= r <= 2.0) == "0.4996"
+    assert common.ratio_text(1.234, lambda r: 0.5 <= r <= 2.0) == "1.23"

@@ -48,6 +48,16 @@ def test_chain_hops_are_compared_with_pings_of_the_same_size() -> None:
     assert row["figure"].endswith("256 B 1.10x")
 
 
+def test_a_hop_ratio_just_outside_the_rule_does_not_print_as_its_bound() -> None:
+    es = [
+        entry("ping", 256, ack=False, one_way_us=dist(1000.0)),
+        entry("chain", 256, per_node=[{"hop_us": dist(499.6)}], one_way_us=dist(2000.0)),
+    ]
+    row = labreport.chain_finding(es, "dds")
+    assert row is not None and row["agrees"] is False
+    assert row["figure"].endswith("256 B 0.4996x")
+
+
 def test_environments_are_never_mixed() -> None:
     here = entry("echo", 256)
     there = entry("echo", 256, hosts=2, link="wifi", load_net_mbit=15.0)

@@ -17,7 +17,9 @@ leases a domain id of its own (`lease_domain`), so concurrent runs never meet.
 A reader's samples are taken in its `on_data_available` listener, on the Cyclone thread
 that delivers them (as ddsperf does; $ROBOSCALE_DDS_TAKE=waitset: a thread per reader woken
 from a WaitSet, as rclpy does), as references to Cyclone's serialized data (`dds_cdr`), so
-a received message is read in place and an echoer forwards it without a copy.
+a received message is read in place and an echoer forwards it without a copy; the take,
+the header check and the forward run in C (`_dds_take`) where it was built
+($ROBOSCALE_DDS_PATH=ctypes: through ctypes, as where it was not).
 The driver half is stdlib only; the node half imports cyclonedds (venv nodes).
 """
 

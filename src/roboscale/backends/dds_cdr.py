@@ -354,10 +354,13 @@ class CdrTaker:
         try:
             self._deliver(ID.unpack_from(head, 4)[0], sample)
         except Exception as error:  # kept, as the C part keeps it: never raised into Cyclone
-            if not self.errors:  # the first one to the node's log, as a dying thread would
-                traceback.print_exc(file=sys.stderr)
-            if len(self.errors) < MAX_ERRORS:
-                self.errors.append(error)
+            self._keep(error)
+
+    def _keep(self, error: Exception) -> None:
+        if not self.errors:  # the first one to the node's log, as a dying thread would
+            traceback.print_exc(file=sys.stderr)
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(error)
 
     def function(self) -> int:
         return _address(self._callback)
@@ -366,8 +369,11 @@ class CdrTaker:
         return 0
 
     def _on_data_available(self, reader: int, arg: int) -> None:
-        hold_thread_state()
-        self.take()
+        try:
+            hold_thread_state()
+            self.take()
+        except Exception as error:  # a ctypes callback cannot raise into Cyclone
+            self._keep(error)
 
 
 def compiled_take() -> ModuleType | None:
@@ -439,7 +445,7 @@ class ReaderListener:
     """
 
     def __init__(self, reader: int, taking: Taking) -> None:
-        self._c, self._reader, self.taking = cyclone(), reader, taking
+        self._c, self._reader, self._taking = cyclone(), reader, taking
         # Cyclone keeps the function pointer and its argument: both live as long as this.
         self._callback = DataAvailable(taking.function())
         self._listener = self._c.create_listener(taking.argument() or None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from roboscale import safewrite
 
 
@@ -31,11 +33,10 @@ def test_a_planted_part_file_is_not_followed(tmp_path: Path) -> None:
 
 
 def test_no_temporary_file_is_left_on_failure(tmp_path: Path) -> None:
-    try:
-        safewrite.write_json(tmp_path / "x.json", {"bad": object()})
-    except TypeError:
-        pass
-    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "x.json").mkdir()  # the rename fails after the data is written
+    with pytest.raises(OSError):
+        safewrite.write_text(tmp_path / "x.json", "data")
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
 
 
 def test_mode_follows_the_umask(tmp_path: Path) -> None:

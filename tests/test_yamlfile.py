@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from roboscale.errors import UserError
-from roboscale.yamlfile import MAX_BYTES, MAX_DEPTH, dotted, line_for, load_yaml
+from roboscale.yamlfile import MAX_BYTES, MAX_DEPTH, MAX_NUMBER_CHARS, dotted, line_for, load_yaml
 
 
 def load(tmp_path: Path, text: str | bytes) -> tuple[object, dict[tuple[str | int, ...], int]]:
@@ -103,3 +103,28 @@ def test_syntax_error_and_empty(tmp_path: Path) -> None:
         "F:3: not valid YAML: expected the node content, but found '<stream end>'"
     )
     assert error(tmp_path, "") == "F:1: the file is empty; a spec file is a YAML mapping"
+
+
+def test_depth_limit_beyond_the_c_parsers_own_limit(tmp_path: Path) -> None:
+    # libyaml 0.2.5 (PyYAML 6.0.4) refuses 1,000 levels itself; the error path must not
+    # hand the text to the recursive composer (a RecursionError before this was fixed).
+    for text in ("[" * 5_000, "- " * 1_200 + "x\n", "{a: " * 1_500):
+        assert "nested too deeply" in error(tmp_path, text)
+
+
+def test_long_numbers_are_refused_quickly(tmp_path: Path) -> None:
+    # Base-60 integers took seconds to build from 160 KB (quadratic); a number is at most
+    # MAX_NUMBER_CHARS characters.
+    text = "rate_hz: " + ":".join(["1"] * 80_000) + "\n"
+    assert error(tmp_path, text) == (
+        f"F:1: rate_hz: a number written in 159999 characters; allowed: at most "
+        f"{MAX_NUMBER_CHARS} (quote it if it is text)"
+    )
+    assert "a number written in 300 characters" in error(tmp_path, "n: " + "9" * 300 + "\n")
+    assert "a number written in" in error(tmp_path, "n: 1." + "5" * 100 + "\n")
+
+
+def test_numbers_within_the_limit_and_quoted_text_are_read(tmp_path: Path) -> None:
+    (tmp_path / "f.yaml").write_text(f"a: {'9' * 64}\nb: '{'1:' * 100}1'\nc: 1:30\n")
+    data, _ = load_yaml(tmp_path / "f.yaml")
+    assert data == {"a": int("9" * 64), "b": "1:" * 100 + "1", "c": 90}

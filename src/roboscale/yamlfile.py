@@ -14,7 +14,11 @@ Bounded, because the files come from users and sometimes from elsewhere:
 - merge keys (`<<: *base`) are refused: a whole value may be an alias, but keys are
   written out, so that every key has one line to point at;
 - keys are text (no `? [a, b]` keys, no `5:` or `~:` keys); a key given twice is an error;
-- dates stay strings: roboscale has no date fields, and `2024-13-45` is no crash.
+- dates stay strings: roboscale has no date fields, and `2024-13-45` is no crash;
+- a number is at most MAX_NUMBER_CHARS characters (base-60 `1:2:3:…` builds in
+  quadratic time);
+- the nesting depth is checked on the parser's events (C, then pure Python for the
+  wording: both state machines) before the recursive composer runs.
 Every problem is a SpecError naming the file, the line and what is allowed.
 """
 
@@ -35,7 +39,9 @@ LineMap = dict[KeyPath, int]
 MAX_BYTES = 1 << 20  # 1 MiB: the largest launch file of a big robot is a few tens of KB
 MAX_DEPTH = 64
 MAX_VALUES = 100_000
+MAX_NUMBER_CHARS = 64
 MERGE_TAG = "tag:yaml.org,2002:merge"
+_NUMERIC = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 _PLAIN = {
     "tag:yaml.org,2002:str",
     "tag:yaml.org,2002:int",
@@ -147,12 +153,15 @@ def load_yaml(path: Path, what: str = "spec file") -> tuple[Any, LineMap]:
 
 def _syntax_error(e: yaml.YAMLError, file: str, text: str) -> SpecError:
     """The error as the pure-Python parser words it (it says what it found), when the fast
-    C parser failed."""
+    C parser failed. Called after the event check, so the depth is bounded by MAX_DEPTH
+    when the (recursive) composer runs here."""
     if _Loader is not yaml.SafeLoader:
         try:
             yaml.compose(text, Loader=yaml.SafeLoader)
         except yaml.YAMLError as worded:
             e = worded
+        except RecursionError:  # cannot happen below MAX_DEPTH; keep the fast parser's words
+            pass
     mark = getattr(e, "problem_mark", None)
     line = mark.line + 1 if mark is not None else None
     if isinstance(e, yaml.reader.ReaderError):  # a bad character: it has a position only
@@ -162,27 +171,42 @@ def _syntax_error(e: yaml.YAMLError, file: str, text: str) -> SpecError:
 
 
 def _check_events(text: str, file: str) -> None:
-    """Depth and tags, checked on the event stream (which needs no recursion) before the
-    composer (which recurses) sees the document."""
-    depth = 0
+    """Depth and tags, checked on the event stream (the parser is a state machine, it does
+    not recurse) before the composer (which recurses) sees the document.
+
+    The C parser stops on limits of its own (libyaml 0.2.5 from PyYAML 6.0.4 on refuses
+    1,000 levels of nesting) and words its errors tersely; then the same check runs on the
+    pure-Python parser's events, which meet this reader's depth limit first and say what
+    they found. Neither path hands hostile text to the recursive composer."""
     try:
-        for event in yaml.parse(text, Loader=_Loader):
-            line = event.start_mark.line + 1 if event.start_mark is not None else None
-            tag = getattr(event, "tag", None)
-            if tag is not None:
+        _scan_events(text, file, _Loader)
+    except yaml.YAMLError as fast_error:
+        if _Loader is yaml.SafeLoader:
+            raise _syntax_error(fast_error, file, text) from None
+        try:
+            _scan_events(text, file, yaml.SafeLoader)
+        except yaml.YAMLError as worded:
+            raise _syntax_error(worded, file, text) from None
+        raise _syntax_error(fast_error, file, text) from None
+
+
+def _scan_events(text: str, file: str, loader: Any) -> None:
+    depth = 0
+    for event in yaml.parse(text, Loader=loader):
+        line = event.start_mark.line + 1 if event.start_mark is not None else None
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            raise SpecError(
+                file, line, "", f"the tag {tag} is not allowed; write plain values without tags"
+            )
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
                 raise SpecError(
-                    file, line, "", f"the tag {tag} is not allowed; write plain values without tags"
+                    file, line, "", f"nested too deeply; allowed: at most {MAX_DEPTH} levels"
                 )
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise SpecError(
-                        file, line, "", f"nested too deeply; allowed: at most {MAX_DEPTH} levels"
-                    )
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-    except yaml.YAMLError as e:
-        raise _syntax_error(e, file, text) from None
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 class _Builder:
@@ -245,6 +269,13 @@ class _Builder:
     def scalar(self, node: yaml.ScalarNode, loc: KeyPath) -> Any:
         if node.tag not in _PLAIN:  # a date or a time: kept as written
             return str(node.value)
+        if node.tag in _NUMERIC and len(node.value) > MAX_NUMBER_CHARS:
+            # YAML 1.1's base-60 integers (1:2:3) take quadratic time to build, and no
+            # field of roboscale needs a number written in more than a few dozen digits.
+            raise self.fail(
+                node, loc, f"a number written in {len(node.value)} characters; allowed: at "
+                f"most {MAX_NUMBER_CHARS} (quote it if it is text)",
+            )  # fmt: skip
         try:
             return self.constructor.construct_object(node)
         except (yaml.YAMLError, ValueError, OverflowError) as e:

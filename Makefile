@@ -1,10 +1,17 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# Each creates .venv and installs what it needs; `make test` as root also installs
-# ROS 1 from Debian's packages so that every integration test runs.
+# Each creates .venv and installs what it needs, at the versions the lock files pin
+# (requirements/*.lock, with hashes: `make lock` updates them); `make test` as root also
+# installs ROS 1 from Debian's packages so that every integration test runs.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/pip --disable-pip-version-check
 STAMP := $(VENV)/.installed
+# demo.lock: what `make demo` needs; test.lock: that plus every extra, resolved first so
+# that the packages both hold are the same versions.
+LOCK_DEMO := requirements/demo.lock
+LOCK_TEST := requirements/test.lock
+UV_VERSION := 0.13.9
 # ROS 1 for the ros1 backend; Erlang for the OTP baselines (restart, face tracker);
 # iptables for link loss on emulated hosts; cyclonedds-tools for ddsperf, the DDS
 # anchor; openssh-server for the SSH hosts test; stress-ng for the loaded-machine
@@ -15,22 +22,36 @@ SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs p
 SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl gcc
 # make test installs the optional extras too (DDS, face tracker, bags, pandas); make demo does not.
 EXTRAS := dev,dds,facetrack,data,notebook
+comma := ,
 EXTRAS_STAMP := $(VENV)/.extras
 
-.PHONY: demo test unit test-loaded lint system ros1 extras clean
+.PHONY: demo test unit test-loaded lint system ros1 extras lock clean
 
 BUILD_FILES := pyproject.toml setup.py src/roboscale/backends/_dds_take.c
 
-$(STAMP): $(BUILD_FILES)
+# Exactly what the lock pins (--require-hashes), then roboscale itself without resolving
+# anything (--no-deps) and built with the locked setuptools (--no-build-isolation).
+$(STAMP): $(BUILD_FILES) $(LOCK_DEMO)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "roboscale needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(PIP) install --quiet --require-hashes -r $(LOCK_DEMO)
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
-$(EXTRAS_STAMP): $(STAMP) $(BUILD_FILES)
-	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+$(EXTRAS_STAMP): $(STAMP) $(BUILD_FILES) $(LOCK_TEST)
+	$(PIP) install --quiet --require-hashes -r $(LOCK_TEST)
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
+
+# Update the lock files after a change of pyproject.toml: pins already there are kept
+# where they still fit; `make lock UPGRADE=--upgrade` moves everything to the newest
+# versions allowed. Then run `make test` (CI installs exactly these files).
+UPGRADE ?=
+LOCK_ARGS := --quiet --python-version 3.11 --generate-hashes pyproject.toml requirements/build.in
+lock: $(STAMP)
+	$(PIP) install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip compile $(LOCK_ARGS) $(UPGRADE) $(addprefix --extra ,$(subst $(comma), ,$(EXTRAS))) -o $(LOCK_TEST)
+	$(BIN)/uv pip compile $(LOCK_ARGS) -c $(LOCK_TEST) -o $(LOCK_DEMO)
 
 extras: $(EXTRAS_STAMP)
 

@@ -218,8 +218,10 @@ def _read_bag(path: Path) -> tuple[list[tuple[int, int, bytes]], Any, BagTypes]:
 
 
 def _first_line(e: Exception) -> str:
-    """An error's first line, at most 200 characters: a definition is never pasted whole."""
-    text = str(e).strip().split("\n", 1)[0]
+    """An error in one line of at most 200 characters: a definition is never pasted whole
+    (rosbags' "Could not parse:" gets the line it stopped at)."""
+    lines = [line.strip() for line in str(e).strip().split("\n") if line.strip()] or [""]
+    text = lines[0] + (f" {lines[-1]!r}" if lines[0].endswith(":") and len(lines) > 1 else "")
     return text if len(text) <= 200 else text[:200] + "..."
 
 

@@ -28,6 +28,7 @@ import ast
 import keyword
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,8 +143,10 @@ def _python_string(literal: str) -> str | None:
     """The string `X = literal` assigns, if that is one assignment of one string constant
     (parsed, never run); None otherwise."""
     try:
-        tree = ast.parse(f"X = {literal}\n")
-    except (SyntaxError, ValueError):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an invalid escape: an error in future Pythons
+            tree = ast.parse(f"X = {literal}\n")
+    except (SyntaxError, ValueError, Warning):
         return None
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign):
         return None

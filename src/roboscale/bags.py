@@ -286,6 +286,8 @@ def _connection_types(conn: Any, default: Any) -> dict[str, Any]:
     from rosbags.typesys import get_types_from_idl, get_types_from_msg
 
     fmt, data = conn.msgdef.format, conn.msgdef.data
+    if not str(data).strip():
+        fmt = Format.NONE  # an empty stored definition: none (as rosbag2 before Iron)
     if fmt == Format.MSG:
         return dict(get_types_from_msg(data, conn.msgtype))
     if fmt == Format.IDL:

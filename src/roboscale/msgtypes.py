@@ -27,6 +27,7 @@ import base64
 import difflib
 import functools
 import json
+import keyword
 import math
 import os
 import re
@@ -138,7 +139,7 @@ def msg_files(paths: Sequence[Path]) -> list[Path]:
     for path in paths:
         if path.is_dir():
             found += sorted(_search(path))
-        elif path.suffix == ".msg" and (path.is_file() or path.is_symlink()):
+        elif path.suffix == ".msg" and (path.exists() or path.is_symlink()):
             found.append(path)  # read_text refuses what is not a regular file
         else:
             raise SpecError(str(path), None, "", f"no such .msg file or folder; {ALLOWED_LAYOUT}")
@@ -225,8 +226,8 @@ def _line_problem(raw: str) -> tuple[str, str] | None:
         return name, f"{typ!r} is not a type"
     if not _NAME.fullmatch(name):
         return name, f"{name!r} is not a field name (a letter, then letters, digits or _)"
-    if (problem := ros1def.name_problem(name)) is not None:
-        return name, problem
+    if keyword.iskeyword(name):
+        return name, f"{name!r} is a Python keyword, which ros1 (genpy) cannot name a field"
     if default and not _default_ok(m.group("base"), bool(m.group("array")), " ".join(default)):
         return name, f"default value {' '.join(default)!r} does not fit {typ}"
     return None

@@ -290,6 +290,7 @@ ROS1_BUILTINS = {
     "builtin_interfaces/msg/Time": "time",
     "builtin_interfaces/msg/Duration": "duration",
 }
+EMPTY_MEMBER = "structure_needs_at_least_one_member"  # rosbags' field of an empty type
 MAX_FIXED_ELEMENTS = 1 << 24  # in a message's fixed arrays, all nested ones multiplied
 
 FieldDefs = Mapping[str, tuple[Sequence[Any], Sequence[tuple[str, Any]]]]
@@ -406,6 +407,8 @@ def expected(fielddefs: FieldDefs, name: str) -> dict[str, Definition]:
     for typ in closure(fielddefs, name):
         check_type(fielddefs, typ)
         consts, fields = fielddefs[typ]
+        if [name for name, _ in fields] == [EMPTY_MEMBER]:
+            fields = []  # rosbags' stand-in member of an empty type; ROS 1 text has none
         out[ros1_name(typ)] = Definition(
             tuple((_token(desc), fname) for fname, desc in fields),
             tuple(Constant(ctype, cname, value) for cname, ctype, value in consts),

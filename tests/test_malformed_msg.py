@@ -13,13 +13,14 @@ records them, and property-based tests of the .msg checker and the bag reader.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from tests.conftest import REPO, require_module
-from tests.test_malformed import check
+from tests.test_malformed import check, run
 
 require_module("rosbags", "the data extra")
 
@@ -228,3 +229,155 @@ def test_legitimate_quotes_and_backslashes_still_reach_genpy(tmp_path: Path, ros
     argv = ["/usr/bin/python3", "-c", code, str(package_path()), json.dumps(asdict(kind.typed))]
     res = subprocess.run(argv, capture_output=True, text=True, check=True)
     assert json.loads(res.stdout) == values
+
+
+# -- 2. bad .msg files (issue 22): each refused with its file, line and field ---------------
+
+BAD_MSGS = {  # name: ({type: text}, what the error holds; the first file is the one named)
+    "recursive type": ({"p/A": "int32 x\np/A next\n"}, ["A.msg:2", "next:", "contains itself"]),
+    "mutually recursive types": (
+        {"p/B": "p/A[] a\n", "p/A": "p/B b\nint32 x\n"},
+        ["msg:1", "contains itself", "p/msg/A -> p/msg/B -> p/msg/A"],
+    ),
+    "fixed array of 10^9": ({"p/A": "uint8[1000000000] data\n"}, ["A.msg:1", "data:", "at most"]),
+    "nested fixed arrays": (
+        {"p/A": "p/B[100000] b\n", "p/B": "float64[1000] x\n"},
+        ["A.msg:1", "b:", "at most 16777216"],
+    ),
+    "field named with a keyword": ({"p/A": "int32 class\n"}, ["A.msg:1", "class:", "keyword"]),
+    "uint8 constant of 300": ({"p/A": "uint8 X=300\n"}, ["A.msg:1", "X:", "from 0 to 255"]),
+    "int8 constant of -129": ({"p/A": "int8 X=-129\n"}, ["A.msg:1", "X:", "from -128 to 127"]),
+    "int64 constant of 2^63": ({"p/A": f"int64 X={2**63}\n"}, ["A.msg:1", "X:", "out of range"]),
+    "uint64 constant of -1": ({"p/A": "uint64 X=-1\n"}, ["A.msg:1", "X:", "out of range"]),
+    "float32 constant of 1e39": ({"p/A": "float32 X=1e39\n"}, ["A.msg:1", "X:", "float32"]),
+    "float64 constant of nan": ({"p/A": "float64 X=nan\n"}, ["A.msg:1", "X:"]),
+    "NUL byte": ({"p/A": "int32 x\nint32 y\0\n"}, ["A.msg:2", "NUL"]),
+}
+
+
+def msg_folder(tmp: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        write_msg(tmp / "msgs", name, text)
+    return tmp / "msgs"
+
+
+@pytest.mark.parametrize("case", list(BAD_MSGS))
+def test_a_bad_msg_file_is_refused(tmp_path: Path, case: str) -> None:
+    files, fragments = BAD_MSGS[case]
+    msg_folder(tmp_path, files)
+    spec = msg_spec(tmp_path, payload=f"{next(iter(files))}")
+    check(["bench", str(spec), "--dry-run"], "s.yaml:8: message_types:", *fragments)
+
+
+@pytest.mark.parametrize(
+    ("case", "text"),
+    [
+        ("a comment holding =", "int32 data # data=speed, in m/s\n"),
+        ("a string constant holding =", "string UNITS=m=metres\nint32 data\n"),
+        ("Windows line ends", "int32 data\r\nstring UNITS=m\r\n"),
+        ("an empty type", "# nothing\n"),
+    ],
+)
+def test_a_legitimate_msg_file_is_accepted(tmp_path: Path, case: str, text: str) -> None:
+    write_msg(tmp_path / "msgs", "p/A", text)
+    code, err = run(["bench", str(msg_spec(tmp_path, payload="p/A")), "--dry-run"])
+    assert code == 0, err
+
+
+def special_msgs(tmp: Path, kind: str) -> Path:
+    """A folder of .msg files holding a special one, or the special file itself."""
+    folder = msg_folder(tmp, {"p/A": "int32 x\n"})
+    special = folder / "p" / "msg" / "B.msg"
+    if kind == "fifo":
+        os.mkfifo(special)
+    elif kind == "endless device":
+        special.symlink_to("/dev/zero")
+    elif kind == "link loop":
+        special.symlink_to(special)
+    elif kind == "30 MB":
+        special.write_bytes(b"int32 x\n" + b"# " + b"x" * 30_000_000 + b"\n")
+    return special
+
+
+@pytest.mark.parametrize("given", ["folder", "file"])
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("fifo", "is a FIFO"),
+        ("endless device", "is a character device"),
+        ("link loop", "symbolic links"),
+        ("30 MB", "a .msg file is at most 262144 bytes"),
+    ],
+)
+def test_a_special_msg_file_is_refused_without_hanging(
+    tmp_path: Path, kind: str, expected: str, given: str
+) -> None:
+    special = special_msgs(tmp_path, kind)
+    types = "msgs" if given == "folder" else str(special)
+    spec = msg_spec(tmp_path, payload="p/A", types=types)
+    check(["bench", str(spec), "--dry-run"], "message_types:", str(special), expected)
+
+
+def test_message_types_slash_is_a_bounded_search(tmp_path: Path) -> None:
+    """`message_types: /` would scan the whole disk: the search stops after a bound, saying
+    where to point instead, never reporting an unrelated file of the disk."""
+    spec = msg_spec(tmp_path, payload="p/A", types="/")
+    check(["bench", str(spec), "--dry-run"], "message_types: /: more than", "package folder")
+
+
+# -- 3. bad bags (issue 22) -----------------------------------------------------------------
+
+
+def ros1_bag(path: Path, stamps: list[int]) -> Path:
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS1_NOETIC)
+    typ = "std_msgs/msg/Int32"
+    with Writer1(path) as w1:
+        conn = w1.add_connection("/count", typ, typestore=store)
+        for k, stamp in enumerate(stamps):
+            w1.write(conn, stamp, bytes(store.serialize_ros1(store.types[typ](data=k), typ)))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("fifo", "is a FIFO"), ("link loop", "symbolic links"), ("missing", "no such bag")],
+)
+def test_a_special_bag_is_refused_without_hanging(tmp_path: Path, kind: str, expected: str) -> None:
+    bag = tmp_path / "x.bag"
+    if kind == "fifo":
+        os.mkfifo(bag)
+    elif kind == "link loop":
+        bag.symlink_to(bag)
+    argv = ["bench", str(replay_spec(tmp_path, bag)), "--dry-run"]
+    check(argv, "e5.yaml", "replay:", str(bag), expected)
+
+
+@pytest.mark.parametrize(
+    ("case", "stamps"),
+    [
+        ("one timestamp", [5_000_000] * 20),
+        ("1 ns apart", [5_000_000 + k for k in range(20)]),
+        ("a burst then a pause", [5_000_000 + k * 100 for k in range(19)] + [6_000_000]),
+    ],
+)
+def test_a_burst_is_a_burst_not_a_gigahertz_trial(
+    tmp_path: Path, case: str, stamps: list[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from roboscale.bags import MIN_GAP_NS, replay_info
+
+    bag = ros1_bag(tmp_path / "burst.bag", stamps)
+    info = replay_info(str(bag))
+    assert info.messages == 20 and 0 < info.rate_hz <= 1e9 / MIN_GAP_NS
+    bursts = "a burst, sent back to back" in capsys.readouterr().err
+    assert bursts == (case != "a burst then a pause")  # that one averages 19 kHz: recorded
+    code, err = run(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"])
+    assert code == 0, err
+
+
+def test_a_bag_whose_only_definition_does_not_parse_says_so_in_one_line(tmp_path: Path) -> None:
+    bag = evil_bag(tmp_path / "x.bag", "ros1", "int32 data\nthis is\nnot a\ndefinition\n")
+    check(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"], "no topic of the bag")
+    _, err = run(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"])
+    assert "not a\ndefinition" not in err and len(err.strip().splitlines()) <= 3, err

@@ -381,3 +381,19 @@ def test_a_bag_whose_only_definition_does_not_parse_says_so_in_one_line(tmp_path
     check(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"], "no topic of the bag")
     _, err = run(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"])
     assert "not a\ndefinition" not in err and len(err.strip().splitlines()) <= 3, err
+
+
+def test_a_trial_line_holds_no_none() -> None:
+    """A replay of a bag of one message per topic sends once: no achieved rate, no RTT
+    percentile; the trial line says `-`, never None or a traceback."""
+    import io
+
+    from rich.console import Console
+
+    from roboscale.lab.runner import _log_trial
+
+    out = io.StringIO()
+    entry = {"trial": "t0000", "workload": "echo", "sustained": False, "received": 1, "sent": 1,
+             "achieved_rate_hz": None, "rtt_us": {"p50": None, "p99": None}}  # fmt: skip
+    _log_trial(Console(file=out, width=200), entry)
+    assert "1/1 back, - Hz achieved, RTT p50 - µs p99 - µs" in out.getvalue()

@@ -397,3 +397,27 @@ def test_a_trial_line_holds_no_none() -> None:
              "achieved_rate_hz": None, "rtt_us": {"p50": None, "p99": None}}  # fmt: skip
     _log_trial(Console(file=out, width=200), entry)
     assert "1/1 back, - Hz achieved, RTT p50 - µs p99 - µs" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("topic", "msgtype"),
+    [("/bad\nname", "std_msgs/msg/Int32"), ("/ok", "evil_msgs/msg/X\nint32 y"),
+     ("no/leading", "std_msgs/msg/Int32"), ("/x", "evil_msgs/msg/X;import os")],
+)  # fmt: skip
+def test_odd_names_in_a_bag_are_skipped_in_one_line(
+    tmp_path: Path, topic: str, msgtype: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from roboscale.bags import replay_info
+
+    odd = tmp_path / "odd.bag"
+    with Writer1(odd) as w1:  # the good topic, then the odd one
+        good = w1.add_connection(
+            "/count", "std_msgs/msg/Int32", msgdef="int32 data\n", md5sum="0" * 32
+        )
+        bad = w1.add_connection(topic, msgtype, msgdef="int32 data\n", md5sum="0" * 32)
+        w1.write(good, 1_000, b"\1\0\0\0")
+        w1.write(bad, 2_000, b"\1\0\0\0")
+    info = replay_info(str(odd))
+    assert [t.name for t in info.topics] == ["/count"]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "skipped" in err, err

@@ -23,6 +23,7 @@ import atexit
 import base64
 import functools
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -47,6 +48,8 @@ from roboscale.yamlfile import check_regular
 
 MAX_BAG_FILES = 10_000  # files of a rosbag2 folder checked to be regular
 MIN_GAP_NS = 10_000  # a recording faster than 100,000 messages/s on average is a burst
+TOPIC_NAME = re.compile(r"(?:/[A-Za-z_][A-Za-z0-9_]*)+")
+MSGTYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*/(?:msg/)?[A-Za-z][A-Za-z0-9_]*")
 BAG_FORMATS = "a ROS 1 bag (.bag), or a rosbag2 folder (sqlite3 or MCAP) or its .db3/.mcap file"
 INSTALL_HINT = "pip install 'roboscale[data]' (rosbags and mcap)"
 
@@ -217,6 +220,11 @@ def _read_bag(path: Path) -> tuple[list[tuple[int, int, bytes]], Any, BagTypes]:
     return [(s - first, t, raw) for s, t, raw in frames], topics, stores
 
 
+def _shown(name: str) -> str:
+    """A name from a bag as an error shows it: quoted and escaped unless printable."""
+    return name if name.isprintable() and len(name) <= 200 else repr(name[:200])
+
+
 def _first_line(e: Exception) -> str:
     """An error in one line of at most 200 characters: a definition is never pasted whole
     (rosbags' "Could not parse:" gets the line it stopped at)."""
@@ -247,7 +255,7 @@ def _replayable(connections: Any, is2: bool, path: Path) -> tuple[Any, list[Any]
             kept.append(conn)
         elif conn.topic not in skipped:
             skipped.append(conn.topic)
-            print(f"roboscale: {path}: topic {conn.topic} skipped: {why}", file=sys.stderr)
+            print(f"roboscale: {path}: topic {_shown(conn.topic)} skipped: {why}", file=sys.stderr)
     kept = [c for c in kept if c.topic not in skipped]
     if not kept:
         raise UserError(f"{path}: no topic of the bag can be replayed (each was skipped: "
@@ -273,6 +281,10 @@ def _missing_type(fielddefs: Any, name: str) -> str | None:
 def _skip_reason(conn: Any, is2: bool) -> str | None:
     if conn.topic.endswith("/_service_event") or "/srv/" in conn.msgtype:
         return "a service's events, not a topic's messages"
+    if not TOPIC_NAME.fullmatch(conn.topic):
+        return "not a ROS topic name; allowed: /name/name..., letters, digits and _"
+    if not MSGTYPE.fullmatch(conn.msgtype):
+        return f"type {_shown(conn.msgtype)} is not a message type; allowed: package/msg/Type"
     fmt = getattr(conn.ext, "serialization_format", "cdr")
     if is2 and fmt != "cdr":
         return f"serialization {fmt!r}; replayed: cdr"

@@ -421,3 +421,11 @@ def test_odd_names_in_a_bag_are_skipped_in_one_line(
     assert [t.name for t in info.topics] == ["/count"]
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "skipped" in err, err
+
+
+def test_a_type_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
+    """The file name gives the type's name, which genpy writes into source: in full."""
+    folder = msg_folder(tmp_path, {"p/A": "int32 x\n"})
+    (folder / "p" / "msg" / "B\n.msg").write_text("int32 y\n")
+    spec = msg_spec(tmp_path, payload="p/A")
+    check(["bench", str(spec), "--dry-run"], "message_types:", "cannot tell the message type")

@@ -85,7 +85,7 @@ _UNITS = {"B": 1, "KB": 1024, "MB": 1024 * 1024}
 def custom_type(name: str) -> tuple[str, int]:
     """(package/msg/Type, the bytes asked for or 0) of a payload naming a type of the user's,
     as spec.payloads writes it: package/msg/Type, or package/msg/Type@64KB."""
-    m = TYPE_NAME.match(name)
+    m = TYPE_NAME.fullmatch(name)
     if m is None:
         raise ValueError(f"{name!r} is not a message type; allowed: package/msg/Type")
     size = 0
@@ -124,7 +124,7 @@ class TypeSet:
 def type_name_of(path: Path) -> str:
     """`<package>/msg/<Type>.msg` -> `package/msg/Type`; a SpecError for another layout."""
     package, folder = path.parent.parent.name, path.parent.name
-    if folder != "msg" or not _PACKAGE.match(package) or not _MSGNAME.match(path.stem):
+    if folder != "msg" or not _PACKAGE.fullmatch(package) or not _MSGNAME.fullmatch(path.stem):
         raise SpecError(
             str(path), None, "", f"cannot tell the message type from its path; allowed: "
             f"{ALLOWED_LAYOUT} (package: lower case letters, digits, _; Type: CamelCase)",
@@ -222,7 +222,7 @@ def _line_problem(raw: str) -> tuple[str, str] | None:
     typ, name, default = words[0], words[1], words[2:]
     if typ.split("[")[0].split("<")[0] in ROS2_ONLY:
         return name, f"{typ} has no ROS 1 equivalent (ros1 could not carry it)"
-    if not (m := _TYPE.match(typ)):
+    if not (m := _TYPE.fullmatch(typ)):
         return name, f"{typ!r} is not a type"
     if not _NAME.fullmatch(name):
         return name, f"{name!r} is not a field name (a letter, then letters, digits or _)"
@@ -240,7 +240,7 @@ def _default_ok(base: str, array: bool, value: str) -> bool:
     if array and not (value.startswith("[") and value.endswith("]")):
         return False
     if base in NUMBERS:
-        return all(_NUMBER.match(v) for v in items if v)
+        return all(_NUMBER.fullmatch(v) for v in items if v)
     if base == "bool":
         return all(v in _BOOL for v in items if v)
     return base not in ("time", "duration")

@@ -276,6 +276,8 @@ def test_a_bad_msg_file_is_refused(tmp_path: Path, case: str) -> None:
         ("a string constant holding =", "string UNITS=m=metres\nint32 data\n"),
         ("Windows line ends", "int32 data\r\nstring UNITS=m\r\n"),
         ("an empty type", "# nothing\n"),
+        ("a string default holding =", 'string name "a=b"\nstring other a=b\nint32 data\n'),
+        ("constants written loosely", "bool B=1\nint32 X = +5\nfloat32 MAX=3.4028235e38\n"),
     ],
 )
 def test_a_legitimate_msg_file_is_accepted(tmp_path: Path, case: str, text: str) -> None:

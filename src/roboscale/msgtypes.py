@@ -201,10 +201,16 @@ def check_lines(file: MsgFile) -> None:
             declared[name] = number
 
 
+def _is_constant(line: str) -> bool:
+    """`TYPE NAME=value` (or `NAME = value`), not a field whose default holds '='."""
+    words = line.split("#", 1)[0].split()
+    return len(words) >= 2 and ("=" in words[1] or (len(words) > 2 and words[2][0] == "="))
+
+
 def _line_problem(raw: str) -> tuple[str, str] | None:
     line = raw.strip()
     typ, _, rest = line.partition(" ")
-    if "=" in rest.split("#", 1)[0]:  # a constant: its value may hold '#'
+    if _is_constant(line):  # its value may hold '#'
         name, value = (part.strip() for part in rest.split("=", 1))
         if typ not in BASE_TYPES or not _NAME.fullmatch(name):
             return name, f"{line!r} is not a constant of a built-in type"

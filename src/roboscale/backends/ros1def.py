@@ -56,7 +56,7 @@ INT_RANGES = {
     "uint64": (0, 2**64 - 1),
 }
 FLOATS = ("float32", "float64")
-FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_MAX = 3.4028235677973366e38  # beyond it a float32 is infinite (FLT_MAX rounds below)
 CONSTANT_TYPES = (*INT_RANGES, *FLOATS, "bool", "string")
 ALLOWED_NAME = "a letter, then letters, digits or _ (not a Python keyword)"
 ALLOWED_STRING = (
@@ -158,8 +158,8 @@ def constant_problem(typ: str, value: object) -> str | None:
     """Whether a constant's value (as rosbags or genpy holds it) is data of its type."""
     if typ == "string":
         return string_problem(value) if isinstance(value, str) else "not a string"
-    if typ == "bool":
-        return None if isinstance(value, bool) else f"{value!r} is not true or false"
+    if typ == "bool":  # rosbags keeps `1` and `0` as integers
+        return None if value in (True, False) else f"{value!r} is not true or false"
     if typ in INT_RANGES:
         low, high = INT_RANGES[typ]
         if isinstance(value, bool) or not isinstance(value, int):
@@ -171,7 +171,7 @@ def constant_problem(typ: str, value: object) -> str | None:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return f"{value!r} is not a number; allowed: a finite decimal number"
         limit = FLOAT32_MAX if typ == "float32" else math.inf
-        if not math.isfinite(value) or abs(value) > limit:
+        if not math.isfinite(value) or abs(value) >= limit:
             return f"{value!r} is out of range of {typ}; allowed: a finite number of {typ}"
         return None
     return f"{typ} constants do not exist; allowed: constants of {', '.join(CONSTANT_TYPES)}"

@@ -79,8 +79,11 @@ def load(text: str) -> tuple[Path, msgtypes.TypeSet | UserError]:
 def same_value(typ: str, written: str, loaded: object) -> bool:
     if typ == "string":
         return loaded == written.strip().strip('"')  # rosbags drops enclosing quotes
-    if typ in ros1def.FLOATS or typ in ros1def.INT_RANGES:
-        return float(written.strip().split("#")[0]) == loaded  # type: ignore[arg-type]
+    text = written.strip().split("#")[0].strip()
+    if typ in ros1def.INT_RANGES:  # rosbags reads 0x10 as 16
+        return int(text, 0 if text.lstrip("+-").startswith("0x") else 10) == loaded
+    if typ in ros1def.FLOATS:
+        return float(text) == loaded
     return True
 
 

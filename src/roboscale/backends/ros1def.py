@@ -197,7 +197,26 @@ def parse_full_text(core_type: str, text: str) -> dict[str, Definition]:
         if dep in out:
             raise DefinitionError(dep, None, "", "defined twice in one text")
         out[dep] = parse_definition(dep, body)
+    for typ, definition in out.items():  # genpy finds every type a field uses in the text
+        for field_type, name in definition.fields:
+            ref = _resolved(typ, field_type)
+            if ref is not None and ref not in out:
+                raise DefinitionError(typ, None, name, f"type {ref} is not in the text")
     return out
+
+
+ROS1_BASE = frozenset((*INT_RANGES, *FLOATS, "bool", "string", "time", "duration"))
+
+
+def _resolved(msgtype: str, field_type: str) -> str | None:
+    """The message type a field of `msgtype` uses, as genmsg resolves it (a bare name is
+    of the same package, Header is std_msgs'); None for a built-in."""
+    base = field_type.split("[")[0]
+    if base in ROS1_BASE:
+        return None
+    if base == "Header":
+        return "std_msgs/Header"
+    return base if "/" in base else f"{msgtype.split('/')[0]}/{base}"
 
 
 def parse_definition(msgtype: str, text: str) -> Definition:

@@ -3,10 +3,17 @@
 A spec (or a graph file) lists `.msg` files or folders in `message_types:`; each file
 sits at `<package>/msg/<Type>.msg`, which names its type `<package>/msg/<Type>`. ROS 1
 and ROS 2 syntax both load (`Header`, `time`, `duration`, bounded arrays, default
-values). Every file is checked line by line first, so that a problem is reported as
+values). A file is a regular file of at most MAX_MSG_BYTES, read without blocking; its
+lines are split on `\n` only (as rosbags and genpy split them: any other line break is
+an error on its line). Every line is checked first, so that a problem is reported as
 file:line: field: what is wrong and what is allowed; then rosbags parses it (its own
 refusals are placed on their line too), and every referenced type must be a loaded
 file's or one of rosbags' ROS 1 (Noetic) and ROS 2 (Humble) stores.
+
+Nothing of a file becomes code (`backends/ros1def.py`): every parsed type's names and
+constants are checked, no type contains itself, fixed arrays are bounded, and the ROS 1
+text handed to genpy in ros1 agents is parsed again as genpy splits it and must hold the
+same types, fields and constants as rosbags parsed.
 
 A payload naming a loaded type becomes a `TypedPayload` (backends/base.py) carried in
 the agent configuration: the ROS 1 full definition (what genpy generates the class
@@ -20,20 +27,26 @@ import base64
 import difflib
 import functools
 import json
+import keyword
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roboscale.backends import ros1def
 from roboscale.backends.base import MessageKind, TypedPayload
 from roboscale.errors import SpecError, UserError
+from roboscale.yamlfile import read_text
 
 if TYPE_CHECKING:
     from rosbags.typesys.store import Typestore
 
 MAX_FILES = 1000
+MAX_MSG_BYTES = 256 * 1024  # the biggest .msg of ROS's own packages is a few KB
+MAX_SCANNED = 20_000  # folder entries looked at when a folder is searched for .msg files
 INSTALL_HINT = "pip install 'roboscale[data]' (rosbags and mcap)"
 BASE_TYPES = (
     "bool", "byte", "char", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
@@ -52,7 +65,7 @@ _TYPE = re.compile(
     r"^(?P<base>[A-Za-z][A-Za-z0-9_]*(?:/[A-Za-z][A-Za-z0-9_]*){0,2}|string<=\d+)"
     r"(?P<array>\[(?:\d+|<=\d+)?\])?$"
 )
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_NAME = ros1def.NAME
 _PACKAGE = re.compile(r"^[a-z][a-z0-9_]*$")
 _MSGNAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]+)$")
@@ -72,7 +85,7 @@ _UNITS = {"B": 1, "KB": 1024, "MB": 1024 * 1024}
 def custom_type(name: str) -> tuple[str, int]:
     """(package/msg/Type, the bytes asked for or 0) of a payload naming a type of the user's,
     as spec.payloads writes it: package/msg/Type, or package/msg/Type@64KB."""
-    m = TYPE_NAME.match(name)
+    m = TYPE_NAME.fullmatch(name)
     if m is None:
         raise ValueError(f"{name!r} is not a message type; allowed: package/msg/Type")
     size = 0
@@ -92,7 +105,7 @@ class MsgFile:
 
     def line_of(self, field: str) -> int | None:
         """The line that declares `field`."""
-        for number, line in enumerate(self.text.splitlines(), 1):
+        for number, line in enumerate(self.text.split("\n"), 1):
             words = line.split("#", 1)[0].replace("=", " = ").split()
             if len(words) >= 2 and words[1] == field:
                 return number
@@ -111,7 +124,7 @@ class TypeSet:
 def type_name_of(path: Path) -> str:
     """`<package>/msg/<Type>.msg` -> `package/msg/Type`; a SpecError for another layout."""
     package, folder = path.parent.parent.name, path.parent.name
-    if folder != "msg" or not _PACKAGE.match(package) or not _MSGNAME.match(path.stem):
+    if folder != "msg" or not _PACKAGE.fullmatch(package) or not _MSGNAME.fullmatch(path.stem):
         raise SpecError(
             str(path), None, "", f"cannot tell the message type from its path; allowed: "
             f"{ALLOWED_LAYOUT} (package: lower case letters, digits, _; Type: CamelCase)",
@@ -120,24 +133,61 @@ def type_name_of(path: Path) -> str:
 
 
 def msg_files(paths: Sequence[Path]) -> list[Path]:
-    """The .msg files of `paths` (files, or folders searched recursively), sorted."""
+    """The .msg files of `paths` (files, or folders searched recursively without following
+    links, at most MAX_SCANNED entries each), sorted."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(path.rglob("*.msg"))
-        elif path.is_file() and path.suffix == ".msg":
-            found.append(path)
+            found += sorted(_search(path))
+        elif path.suffix == ".msg" and (path.exists() or path.is_symlink()):
+            found.append(path)  # read_text refuses what is not a regular file
         else:
             raise SpecError(str(path), None, "", f"no such .msg file or folder; {ALLOWED_LAYOUT}")
-    if len(found) > MAX_FILES:
-        raise UserError(f"{len(found)} .msg files; at most {MAX_FILES} are loaded")
+        if len(found) > MAX_FILES:
+            raise UserError(f"more than {MAX_FILES} .msg files; at most {MAX_FILES} are loaded")
     return found
+
+
+def _search(folder: Path) -> list[Path]:
+    """The .msg files under `folder`; a SpecError once MAX_SCANNED entries were looked at
+    (a folder such as / or a home folder, not a package's)."""
+    found: list[Path] = []
+    pending, scanned = [folder], 0
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue  # a folder it may not read holds no file it could load
+        for entry in sorted(entries, key=lambda e: e.name):
+            scanned += 1
+            if scanned > MAX_SCANNED:
+                raise SpecError(str(folder), None, "", f"more than {MAX_SCANNED} files and "
+                                f"folders searched for .msg files; {ALLOWED_LAYOUT} (name the "
+                                "package folder or its msg folder)")  # fmt: skip
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+            elif entry.name.endswith(".msg"):
+                found.append(Path(entry.path))
+    return found
+
+
+def read_msg(path: Path) -> str:
+    """A .msg file's text: a regular file, read without blocking, at most MAX_MSG_BYTES;
+    Windows line ends become `\n`, any other line break but `\n` is an error on its line
+    (rosbags and genpy split on `\n` only)."""
+    text = read_text(path, ".msg file", MAX_MSG_BYTES).replace("\r\n", "\n")
+    for number, line in enumerate(text.split("\n"), 1):
+        bad = next((c for c in line if c in ros1def.LINE_BREAKS), None)
+        if bad is not None:
+            raise SpecError(str(path), number, "", f"a line break U+{ord(bad):04X} inside the "
+                            "line; allowed: lines ended by \\n (or \\r\\n) only")  # fmt: skip
+    return text
 
 
 def check_lines(file: MsgFile) -> None:
     """Each line on its own, so that a problem names its line and field."""
     declared: dict[str, int] = {}
-    for number, raw in enumerate(file.text.splitlines(), 1):
+    for number, raw in enumerate(file.text.split("\n"), 1):
         problem = _line_problem(raw)
         if problem is not None:
             field, what = problem
@@ -151,12 +201,18 @@ def check_lines(file: MsgFile) -> None:
             declared[name] = number
 
 
+def _is_constant(line: str) -> bool:
+    """`TYPE NAME=value` (or `NAME = value`), not a field whose default holds '='."""
+    words = line.split("#", 1)[0].split()
+    return len(words) >= 2 and ("=" in words[1] or (len(words) > 2 and words[2][0] == "="))
+
+
 def _line_problem(raw: str) -> tuple[str, str] | None:
     line = raw.strip()
     typ, _, rest = line.partition(" ")
-    if "=" in rest.split("#", 1)[0]:  # a constant: its value may hold '#'
+    if _is_constant(line):  # its value may hold '#'
         name, value = (part.strip() for part in rest.split("=", 1))
-        if typ not in BASE_TYPES or not _NAME.match(name):
+        if typ not in BASE_TYPES or not _NAME.fullmatch(name):
             return name, f"{line!r} is not a constant of a built-in type"
         shown = value if typ == "string" else value.split("#", 1)[0].strip()
         if not _default_ok(typ, False, shown):
@@ -172,10 +228,12 @@ def _line_problem(raw: str) -> tuple[str, str] | None:
     typ, name, default = words[0], words[1], words[2:]
     if typ.split("[")[0].split("<")[0] in ROS2_ONLY:
         return name, f"{typ} has no ROS 1 equivalent (ros1 could not carry it)"
-    if not (m := _TYPE.match(typ)):
+    if not (m := _TYPE.fullmatch(typ)):
         return name, f"{typ!r} is not a type"
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         return name, f"{name!r} is not a field name (a letter, then letters, digits or _)"
+    if keyword.iskeyword(name):
+        return name, f"{name!r} is a Python keyword, which ros1 (genpy) cannot name a field"
     if default and not _default_ok(m.group("base"), bool(m.group("array")), " ".join(default)):
         return name, f"default value {' '.join(default)!r} does not fit {typ}"
     return None
@@ -188,7 +246,7 @@ def _default_ok(base: str, array: bool, value: str) -> bool:
     if array and not (value.startswith("[") and value.endswith("]")):
         return False
     if base in NUMBERS:
-        return all(_NUMBER.match(v) for v in items if v)
+        return all(_NUMBER.fullmatch(v) for v in items if v)
     if base == "bool":
         return all(v in _BOOL for v in items if v)
     return base not in ("time", "duration")
@@ -208,14 +266,25 @@ def parse(file: MsgFile) -> dict[str, Any]:
 
     check_lines(file)
     try:
-        return dict(get_types_from_msg(file.text, file.name))
+        parsed = dict(get_types_from_msg(file.text, file.name))
     except TypesysError as e:
         line = _parse_error_line(file, str(e))
-        shown = file.text.splitlines()[line - 1].strip() if line else ""
+        shown = file.text.split("\n")[line - 1].strip() if line else ""
         words = shown.split("#", 1)[0].replace("=", " = ").split()
         field = words[1] if len(words) > 1 else ""
         raise SpecError(str(file.path), line, field, f"does not parse at {shown!r}; allowed: "
                         f"{ALLOWED_LINE}") from None  # fmt: skip
+    for name in parsed:
+        try:
+            ros1def.check_type(parsed, name)
+        except ros1def.DefinitionError as e:
+            raise definition_error(file, e) from None
+    return parsed
+
+
+def definition_error(file: MsgFile, e: ros1def.DefinitionError) -> SpecError:
+    """A refused definition, placed on its line of the file."""
+    return SpecError(str(file.path), file.line_of(e.field) if e.field else None, e.field, e.what)
 
 
 def load(paths: Sequence[Path]) -> TypeSet:
@@ -232,15 +301,12 @@ def load(paths: Sequence[Path]) -> TypeSet:
         if name in files:
             raise SpecError(str(path), None, "", f"type {name} is also defined by "
                             f"{files[name].path}; one file per type")  # fmt: skip
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as e:
-            raise SpecError(str(path), None, "", f"cannot read it: {e}") from None
-        files[name] = MsgFile(path, name, text)
+        files[name] = MsgFile(path, name, read_msg(path))
         parsed.update(parse(files[name]))
     types = TypeSet(files, get_typestore(Stores.ROS1_NOETIC), get_typestore(Stores.ROS2_HUMBLE))
     for store in (types.ros1, types.ros2):
         _check_references(types, store, parsed)
+        _check_shapes(types, {**store.fielddefs, **parsed}, store is types.ros1)
         try:
             store.register(parsed)
         except TypesysError as e:
@@ -248,19 +314,25 @@ def load(paths: Sequence[Path]) -> TypeSet:
             file = files[names[0]] if names else next(iter(files.values()))
             raise SpecError(str(file.path), None, "", f"{e} (a loaded file redefines a type "
                             "of rosbags' store; rename the package)") from None  # fmt: skip
+    for name, file in files.items():  # what ros1 agents hand genpy, proven data now
+        try:
+            ros1_text(types.ros1, name)
+        except ros1def.DefinitionError as e:
+            raise definition_error(files.get(normalize(e.msgtype), file), e) from None
     return types
 
 
-def _referenced(desc: Any) -> str | None:
-    """The message type a field refers to (through arrays), or None for a built-in."""
-    from rosbags.interfaces import Nodetype
+def _check_shapes(types: TypeSet, fielddefs: dict[str, Any], ros1: bool) -> None:
+    """No loaded type contains itself; its fixed arrays are bounded (never allocated)."""
+    for name, file in types.files.items():
+        try:
+            ros1def.closure(fielddefs, name, ros1)
+            ros1def.fixed_elements(fielddefs, name)
+        except ros1def.DefinitionError as e:
+            raise definition_error(types.files.get(e.msgtype, file), e) from None
 
-    kind, detail = desc
-    if kind == Nodetype.NAME:
-        return str(detail)
-    if kind in (Nodetype.ARRAY, Nodetype.SEQUENCE):
-        return _referenced(detail[0])
-    return None
+
+_referenced = ros1def.referenced
 
 
 def _check_references(types: TypeSet, store: Typestore, parsed: dict[str, Any]) -> None:
@@ -415,9 +487,13 @@ def ros1_definition(types: TypeSet, name: str) -> str:
 def ros1_text(store: Typestore, name: str) -> str:
     """The ROS 1 full text (genpy's `_full_text`: the type, then each dependency after a
     separator) of a type of `store`, bounds dropped: ROS 1 has none, and they change no
-    byte on the wire."""
+    byte on the wire. Proven data (`ros1def.check_text`: what genpy will read is what
+    `store` holds, and every name and constant is data), or a DefinitionError."""
+    ros1def.closure(store.fielddefs, name)  # no type that contains itself: text ends
     text, _ = store.generate_msgdef(name, ros_version=1)
-    return re.sub(r"(string)<=\d+|\[<=\d+\]", lambda m: m.group(1) or "[]", text)
+    text = re.sub(r"(string)<=\d+|\[<=\d+\]", lambda m: m.group(1) or "[]", text)
+    ros1def.check_text(store.fielddefs, name, text)
+    return text
 
 
 def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:

@@ -40,6 +40,7 @@ from roboscale.backends.base import (
 )
 from roboscale.backends.payload import TEXT, body
 from roboscale.backends.qos import RELIABLE_VOLATILE
+from roboscale.backends.ros1def import parse_full_text
 from roboscale.errors import BackendUnavailable, UserError
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -77,6 +78,9 @@ def message_class(kind: str, typed: TypedPayload | None = None) -> Any:
 
     if typed is not None:
         name, full = typed_definition(typed)
+        # genpy writes the text into Python source and imports it: it gets only text
+        # proven data here too, whatever the lab checked (a DefinitionError otherwise).
+        parse_full_text(name, full)
         return generate_dynamic(name, full)[name]
     type_name, text, dep = DEFINITIONS[kind]
     if dep is not None:

@@ -240,9 +240,16 @@ def _log_trial(console: Console, e: dict[str, Any]) -> None:
     key, arrived, what = workload_of(e).log_words
     rtt = e[key]
     mark = "[green]✓[/green]" if e["sustained"] else "[yellow]✗[/yellow]"
-    p50 = "-" if rtt["p50"] is None else f"{rtt['p50']:.0f}"
-    p99 = "-" if rtt["p99"] is None else f"{rtt['p99']:.0f}"
+    p50, p99, rate = (
+        _figure(v) for v in (rtt.get("p50"), rtt.get("p99"), e.get("achieved_rate_hz"))
+    )
     console.print(
         f"  {mark} {e['trial']}: {e['received']}/{e['sent']} {arrived}, "
-        f"{e['achieved_rate_hz']:.0f} Hz achieved, {what} p50 {p50} µs p99 {p99} µs"
+        f"{rate} Hz achieved, {what} p50 {p50} µs p99 {p99} µs"
     )
+
+
+def _figure(value: float | None) -> str:
+    """A figure of a trial line; `-` where the trial has none (nothing arrived, or a
+    replay too short to time), never None or a traceback."""
+    return "-" if value is None else f"{value:.0f}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -286,7 +287,7 @@ class GraphReader:
                       "relative to the graph file: a ROS 1 .bag, or a rosbag2 folder (sqlite3 "
                       f"or MCAP); got {bag!r}")  # fmt: skip
             return None
-        source = bag if bag == STATA else str((self.base / bag).resolve())
+        source = bag if bag == STATA else os.path.abspath(self.base / bag)  # links kept
         try:
             info = replay_info(source)
         except UserError as e:
@@ -378,7 +379,7 @@ def _with_types(graph: Graph, given: Any, path: Path, r: GraphReader) -> Graph:
     from roboscale.msgtypes import load_cached, message_kind
 
     given = given if isinstance(given, list) else [given]
-    sources = tuple(str((path.parent / str(p)).resolve()) for p in given)
+    sources = tuple(os.path.abspath(path.parent / str(p)) for p in given)  # links kept
     named = [(n, o) for n, o in graph.publishers() if o.typed]
     if named and not sources:
         r.fail((*out_loc(*named[0]), "payload"), "names a message type, but the graph "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,8 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
     from roboscale.bags import replay_info
     from roboscale.workloads.replay import STATA
 
-    source = spec.replay if spec.replay == STATA else str((path.parent / spec.replay).resolve())
+    # absolute, links not followed: a link loop or a link to a device is reported as such
+    source = spec.replay if spec.replay == STATA else os.path.abspath(path.parent / spec.replay)
     try:
         info = replay_info(source)
     except UserError as e:
@@ -184,7 +186,7 @@ def with_message_types(spec: Spec, path: Path, lines: LineMap) -> Spec:
 
     sw, file = spec.sweep, str(path)
     named = [(i, p) for i, (p, _) in enumerate(sw.payload) if payload_kind(p) == "custom"]
-    sources = [str((path.parent / p).resolve()) for p in spec.message_types]
+    sources = [os.path.abspath(path.parent / p) for p in spec.message_types]  # links kept
     if named and not sources:
         raise SpecError(file, line_for(("sweep", "payload"), lines), "sweep.payload",
                         f"payload {named[0][1]!r} names a message type, but the spec loads "

@@ -21,7 +21,7 @@ import functools
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from roboscale.backends.base import MessageKind
 from roboscale.errors import SpecError, SpecErrors, UserError
@@ -40,8 +40,16 @@ WORK_MODES = ("sleep", "busy")
 WHEN = ("all", "any")
 REPLAY_FIELDS = ("bag", "topic", "rate_factor", "loop")
 MAX_RATE_FACTOR = 1000.0
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_TOPIC = re.compile(r"^[A-Za-z_][A-Za-z0-9_/]{0,127}$")
+# Names are matched in full (`re.fullmatch`: `$` would also match before a final newline).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# Segments joined by single slashes: no empty segment (`a//b`, a trailing `/`).
+_TOPIC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z0-9_]+)*")
+MAX_TOPIC = 128
+NAME_RULE = "a letter or _, then up to 63 letters, digits or _"
+TOPIC_RULE = (
+    f"up to {MAX_TOPIC} characters: a letter or _, then letters, digits or _, in segments "
+    "joined by single / (no empty segment, no / at the end)"
+)
 NODE_FIELDS = ("host", "publish", "relay", "fusion", "timer", "subscribe")
 TOP_FIELDS = ("version", "name", "description", "message_types", "nodes", "paths")
 STAGE_FIELDS = {
@@ -151,6 +159,31 @@ class Graph:
         return 1 + max(n.host for n in self.nodes)
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """A value's repr for a message, cut to `limit` characters (a number of hundreds of
+    digits, a long string, are not echoed whole)."""
+    if isinstance(value, int) and value.bit_length() > 4 * limit:
+        return f"a number of {len(str(abs(value)))} digits"  # repr is bounded too
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
+def printable(text: str) -> str:
+    """Text with its unprintable characters escaped (a key ending in a newline stays on
+    its error's line)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def is_name(value: Any) -> TypeGuard[str]:
+    """Whether a node or path name is valid, checked in full."""
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
+
+
+def is_topic(value: Any) -> TypeGuard[str]:
+    """Whether a topic name is valid, checked in full."""
+    return isinstance(value, str) and len(value) <= MAX_TOPIC and bool(_TOPIC.fullmatch(value))
+
+
 def nearest(name: str, known: list[str]) -> str:
     """'; did you mean X?' for the closest known name, or ''."""
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
@@ -167,41 +200,41 @@ class GraphReader:
         self.errors: list[SpecError] = []
 
     def fail(self, loc: KeyPath, problem: str) -> None:
-        self.errors.append(SpecError(self.file, line_for(loc, self.lines), dotted(loc), problem))
+        field = printable(dotted(loc))
+        self.errors.append(SpecError(self.file, line_for(loc, self.lines), field, problem))
 
     def mapping(self, value: Any, loc: KeyPath, allowed: tuple[str, ...], what: str) -> bool:
         if not isinstance(value, dict):
-            self.fail(loc, f"{what} is a mapping with {', '.join(allowed)}; got {value!r}")
+            self.fail(loc, f"{what} is a mapping with {', '.join(allowed)}; got {shown(value)}")
             return False
         for key in value:
             if key not in allowed:
-                hint = nearest(key, list(allowed)) or ";"
+                hint = nearest(str(key), list(allowed)) or ";"
                 self.fail((*loc, key), f"unknown field{hint} allowed: {', '.join(allowed)}")
         return True
 
     def number(self, value: Any, loc: KeyPath, low: float, high: float, what: str) -> float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if not ok or not low <= value <= high:
-            self.fail(loc, f"{what}, a number from {low:g} to {high:g}; got {value!r}")
+            self.fail(loc, f"{what}, a number from {low:g} to {high:g}; got {shown(value)}")
             return low
         return float(value)
 
     def choice(self, value: Any, loc: KeyPath, allowed: tuple[str, ...]) -> str:
         if value not in allowed:
-            self.fail(loc, f"one of {', '.join(allowed)}; got {value!r}")
+            self.fail(loc, f"one of {', '.join(allowed)}; got {shown(value)}")
             return allowed[0]
         return str(value)
 
     def topic(self, value: Any, loc: KeyPath) -> str:
-        if not isinstance(value, str) or not _TOPIC.match(value):
-            self.fail(loc, "a topic name: a letter or _, then letters, digits, _ or /; "
-                      f"got {value!r}")  # fmt: skip
+        if not is_topic(value):
+            self.fail(loc, f"a topic name: {TOPIC_RULE}; got {shown(value)}")
             return ""
         return value
 
     def topic_list(self, value: Any, loc: KeyPath, least: int) -> tuple[str, ...]:
         if not isinstance(value, list) or len(value) < least:
-            self.fail(loc, f"a list of at least {least} topic name(s); got {value!r}")
+            self.fail(loc, f"a list of at least {least} topic name(s); got {shown(value)}")
             return ()
         names = tuple(self.topic(v, (*loc, i)) for i, v in enumerate(value))
         if len(set(names)) < len(names):
@@ -281,10 +314,10 @@ class GraphReader:
                       "rate_factor, loop)")  # fmt: skip
             return None
         bag, topic = d["bag"], d["topic"]
-        if not isinstance(bag, str) or not bag:
+        if not isinstance(bag, str) or not bag or "\0" in bag:
             self.fail((*loc, "bag"), "stata (generated MIT Stata Center streams) or a bag "
                       "relative to the graph file: a ROS 1 .bag, or a rosbag2 folder (sqlite3 "
-                      f"or MCAP); got {bag!r}")  # fmt: skip
+                      f"or MCAP); got {shown(bag)}")  # fmt: skip
             return None
         source = bag if bag == STATA else str((self.base / bag).resolve())
         try:
@@ -297,11 +330,11 @@ class GraphReader:
         loop = d.get("loop", False)
         if not isinstance(loop, bool):
             self.fail((*loc, "loop"), f"true or false: start the bag again at its end; "
-                      f"got {loop!r}")  # fmt: skip
+                      f"got {shown(loop)}")  # fmt: skip
         names = [t.name for t in info.topics]
         if topic not in names:
             hint = nearest(str(topic), names) or ";"
-            self.fail((*loc, "topic"), f"the bag has no topic {topic!r}{hint} its topics: "
+            self.fail((*loc, "topic"), f"the bag has no topic {shown(topic)}{hint} its topics: "
                       f"{', '.join(names)}")  # fmt: skip
             return None
         k = names.index(topic)
@@ -313,8 +346,8 @@ class GraphReader:
         return replay, info.topics[k].msgtype, rate, info.topic_bytes[k]
 
     def node(self, name: Any, d: Any, loc: KeyPath) -> GraphNode | None:
-        if not isinstance(name, str) or not _NAME.match(name):
-            self.fail(loc, f"a node name: a letter or _, then letters, digits or _; got {name!r}")
+        if not is_name(name):
+            self.fail(loc, f"a node name: {NAME_RULE}; got {shown(name)}")
             return None
         if d is None:
             d = {}
@@ -322,7 +355,7 @@ class GraphReader:
             return None
         host = d.get("host", 0)
         if isinstance(host, bool) or not isinstance(host, int) or not 0 <= host <= MAX_HOST:
-            self.fail((*loc, "host"), f"a host index from 0 to {MAX_HOST}; got {host!r}")
+            self.fail((*loc, "host"), f"a host index from 0 to {MAX_HOST}; got {shown(host)}")
             host = 0
         outputs: list[Output] = []
         for stage in STAGE_FIELDS:
@@ -330,7 +363,7 @@ class GraphReader:
             if isinstance(items, dict):
                 items = [items]  # one stage may be written without the list
             if not isinstance(items, list):
-                self.fail((*loc, stage), f"a list of {stage} entries; got {items!r}")
+                self.fail((*loc, stage), f"a list of {stage} entries; got {shown(items)}")
                 continue
             for i, item in enumerate(items):
                 out = self.output(stage, item, (*loc, stage, i))
@@ -350,7 +383,7 @@ def read_graph(path: Path) -> Graph:
         raise SpecErrors(r.errors)
     if data.get("version", GRAPH_VERSION) != GRAPH_VERSION:
         r.fail(("version",), f"this roboscale reads graph version {GRAPH_VERSION}; "
-               f"got {data['version']!r}")  # fmt: skip
+               f"got {shown(data['version'])}")  # fmt: skip
     nodes_data = data.get("nodes")
     if not isinstance(nodes_data, dict) or not nodes_data:
         r.fail(("nodes",), "a mapping of node names to their host, publish, relay, fusion, "
@@ -429,6 +462,9 @@ def with_graphs(spec: Spec, spec_path: Path, lines: LineMap) -> Spec:
                    "the spec (e.g. graph: ../examples/graphs/mobile-robot.yaml)")  # fmt: skip
     resolved = []
     for i, name in enumerate(sw.graph):
+        if not name or "\0" in name:
+            raise fail(("sweep", "graph", i), f"a graph file's path, relative to the spec; got "
+                       f"{shown(name)}")  # fmt: skip
         path = (spec_path.parent / name).resolve()
         if not path.is_file():
             raise fail(("sweep", "graph", i), f"no graph file {str(path)!r} (relative to the spec)")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.spec.facetrackcheck import check_facetrack
 from roboscale.spec.graphfile import with_graphs
 from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
 from roboscale.workloads.base import get_workload
@@ -117,6 +118,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
         raise SpecError(file, lines.get(("quick",)), "quick", "must be a mapping of overrides")
     spec = check_replay(validate(base, file, lines), path, lines)
     check_workloads(spec, file, lines)
+    check_facetrack(spec, file, lines)
     check_env(spec, path, lines)
     spec = with_graphs(spec, path, lines)
     spec = with_message_types(spec, path, lines)
@@ -129,6 +131,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
         validate(_merge(base, overrides), file, lines, quick=True), path, quick_lines
     )
     check_workloads(quick_spec, file, _quick_lines(lines))
+    check_facetrack(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
     quick_spec = with_graphs(quick_spec, path, _quick_lines(lines))
     quick_spec = with_message_types(quick_spec, path, _quick_lines(lines))

@@ -419,3 +419,40 @@ def test_a_good_status_file_is_shown(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_the_corpus_counts() -> None:
     cases = len(GRAPHS) + len(SPECS) + len(INVENTORIES) + len(STATUSES)
     assert cases >= 80
+
+
+# -- special files where a graph file or an inventory was expected ------------------------------
+def _special(kind: str) -> Callable[[Path], str]:
+    """A FIFO, a directory, a device or an oversize file; its path as the spec names it."""
+
+    def make(tmp: Path) -> str:
+        if kind == "fifo":
+            os.mkfifo(tmp / "special.yaml")
+        elif kind == "directory":
+            (tmp / "special.yaml").mkdir()
+        elif kind == "oversize":
+            (tmp / "special.yaml").write_text("#" * (2 << 20))
+        return "/dev/zero" if kind == "device" else str(tmp / "special.yaml")
+
+    return make
+
+
+SPECIAL_KINDS = {"fifo": "is a FIFO (named pipe)", "directory": "is a directory",
+                 "device": "is a character device", "oversize": "bytes; a"}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL_KINDS))
+def test_special_graph_file(tmp_path: Path, kind: str) -> None:
+    name = _special(kind)(tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC_OF_GRAPH.format(graph=name))
+    check(["bench", str(spec), "--dry-run"], name, SPECIAL_KINDS[kind], "graph file")
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL_KINDS))
+def test_special_inventory(tmp_path: Path, kind: str) -> None:
+    name = _special(kind)(tmp_path)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(_spec("", f"env:\n  inventory: {name}\n  machines: [robot]\n"))
+    check(["bench", str(spec), "--dry-run"], name, SPECIAL_KINDS[kind], "host inventory")
+    check(["hosts", "check", name], name, SPECIAL_KINDS[kind], "host inventory")

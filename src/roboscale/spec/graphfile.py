@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from roboscale.backends.base import MessageKind
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.payloads import parse_payload, payload_kind
-from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
+from roboscale.yamlfile import KeyPath, LineMap, check_regular, dotted, line_for, load_yaml
 
 if TYPE_CHECKING:
     from roboscale.spec.schema import Spec
@@ -466,8 +466,12 @@ def with_graphs(spec: Spec, spec_path: Path, lines: LineMap) -> Spec:
             raise fail(("sweep", "graph", i), f"a graph file's path, relative to the spec; got "
                        f"{shown(name)}")  # fmt: skip
         path = (spec_path.parent / name).resolve()
-        if not path.is_file():
+        if not path.exists():
             raise fail(("sweep", "graph", i), f"no graph file {str(path)!r} (relative to the spec)")
+        try:  # a FIFO, a directory or a device is named as such, and never read
+            check_regular(path, "graph file")
+        except UserError as e:
+            raise fail(("sweep", "graph", i), str(e)) from None
         used = read_graph(path).hosts
         for hosts in sw.hosts:
             if 1 < hosts < used:

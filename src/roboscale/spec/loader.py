@@ -14,7 +14,7 @@ from roboscale.spec.facetrackcheck import check_facetrack
 from roboscale.spec.graphfile import with_graphs
 from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
 from roboscale.workloads.base import get_workload
-from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
+from roboscale.yamlfile import KeyPath, LineMap, check_regular, dotted, line_for, load_yaml
 
 Path_ = KeyPath
 
@@ -284,8 +284,12 @@ def with_inventory(spec: Spec, path: Path, lines: LineMap) -> Spec:
     from roboscale.env.inventory import load_inventory
 
     inventory_path = (path.parent / env.inventory).resolve()
-    if not inventory_path.is_file():
+    if not inventory_path.exists():
         raise fail("env.inventory", f"{inventory_path}: no such file; allowed: a host inventory")
+    try:  # a FIFO, a directory or a device is named as such, and never read
+        check_regular(inventory_path, "host inventory")
+    except UserError as e:
+        raise fail("env.inventory", str(e)) from None
     inventory = load_inventory(inventory_path)
     if not env.machines:
         raise fail("env.machines", f"name the hosts of {env.inventory} the trials run on")

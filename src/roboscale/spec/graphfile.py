@@ -45,6 +45,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # Segments joined by single slashes: no empty segment (`a//b`, a trailing `/`).
 _TOPIC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z0-9_]+)*")
 MAX_TOPIC = 128
+_GRAPH_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # as a spec's name
 NAME_RULE = "a letter or _, then up to 63 letters, digits or _"
 TOPIC_RULE = (
     f"up to {MAX_TOPIC} characters: a letter or _, then letters, digits or _, in segments "
@@ -390,7 +391,10 @@ def read_graph(path: Path) -> Graph:
                "timer and subscribe entries")  # fmt: skip
         raise SpecErrors(r.errors)
     nodes = [n for k, v in nodes_data.items() if (n := r.node(k, v, ("nodes", k))) is not None]
-    graph = Graph(str(data.get("name", path.stem)), str(path), tuple(nodes), ())
+    name = data.get("name", path.stem)
+    if "name" in data and not (isinstance(name, str) and _GRAPH_NAME.fullmatch(name)):
+        r.fail(("name",), f"a short name of letters, digits, '.', '_' or '-'; got {shown(name)}")
+    graph = Graph(str(name), str(path), tuple(nodes), ())
     if not r.errors:
         graph = _with_types(graph, data.get("message_types", []), path, r)
     from roboscale.spec.graphcheck import check_cycles, check_topics, read_paths

@@ -119,6 +119,19 @@ def test_the_good_graph_loads(tmp_path: Path) -> None:
     assert code == 0, err
 
 
+def test_graph_outputs_that_would_stop_early(tmp_path: Path) -> None:
+    """A trial of (messages + warmup) / rate_hz seconds: lidar's 20 Hz scan would send more
+    than a graph output's 200,000 messages, so it would stop early, in silence."""
+    (tmp_path / "g.yaml").write_text(GOOD_GRAPH)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC_OF_GRAPH.format(graph="g.yaml").replace("rate_hz: 10", "rate_hz: 1")
+                    + "trial:\n  messages: 10000\n")  # fmt: skip
+    expected = f"{spec}:7: trial.messages: a trial of 10,050 s at rate_hz 1: lidar's scan (20 Hz"
+    check(
+        ["bench", str(spec), "--dry-run"], expected, "would send 201,000 messages; at most 200,000"
+    )
+
+
 @pytest.mark.parametrize(
     ("given", "expected"),
     [('"g\\0.yaml"', "sweep.graph[0]: a graph file's path, relative to the spec; got "

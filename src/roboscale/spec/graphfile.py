@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -476,7 +477,9 @@ def with_graphs(spec: Spec, spec_path: Path, lines: LineMap) -> Spec:
             check_regular(path, "graph file")
         except UserError as e:
             raise fail(("sweep", "graph", i), str(e)) from None
-        used = read_graph(path).hosts
+        graph = read_graph(path)
+        used = graph.hosts
+        _check_duration(spec, graph, file, lines)
         for hosts in sw.hosts:
             if 1 < hosts < used:
                 raise fail(("sweep", "hosts"), f"graph {name!r} places nodes on hosts 0 to "
@@ -484,3 +487,27 @@ def with_graphs(spec: Spec, spec_path: Path, lines: LineMap) -> Spec:
                            f"got {hosts}")  # fmt: skip
         resolved.append(str(path))
     return spec.model_copy(update={"sweep": sw.model_copy(update={"graph": resolved})})
+
+
+def _check_duration(spec: Spec, graph: Graph, file: str, lines: LineMap) -> None:
+    """Each clocked output sends its rate times the trial's duration ((messages + warmup)
+    at each sweep rate) and at most the graph workload's bound: a trial whose outputs would
+    stop early is refused here, not cut short in silence."""
+    from roboscale.workloads.graph import MAX_MESSAGES
+
+    trial = spec.trial
+    for rate in spec.sweep.rate_hz:
+        warmup = 0 if trial.mode == "thesis_compat" else trial.warmup
+        seconds = (trial.message_count(rate) + warmup) / rate
+        for node, out in graph.publishers():
+            if out.triggered or out.replay or out.rate_hz * seconds <= MAX_MESSAGES:
+                continue
+            field = "messages" if trial.messages is not None else "duration_s"
+            loc: KeyPath = ("trial", field) if ("trial", field) in lines else ("sweep", "rate_hz")
+            raise SpecError(
+                file, line_for(loc, lines), dotted(loc),
+                f"a trial of {seconds:,.0f} s at rate_hz {rate:g}: {node.name}'s {out.topic} "
+                f"({out.rate_hz:g} Hz, {graph.file}) would send "
+                f"{math.ceil(out.rate_hz * seconds):,} messages; at most {MAX_MESSAGES:,} per "
+                "output: fewer trial.messages, or a higher rate_hz",
+            )  # fmt: skip

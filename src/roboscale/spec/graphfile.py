@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -508,6 +507,6 @@ def _check_duration(spec: Spec, graph: Graph, file: str, lines: LineMap) -> None
                 file, line_for(loc, lines), dotted(loc),
                 f"a trial of {seconds:,.0f} s at rate_hz {rate:g}: {node.name}'s {out.topic} "
                 f"({out.rate_hz:g} Hz, {graph.file}) would send "
-                f"{math.ceil(out.rate_hz * seconds):,} messages; at most {MAX_MESSAGES:,} per "
+                f"{out.rate_hz * seconds:,.0f} messages; at most {MAX_MESSAGES:,} per "
                 "output: fewer trial.messages, or a higher rate_hz",
             )  # fmt: skip

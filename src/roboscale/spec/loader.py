@@ -14,7 +14,7 @@ from roboscale.spec.facetrackcheck import check_facetrack
 from roboscale.spec.graphfile import with_graphs
 from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
 from roboscale.workloads.base import get_workload
-from roboscale.yamlfile import KeyPath, LineMap, check_regular, dotted, line_for, load_yaml
+from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
 
 Path_ = KeyPath
 
@@ -282,6 +282,7 @@ def with_inventory(spec: Spec, path: Path, lines: LineMap) -> Spec:
             raise fail("env.machines", "needs env.inventory, the file that describes them")
         return spec
     from roboscale.env.inventory import load_inventory
+    from roboscale.yamlfile import check_regular
 
     inventory_path = (path.parent / env.inventory).resolve()
     if not inventory_path.exists():

@@ -212,6 +212,11 @@ SPECS: list[tuple[str, str, list[str]]] = [
     ("frames-too-many-by-duration",
      _spec(FACE, "trial:\n  duration_s: 3600\n").replace("rate_hz: 10", "rate_hz: 1000"),
      [":6: trial.duration_s: workload facetrack: at most 1,000,000 frames a trial; 3,600,000"]),
+    ("facetrack-seed-too-large", _spec(FACE, f"seed: {2**64}\n"),
+     [":5: seed: workload facetrack, stack runtime: seed: must be from 0 to "
+      "9223372036854775807"]),
+    ("facetrack-seed-of-last-run", _spec(FACE, f"seed: {2**63 - 1}\ntrial:\n  runs: 2\n"),
+     [":5: seed: workload facetrack, stack runtime: seed:", f"got {2**63}"]),
     ("workers-sixty-digits", _spec(FACE + f"  workers: {NUMBER}\n"),
      [":5: sweep.workers[0]: Input should be less than or equal to 5000"]),
     ("name-newline", 'name: "s\\n"\nsweep:\n  rate_hz: 10\n',

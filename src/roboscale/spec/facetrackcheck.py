@@ -7,6 +7,8 @@ never a trial that fails inside its agent.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from roboscale.backends import qos
 from roboscale.errors import SpecError
 from roboscale.spec.schema import Spec, Sweep
@@ -76,6 +78,50 @@ class _Checker:
                 "ros1, erlang), not on a backend; remove sweep.backend",
             )
 
+    def every_config(self) -> None:
+        """Each distinct trial's tracker config, built as the agent builds it and checked
+        against its stack as the agent checks it: whatever the checks above do not name
+        (a seed the config cannot hold, a new setting's rule) is refused here too."""
+        from roboscale.facetrack.config import ConfigError, TrackerConfig
+        from roboscale.facetrack.stack import check_kills, get_stack
+        from roboscale.spec.planner import plan
+        from roboscale.workloads.facetrack import tracker_config
+
+        sw, trial = self.sweep, self.spec.trial
+        # One trial per variant and rate: the other axes do not reach the tracker.
+        first = {
+            "backend": sw.backend[:1],
+            "hosts": [1],
+            "link": ["loopback"],
+            "cpu": [None],
+            "payload": sw.payload[:1],
+            "pairs": sw.pairs[:1],
+            "workload": [WORKLOAD],
+        }
+        first.update({axis: [None] for axis in qos.AXES})  # fmt: skip
+        narrow = self.spec.model_copy(update={
+            "sweep": sw.model_copy(update=first),
+            "trial": trial.model_copy(update={"runs": 1, "order": "sequential"}),
+        })  # fmt: skip
+        planned = plan(narrow)  # and each again as its last run (the seed grows by run)
+        for t in [*planned, *(replace(t, run=trial.runs - 1) for t in planned)]:
+            try:
+                check_kills(get_stack(t.stack), TrackerConfig.from_dict(tracker_config(t)))
+            except ConfigError as e:
+                raise self.fail(_SPEC_FIELD.get(e.field, ("sweep", "workload")),
+                                f"workload facetrack, stack {t.stack}: {e.field}: "
+                                f"{e.problem}") from None  # fmt: skip
+
+
+# Where a tracker setting comes from in a spec.
+_SPEC_FIELD: dict[str, KeyPath] = {
+    "fps": ("sweep", "rate_hz"), "frames": ("trial", "messages"), "seed": ("seed",),
+    "workers": ("sweep", "workers"), "deque_len": ("sweep", "deque_len"),
+    "dispatch": ("sweep", "dispatch"), "kills.count": ("sweep", "kills"),
+    "kills.method": ("sweep", "kill_method"), "kills.target": ("sweep", "kill_target"),
+    "kills.at_frame": ("trial", "messages"),
+}  # fmt: skip
+
 
 def check_facetrack(spec: Spec, file: str, lines: LineMap) -> None:
     """Refuse, before anything runs, what a face-tracker trial could not honour."""
@@ -86,3 +132,4 @@ def check_facetrack(spec: Spec, file: str, lines: LineMap) -> None:
     check.frames()
     if set(spec.sweep.workload) == {WORKLOAD}:
         check.unused_axes()
+    check.every_config()

@@ -126,6 +126,10 @@ def test_graph_outputs_that_would_stop_early(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC_OF_GRAPH.format(graph="g.yaml").replace("rate_hz: 10", "rate_hz: 1")
                     + "trial:\n  messages: 10000\n")  # fmt: skip
+    from roboscale.spec.graphfile import MAX_OUTPUT_MESSAGES
+    from roboscale.workloads.graph import MAX_MESSAGES
+
+    assert MAX_OUTPUT_MESSAGES == MAX_MESSAGES  # the spec's bound is the workload's
     expected = f"{spec}:7: trial.messages: a trial of 10,050 s at rate_hz 1: lidar's scan (20 Hz"
     check(
         ["bench", str(spec), "--dry-run"], expected, "would send 201,000 messages; at most 200,000"

@@ -85,7 +85,9 @@ class _Checker:
         from roboscale.facetrack.config import ConfigError, TrackerConfig
         from roboscale.facetrack.stack import check_kills, get_stack
         from roboscale.spec.planner import plan
-        from roboscale.workloads.facetrack import tracker_config
+        from roboscale.workloads.base import get_workload
+
+        workload = get_workload(WORKLOAD)
 
         sw, trial = self.sweep, self.spec.trial
         # One trial per variant and rate: the other axes do not reach the tracker.
@@ -105,8 +107,10 @@ class _Checker:
         })  # fmt: skip
         planned = plan(narrow)  # and each again as its last run (the seed grows by run)
         for t in [*planned, *(replace(t, run=trial.runs - 1) for t in planned)]:
+            # The tracker's settings as its agent gets them: the plan of its one process.
+            program = workload.processes(t, False)[0][0].nodes[0].program.to_dict()
             try:
-                check_kills(get_stack(t.stack), TrackerConfig.from_dict(tracker_config(t)))
+                check_kills(get_stack(t.stack), TrackerConfig.from_dict(program["tracker"]))
             except ConfigError as e:
                 raise self.fail(_SPEC_FIELD.get(e.field, ("sweep", "workload")),
                                 f"workload facetrack, stack {t.stack}: {e.field}: "

@@ -35,6 +35,9 @@ GRAPH_VERSION = 1
 MAX_HOST = 63
 MAX_RATE_HZ = 10_000.0
 MAX_WORK_MS = 10_000.0
+# What one clocked output sends in a trial at most: workloads/graph.MAX_MESSAGES (the spec
+# lies below the workloads; tests/test_malformed_inputs.py keeps the two equal).
+MAX_OUTPUT_MESSAGES = 200_000
 MAX_PUBLISHERS = 63  # message ids pack the publisher in 6 bits (ids stay in ROS 1's int32)
 WORK_MODES = ("sleep", "busy")
 WHEN = ("all", "any")
@@ -492,14 +495,12 @@ def _check_duration(spec: Spec, graph: Graph, file: str, lines: LineMap) -> None
     """Each clocked output sends its rate times the trial's duration ((messages + warmup)
     at each sweep rate) and at most the graph workload's bound: a trial whose outputs would
     stop early is refused here, not cut short in silence."""
-    from roboscale.workloads.graph import MAX_MESSAGES
-
     trial = spec.trial
     for rate in spec.sweep.rate_hz:
         warmup = 0 if trial.mode == "thesis_compat" else trial.warmup
         seconds = (trial.message_count(rate) + warmup) / rate
         for node, out in graph.publishers():
-            if out.triggered or out.replay or out.rate_hz * seconds <= MAX_MESSAGES:
+            if out.triggered or out.replay or out.rate_hz * seconds <= MAX_OUTPUT_MESSAGES:
                 continue
             field = "messages" if trial.messages is not None else "duration_s"
             loc: KeyPath = ("trial", field) if ("trial", field) in lines else ("sweep", "rate_hz")
@@ -507,6 +508,6 @@ def _check_duration(spec: Spec, graph: Graph, file: str, lines: LineMap) -> None
                 file, line_for(loc, lines), dotted(loc),
                 f"a trial of {seconds:,.0f} s at rate_hz {rate:g}: {node.name}'s {out.topic} "
                 f"({out.rate_hz:g} Hz, {graph.file}) would send "
-                f"{out.rate_hz * seconds:,.0f} messages; at most {MAX_MESSAGES:,} per "
+                f"{out.rate_hz * seconds:,.0f} messages; at most {MAX_OUTPUT_MESSAGES:,} per "
                 "output: fewer trial.messages, or a higher rate_hz",
             )  # fmt: skip

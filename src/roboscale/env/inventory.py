@@ -182,7 +182,11 @@ def _checked_values(entry: dict[str, Any], fail: Any, base: Path) -> dict[str, A
             if "\0" in value:
                 fail(key, f"expected a path to a local file (got {value!r})")
                 continue
-            path = Path(value).expanduser()
+            try:
+                path = Path(value).expanduser()
+            except RuntimeError:  # ~name of no user
+                fail(key, f"expected a path to a local file; no home directory for {value!r}")
+                continue
             path = path if path.is_absolute() else base / path
             problem = _local_file_problem(key, path)
             if problem:

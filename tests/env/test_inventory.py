@@ -19,6 +19,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_a_full_entry_loads(tmp_path: Path) -> None:
     key = tmp_path / "id"
     key.write_text("key")
+    key.chmod(0o600)
     inv = load_inventory(
         write(
             tmp_path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -420,3 +421,35 @@ def test_a_bag_replays_across_two_machines(lab: SshLab, installed: Path, tmp_pat
     copies += list((installed.parent / "remote-laptop" / "runs" / out.name).rglob("*.stream"))
     assert copies, "the stream file was not copied to the machines"
     assert not _left_behind(installed.parent, out)
+
+
+WORKDIR_PROBE = """\
+import sys
+from pathlib import Path
+from roboscale.env.inventory import load_inventory
+from roboscale.env.ssh import connections
+hosts = list(load_inventory(Path(sys.argv[1])).hosts.values())
+with connections(hosts) as links:
+    for h in hosts:
+        print(h.name, links[h.name].check_output(["pwd"]).strip())
+"""
+
+
+def test_the_workdir_reaches_the_remote_shell_as_one_word(lab: SshLab, tmp_path: Path) -> None:
+    """The inventory's workdir is quoted for the remote shell: `~/` is the remote home, and
+    every other character stays itself (a `~` inside a name is no home)."""
+    address = {"address": lab.remote(1).address}
+    home = Path("~root").expanduser() / f".roboscale-probe-{os.getpid()}"
+    inv = inventory(
+        lab, tmp_path,
+        home={**address, "workdir": f"~/{home.name}/deep"},
+        tilde={**address, "workdir": f"{tmp_path}/a~b+c"},
+    )  # fmt: skip
+    try:
+        done = lab.run([sys.executable, "-c", WORKDIR_PROBE, str(inv)], 120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        found = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+        assert found == {"home": f"{home}/deep", "tilde": f"{tmp_path}/a~b+c"}
+        assert (tmp_path / "a~b+c").is_dir() and (home / "deep").is_dir()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -68,7 +68,12 @@ def tree(rt: Runtime) -> Supervisor:
 def test_published_status_is_read_back(rt: Runtime, tmp_path: Path) -> None:
     root = tree(rt)
     rt.wait(root.start_async())
-    publisher = StatusPublisher(root, rt.bus, directory=tmp_path, extra=lambda: {"chaos": {}})
+    publisher = StatusPublisher(
+        root,
+        rt.bus,
+        directory=tmp_path,
+        extra=lambda: {"chaos": {"kills": 0, "restarts": 0, "pending": 0}},
+    )
     rt.call(rt.bus.topic("/chatter").publish, b"hi")
     rt.call(publisher.publish)
     (status,) = read_statuses(tmp_path)

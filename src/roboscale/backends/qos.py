@@ -10,6 +10,7 @@ holds that setting's kind, and is refused before anything runs otherwise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 AXES: dict[str, tuple[str, ...]] = {
@@ -18,6 +19,7 @@ AXES: dict[str, tuple[str, ...]] = {
     "durability": ("volatile", "transient_local"),
 }
 MAX_DEPTH = 1_000_000
+_HISTORY = re.compile(r"[ \t]*(keep_all|keep_last)(?:[ \t]+([1-9][0-9]*))?[ \t]*")
 
 Capability = Mapping[str, frozenset[str]]
 # What a backend over a reliable stream (TCP, Zenoh's reliable channel, in-process
@@ -32,16 +34,19 @@ EVERY_SETTING: Capability = {axis: frozenset(kinds) for axis, kinds in AXES.item
 def split_history(value: str) -> tuple[str, int]:
     """('keep_last', N) or ('keep_all', 0); N is 0 for a bare `keep_last` (the node's
     queue length). Raises ValueError with what is allowed."""
-    words = value.split()
-    if words == ["keep_all"]:
+    # Matched in full, ASCII digits only: `str.split` and `isdigit` also took a newline
+    # inside the value and digits of other scripts (then int() failed).
+    m = _HISTORY.fullmatch(value) if isinstance(value, str) else None
+    if m and m.group(1) == "keep_all" and not m.group(2):
         return "keep_all", 0
-    if words[:1] == ["keep_last"] and len(words) <= 2:
-        if len(words) == 1:
+    if m and m.group(1) == "keep_last":
+        if not m.group(2):
             return "keep_last", 0
-        if words[1].isdigit() and 1 <= int(words[1]) <= MAX_DEPTH:
-            return "keep_last", int(words[1])
+        if len(m.group(2)) <= 7 and 1 <= int(m.group(2)) <= MAX_DEPTH:
+            return "keep_last", int(m.group(2))
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
     raise ValueError(
-        f"history {value!r}: allowed keep_all, keep_last (the queue length) or "
+        f"history {shown}: allowed keep_all, keep_last (the queue length) or "
         f"keep_last N with N from 1 to {MAX_DEPTH:,}"
     )
 
@@ -52,9 +57,14 @@ def kind_of(axis: str, value: str) -> str:
 
 
 def check_value(axis: str, value: str) -> str:
-    """A QoS value as written in a spec, or ValueError naming what is allowed."""
+    """A QoS value of a spec in its one spelling (`keep_last 5`: it names trials and
+    their folders), or ValueError naming what is allowed."""
     if kind_of(axis, value) not in AXES[axis]:
-        raise ValueError(f"{axis} {value!r}: allowed {' or '.join(AXES[axis])}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        raise ValueError(f"{axis} {shown}: allowed {' or '.join(AXES[axis])}")
+    if axis == "history":
+        kind, depth = split_history(value)
+        return f"{kind} {depth}" if depth else kind
     return value
 
 

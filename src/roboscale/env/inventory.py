@@ -26,7 +26,9 @@ line and field.
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,12 +49,14 @@ FIELDS = (
     "roles",
     "peer_address",
 )
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
+# Every rule is matched in full (`re.fullmatch`): `$` would also match before a final
+# newline, and a user or workdir ending in one would reach ssh and the remote shell.
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}")
 # A hostname, an IPv4 address, a bracket-free IPv6 address or an ssh_config alias.
-_ADDRESS = re.compile(r"^[A-Za-z0-9_.:%-]{1,253}$")
-_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$", re.IGNORECASE)
-# A remote path goes into a shell command: only plain path characters.
-_REMOTE_PATH = re.compile(r"^[A-Za-z0-9_./~+-]{1,200}$")
+_ADDRESS = re.compile(r"[A-Za-z0-9_.:%-]{1,253}")
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}", re.IGNORECASE)
+# A remote path goes into a shell command (quoted there too): only plain path characters.
+_REMOTE_PATH = re.compile(r"[A-Za-z0-9_./~+-]{1,200}")
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def _host(name: Any, entry: Any, file: str, lines: LineMap, base: Path) -> Inven
             SpecError(file, line, f"hosts.{name}.{key}" if key else f"hosts.{name}", problem)
         )
 
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         fail("", "a host name is a letter, then letters, digits, '.', '_' or '-' (up to 63)")
     if not isinstance(entry, dict):
         fail("", "a host is a mapping with at least 'address'")
@@ -156,8 +160,11 @@ def _checked_values(entry: dict[str, Any], fail: Any, base: Path) -> dict[str, A
     for key, (rule, allowed) in text_rules.items():
         if key in entry:
             value = entry[key]
-            if not isinstance(value, str) or not rule.match(value) or value.startswith("-"):
+            if not isinstance(value, str) or not rule.fullmatch(value) or value.startswith("-"):
                 fail(key, f"expected {allowed} (got {value!r})")
+            elif key == "workdir" and value.startswith("~") and value[:2] not in ("~", "~/"):
+                fail(key, f"expected {allowed}, or under ~/ (another user's ~name is not "
+                     f"allowed; got {value!r})")  # fmt: skip
             else:
                 out[key] = value
     if "port" in entry:
@@ -172,10 +179,18 @@ def _checked_values(entry: dict[str, Any], fail: Any, base: Path) -> dict[str, A
             if not isinstance(value, str) or not value:
                 fail(key, f"expected a path to a local file (got {value!r})")
                 continue
-            path = Path(value).expanduser()
+            if "\0" in value:
+                fail(key, f"expected a path to a local file (got {value!r})")
+                continue
+            try:
+                path = Path(value).expanduser()
+            except RuntimeError:  # ~name of no user
+                fail(key, f"expected a path to a local file; no home directory for {value!r}")
+                continue
             path = path if path.is_absolute() else base / path
-            if not path.is_file():
-                fail(key, f"no such file: {path}")
+            problem = _local_file_problem(key, path)
+            if problem:
+                fail(key, problem)
             else:
                 out[key] = path
     if "roles" in entry:
@@ -185,3 +200,26 @@ def _checked_values(entry: dict[str, Any], fail: Any, base: Path) -> dict[str, A
         else:
             out["roles"] = tuple(roles)
     return out
+
+
+def _local_file_problem(key: str, path: Path) -> str:
+    """Why ssh must not be given this file, or '': it is a regular file, and a private key
+    is the user's alone (ssh itself refuses a key others can read, with a warning that
+    comes too late: in the middle of a sweep), a config or known_hosts no one else can
+    change."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        return f"no such file: {path}" if isinstance(e, FileNotFoundError) else f"{path}: {e}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file; expected a local file"
+    mode = stat.S_IMODE(st.st_mode)
+    if key == "identity_file" and mode & 0o077:
+        return (f"the private key {path} is readable by others (mode {mode:04o}); "
+                f"allowed: readable by you alone: chmod 600 {path}")  # fmt: skip
+    if key == "identity_file" and st.st_uid != os.getuid():
+        return f"the private key {path} belongs to another user (uid {st.st_uid}); use your own"
+    if mode & 0o022:
+        return (f"{path} can be changed by others (mode {mode:04o}); allowed: writable by "
+                f"you alone: chmod go-w {path}")  # fmt: skip
+    return ""

@@ -27,6 +27,16 @@ CONNECT_TIMEOUT_S = 10
 SSH_FAILED = 255
 
 
+def remote_dir_word(workdir: str) -> str:
+    """The working directory as one word of the remote shell: quoted whole, but for a
+    leading `~/` (the remote home, which quoting would make a literal `~`)."""
+    if workdir == "~":
+        return '"$HOME"'
+    if workdir.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(workdir[2:])
+    return shlex.quote(workdir)
+
+
 class SshError(UserError):
     """A host could not be reached or a remote command failed; names the host."""
 
@@ -79,8 +89,8 @@ class Ssh:
 
     def shell_argv(self, command: str) -> list[str]:
         """A shell command line run in the host's working directory (made if missing)."""
-        workdir = self.host.workdir
-        return [*self.base_argv(), f"mkdir -p {workdir} && cd {workdir} && {command}"]
+        workdir = remote_dir_word(self.host.workdir)
+        return [*self.base_argv(), f"mkdir -p -- {workdir} && cd -- {workdir} && {command}"]
 
     def run(
         self, argv: list[str], timeout_s: float = 60, stdin: bytes | None = None

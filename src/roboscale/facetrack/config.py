@@ -22,6 +22,8 @@ KILL_METHODS = ("sigterm", "sigkill", "crash")
 MAX_WORKERS = 5000
 MAX_DEQUE = 1000
 MAX_FRAMES = 1_000_000
+MIN_FPS = 0.1
+MAX_FPS = 1000.0
 PAPER_DEADBAND_PX = 80  # at the paper's 640x480
 
 
@@ -81,7 +83,7 @@ class TrackerConfig:
         _int_in("workers", self.workers, 1, MAX_WORKERS)
         _int_in("deque_len", self.deque_len, 1, MAX_DEQUE)
         _choice("dispatch", self.dispatch, DISPATCH_POLICIES)
-        _number_in("fps", self.fps, 0.1, 1000.0)
+        _number_in("fps", self.fps, MIN_FPS, MAX_FPS)
         _int_in("frames", self.frames, 1, MAX_FRAMES)
         _int_in("seed", self.seed, 0, 2**63 - 1)
         _int_in("view_w", self.view_w, 64, 4096)

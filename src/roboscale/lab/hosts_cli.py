@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import tempfile
 from pathlib import Path
@@ -59,11 +60,27 @@ def add_parser(sub: Any) -> None:
 
 def main(args: argparse.Namespace, console: Console) -> int:
     inventory = load_inventory(args.inventory)
-    names = args.host or list(inventory.hosts)
+    names = chosen_hosts(inventory, args.host)
     hosts = [inventory.host(n) for n in names]
     if args.hosts_command == "check":
         return _check(inventory, hosts, args, console)
     return _install(hosts, args, console)
+
+
+def chosen_hosts(inventory: Inventory, given: list[str] | None) -> list[str]:
+    """The hosts --host names (each once, in order), or all; a name the inventory lacks is
+    a mistake on the command line, reported as such with the nearest host name."""
+    if not given:
+        return list(inventory.hosts)
+    for name in given:
+        if name not in inventory.hosts:
+            close = difflib.get_close_matches(name, list(inventory.hosts), n=1)
+            guess = f"; did you mean {close[0]!r}?" if close else ";"
+            raise UserError(
+                f"argument --host: {name!r} is not a host of {inventory.path}{guess} its "
+                f"hosts: {', '.join(inventory.hosts)}"
+            )
+    return list(dict.fromkeys(given))
 
 
 def _check(inventory: Inventory, hosts: list[Any], args: argparse.Namespace, out: Console) -> int:

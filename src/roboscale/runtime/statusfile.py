@@ -214,4 +214,49 @@ def _read_doc(path: Path) -> dict[str, Any] | None:
             f"{path}: status format {found!r} is not supported (this roboscale reads "
             f"{FORMAT_VERSION}); upgrade roboscale or restart that launch"
         )
+    problem = shape_problem(doc)
+    if problem:
+        raise UserError(f"{path}: not a status file of this roboscale: {problem}")
     return doc
+
+
+# The fields a reader uses, and their types (bool is kept apart from int).
+_NUMBER = (int, float)
+_DOC: dict[str, tuple[type, ...]] = {
+    "name": (str,), "pid": (int,), "started_unix": _NUMBER, "updated_unix": _NUMBER,
+    "alive": (bool,), "rows": (list,), "topics": (list,),
+}  # fmt: skip
+_ROW: dict[str, tuple[type, ...]] = {
+    "path": (str,), "kind": (str,), "state": (str,), "restarts": (int,), "delivered": (int,),
+    "queued": (int,), "dropped": (int,), "last_exit": (str,),
+}  # fmt: skip
+_TOPIC: dict[str, tuple[type, ...]] = {
+    "topic": (str,), "rate_hz": _NUMBER, "published": (int,), "subscribers": (int,),
+}  # fmt: skip
+_CHAOS: dict[str, tuple[type, ...]] = {"kills": (int,), "restarts": (int,), "pending": (int,)}
+
+
+def _field_problem(where: str, value: Any, fields: dict[str, tuple[type, ...]]) -> str:
+    if not isinstance(value, dict):
+        return f"{where}: expected an object, got {type(value).__name__}"
+    for key, types in fields.items():
+        if key not in value:
+            return f"{where}{'.' if where else ''}{key}: required field is missing"
+        item = value[key]
+        if (isinstance(item, bool) and bool not in types) or not isinstance(item, types):
+            allowed = " or ".join(t.__name__ for t in types)
+            return f"{where}{'.' if where else ''}{key}: expected {allowed}, got {item!r:.40}"
+    return ""
+
+
+def shape_problem(doc: dict[str, Any]) -> str:
+    """What is wrong with a status document's shape, or '': every field a reader uses is
+    there with its type (a file of another shape is refused, not a KeyError)."""
+    problem = _field_problem("", doc, _DOC)
+    for i, row in enumerate(doc.get("rows", []) if not problem else []):
+        problem = problem or _field_problem(f"rows[{i}]", row, _ROW)
+    for i, topic in enumerate(doc.get("topics", []) if not problem else []):
+        problem = problem or _field_problem(f"topics[{i}]", topic, _TOPIC)
+    if not problem and "chaos" in doc:
+        problem = _field_problem("chaos", doc["chaos"], _CHAOS)
+    return problem

@@ -16,8 +16,10 @@ from roboscale.spec.graphfile import (
     GraphNode,
     GraphPath,
     GraphReader,
+    is_name,
     nearest,
     out_loc,
+    shown,
 )
 from roboscale.yamlfile import KeyPath
 
@@ -83,18 +85,26 @@ def check_cycles(g: Graph, r: GraphReader) -> None:
 
 def read_paths(g: Graph, data: Any, r: GraphReader) -> tuple[GraphPath, ...]:
     if not isinstance(data, dict):
-        r.fail(("paths",), f"a mapping of path names to lists of node names; got {data!r}")
+        r.fail(("paths",), f"a mapping of path names to lists of node names; got {shown(data)}")
         return ()
     by_name = {n.name: n for n in g.nodes}
     out = []
     for name, steps in data.items():
         loc: KeyPath = ("paths", name)
-        if not isinstance(steps, list) or len(steps) < 2:
-            r.fail(loc, f"a list of at least 2 node names, source to sink; got {steps!r}")
+        if not is_name(name):
+            r.fail(loc, f"a path name: a letter or _, then letters, digits or _; got {shown(name)}")
             continue
-        bad = [i for i, s in enumerate(steps) if s not in by_name]
+        if not isinstance(steps, list) or len(steps) < 2:
+            r.fail(loc, f"a list of at least 2 node names, source to sink; got {shown(steps)}")
+            continue
+        # A step is a node's name: a list or mapping there is no name (and no dict key).
+        bad = [i for i, s in enumerate(steps) if not isinstance(s, str) or s not in by_name]
         for i in bad:
-            r.fail((*loc, i), f"unknown node {steps[i]!r}{nearest(str(steps[i]), list(by_name))}")
+            if isinstance(steps[i], str):
+                hint = nearest(steps[i], list(by_name))
+                r.fail((*loc, i), f"unknown node {shown(steps[i])}{hint}")
+            else:
+                r.fail((*loc, i), f"a step is a node's name; got {shown(steps[i])}")
         if bad:
             continue
         topics = _join(by_name, steps, loc, r)

@@ -22,12 +22,12 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from roboscale.backends.base import MessageKind
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.payloads import parse_payload, payload_kind
-from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
+from roboscale.yamlfile import KeyPath, LineMap, check_regular, dotted, line_for, load_yaml
 
 if TYPE_CHECKING:
     from roboscale.spec.schema import Spec
@@ -36,13 +36,25 @@ GRAPH_VERSION = 1
 MAX_HOST = 63
 MAX_RATE_HZ = 10_000.0
 MAX_WORK_MS = 10_000.0
+# What one clocked output sends in a trial at most: workloads/graph.MAX_MESSAGES (the spec
+# lies below the workloads; tests/test_malformed_inputs.py keeps the two equal).
+MAX_OUTPUT_MESSAGES = 200_000
 MAX_PUBLISHERS = 63  # message ids pack the publisher in 6 bits (ids stay in ROS 1's int32)
 WORK_MODES = ("sleep", "busy")
 WHEN = ("all", "any")
 REPLAY_FIELDS = ("bag", "topic", "rate_factor", "loop")
 MAX_RATE_FACTOR = 1000.0
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_TOPIC = re.compile(r"^[A-Za-z_][A-Za-z0-9_/]{0,127}$")
+# Names are matched in full (`re.fullmatch`: `$` would also match before a final newline).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# Segments joined by single slashes: no empty segment (`a//b`, a trailing `/`).
+_TOPIC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z0-9_]+)*")
+MAX_TOPIC = 128
+_GRAPH_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")  # as a spec's name
+NAME_RULE = "a letter or _, then up to 63 letters, digits or _"
+TOPIC_RULE = (
+    f"up to {MAX_TOPIC} characters: a letter or _, then letters, digits or _, in segments "
+    "joined by single / (no empty segment, no / at the end)"
+)
 NODE_FIELDS = ("host", "publish", "relay", "fusion", "timer", "subscribe")
 TOP_FIELDS = ("version", "name", "description", "message_types", "nodes", "paths")
 STAGE_FIELDS = {
@@ -152,6 +164,31 @@ class Graph:
         return 1 + max(n.host for n in self.nodes)
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """A value's repr for a message, cut to `limit` characters (a number of hundreds of
+    digits, a long string, are not echoed whole)."""
+    if isinstance(value, int) and value.bit_length() > 4 * limit:
+        return f"a number of {len(str(abs(value)))} digits"  # repr is bounded too
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
+def printable(text: str) -> str:
+    """Text with its unprintable characters escaped (a key ending in a newline stays on
+    its error's line)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def is_name(value: Any) -> TypeGuard[str]:
+    """Whether a node or path name is valid, checked in full."""
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
+
+
+def is_topic(value: Any) -> TypeGuard[str]:
+    """Whether a topic name is valid, checked in full."""
+    return isinstance(value, str) and len(value) <= MAX_TOPIC and bool(_TOPIC.fullmatch(value))
+
+
 def nearest(name: str, known: list[str]) -> str:
     """'; did you mean X?' for the closest known name, or ''."""
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
@@ -168,41 +205,41 @@ class GraphReader:
         self.errors: list[SpecError] = []
 
     def fail(self, loc: KeyPath, problem: str) -> None:
-        self.errors.append(SpecError(self.file, line_for(loc, self.lines), dotted(loc), problem))
+        field = printable(dotted(loc))
+        self.errors.append(SpecError(self.file, line_for(loc, self.lines), field, problem))
 
     def mapping(self, value: Any, loc: KeyPath, allowed: tuple[str, ...], what: str) -> bool:
         if not isinstance(value, dict):
-            self.fail(loc, f"{what} is a mapping with {', '.join(allowed)}; got {value!r}")
+            self.fail(loc, f"{what} is a mapping with {', '.join(allowed)}; got {shown(value)}")
             return False
         for key in value:
             if key not in allowed:
-                hint = nearest(key, list(allowed)) or ";"
+                hint = nearest(str(key), list(allowed)) or ";"
                 self.fail((*loc, key), f"unknown field{hint} allowed: {', '.join(allowed)}")
         return True
 
     def number(self, value: Any, loc: KeyPath, low: float, high: float, what: str) -> float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if not ok or not low <= value <= high:
-            self.fail(loc, f"{what}, a number from {low:g} to {high:g}; got {value!r}")
+            self.fail(loc, f"{what}, a number from {low:g} to {high:g}; got {shown(value)}")
             return low
         return float(value)
 
     def choice(self, value: Any, loc: KeyPath, allowed: tuple[str, ...]) -> str:
         if value not in allowed:
-            self.fail(loc, f"one of {', '.join(allowed)}; got {value!r}")
+            self.fail(loc, f"one of {', '.join(allowed)}; got {shown(value)}")
             return allowed[0]
         return str(value)
 
     def topic(self, value: Any, loc: KeyPath) -> str:
-        if not isinstance(value, str) or not _TOPIC.match(value):
-            self.fail(loc, "a topic name: a letter or _, then letters, digits, _ or /; "
-                      f"got {value!r}")  # fmt: skip
+        if not is_topic(value):
+            self.fail(loc, f"a topic name: {TOPIC_RULE}; got {shown(value)}")
             return ""
         return value
 
     def topic_list(self, value: Any, loc: KeyPath, least: int) -> tuple[str, ...]:
         if not isinstance(value, list) or len(value) < least:
-            self.fail(loc, f"a list of at least {least} topic name(s); got {value!r}")
+            self.fail(loc, f"a list of at least {least} topic name(s); got {shown(value)}")
             return ()
         names = tuple(self.topic(v, (*loc, i)) for i, v in enumerate(value))
         if len(set(names)) < len(names):
@@ -282,10 +319,10 @@ class GraphReader:
                       "rate_factor, loop)")  # fmt: skip
             return None
         bag, topic = d["bag"], d["topic"]
-        if not isinstance(bag, str) or not bag:
+        if not isinstance(bag, str) or not bag or "\0" in bag:
             self.fail((*loc, "bag"), "stata (generated MIT Stata Center streams) or a bag "
                       "relative to the graph file: a ROS 1 .bag, or a rosbag2 folder (sqlite3 "
-                      f"or MCAP); got {bag!r}")  # fmt: skip
+                      f"or MCAP); got {shown(bag)}")  # fmt: skip
             return None
         source = bag if bag == STATA else os.path.abspath(self.base / bag)  # links kept
         try:
@@ -298,11 +335,11 @@ class GraphReader:
         loop = d.get("loop", False)
         if not isinstance(loop, bool):
             self.fail((*loc, "loop"), f"true or false: start the bag again at its end; "
-                      f"got {loop!r}")  # fmt: skip
+                      f"got {shown(loop)}")  # fmt: skip
         names = [t.name for t in info.topics]
         if topic not in names:
             hint = nearest(str(topic), names) or ";"
-            self.fail((*loc, "topic"), f"the bag has no topic {topic!r}{hint} its topics: "
+            self.fail((*loc, "topic"), f"the bag has no topic {shown(topic)}{hint} its topics: "
                       f"{', '.join(names)}")  # fmt: skip
             return None
         k = names.index(topic)
@@ -314,8 +351,8 @@ class GraphReader:
         return replay, info.topics[k].msgtype, rate, info.topic_bytes[k]
 
     def node(self, name: Any, d: Any, loc: KeyPath) -> GraphNode | None:
-        if not isinstance(name, str) or not _NAME.match(name):
-            self.fail(loc, f"a node name: a letter or _, then letters, digits or _; got {name!r}")
+        if not is_name(name):
+            self.fail(loc, f"a node name: {NAME_RULE}; got {shown(name)}")
             return None
         if d is None:
             d = {}
@@ -323,7 +360,7 @@ class GraphReader:
             return None
         host = d.get("host", 0)
         if isinstance(host, bool) or not isinstance(host, int) or not 0 <= host <= MAX_HOST:
-            self.fail((*loc, "host"), f"a host index from 0 to {MAX_HOST}; got {host!r}")
+            self.fail((*loc, "host"), f"a host index from 0 to {MAX_HOST}; got {shown(host)}")
             host = 0
         outputs: list[Output] = []
         for stage in STAGE_FIELDS:
@@ -331,7 +368,7 @@ class GraphReader:
             if isinstance(items, dict):
                 items = [items]  # one stage may be written without the list
             if not isinstance(items, list):
-                self.fail((*loc, stage), f"a list of {stage} entries; got {items!r}")
+                self.fail((*loc, stage), f"a list of {stage} entries; got {shown(items)}")
                 continue
             for i, item in enumerate(items):
                 out = self.output(stage, item, (*loc, stage, i))
@@ -351,14 +388,17 @@ def read_graph(path: Path) -> Graph:
         raise SpecErrors(r.errors)
     if data.get("version", GRAPH_VERSION) != GRAPH_VERSION:
         r.fail(("version",), f"this roboscale reads graph version {GRAPH_VERSION}; "
-               f"got {data['version']!r}")  # fmt: skip
+               f"got {shown(data['version'])}")  # fmt: skip
     nodes_data = data.get("nodes")
     if not isinstance(nodes_data, dict) or not nodes_data:
         r.fail(("nodes",), "a mapping of node names to their host, publish, relay, fusion, "
                "timer and subscribe entries")  # fmt: skip
         raise SpecErrors(r.errors)
     nodes = [n for k, v in nodes_data.items() if (n := r.node(k, v, ("nodes", k))) is not None]
-    graph = Graph(str(data.get("name", path.stem)), str(path), tuple(nodes), ())
+    name = data.get("name", path.stem)
+    if "name" in data and not (isinstance(name, str) and _GRAPH_NAME.fullmatch(name)):
+        r.fail(("name",), f"a short name of letters, digits, '.', '_' or '-'; got {shown(name)}")
+    graph = Graph(str(name), str(path), tuple(nodes), ())
     if not r.errors:
         graph = _with_types(graph, data.get("message_types", []), path, r)
     from roboscale.spec.graphcheck import check_cycles, check_topics, read_paths
@@ -430,10 +470,19 @@ def with_graphs(spec: Spec, spec_path: Path, lines: LineMap) -> Spec:
                    "the spec (e.g. graph: ../examples/graphs/mobile-robot.yaml)")  # fmt: skip
     resolved = []
     for i, name in enumerate(sw.graph):
+        if not name or "\0" in name:
+            raise fail(("sweep", "graph", i), f"a graph file's path, relative to the spec; got "
+                       f"{shown(name)}")  # fmt: skip
         path = (spec_path.parent / name).resolve()
-        if not path.is_file():
+        if not path.exists():
             raise fail(("sweep", "graph", i), f"no graph file {str(path)!r} (relative to the spec)")
-        used = read_graph(path).hosts
+        try:  # a FIFO, a directory or a device is named as such, and never read
+            check_regular(path, "graph file")
+        except UserError as e:
+            raise fail(("sweep", "graph", i), str(e)) from None
+        graph = read_graph(path)
+        used = graph.hosts
+        _check_duration(spec, graph, file, lines)
         for hosts in sw.hosts:
             if 1 < hosts < used:
                 raise fail(("sweep", "hosts"), f"graph {name!r} places nodes on hosts 0 to "
@@ -441,3 +490,25 @@ def with_graphs(spec: Spec, spec_path: Path, lines: LineMap) -> Spec:
                            f"got {hosts}")  # fmt: skip
         resolved.append(str(path))
     return spec.model_copy(update={"sweep": sw.model_copy(update={"graph": resolved})})
+
+
+def _check_duration(spec: Spec, graph: Graph, file: str, lines: LineMap) -> None:
+    """Each clocked output sends its rate times the trial's duration ((messages + warmup)
+    at each sweep rate) and at most the graph workload's bound: a trial whose outputs would
+    stop early is refused here, not cut short in silence."""
+    trial = spec.trial
+    for rate in spec.sweep.rate_hz:
+        warmup = 0 if trial.mode == "thesis_compat" else trial.warmup
+        seconds = (trial.message_count(rate) + warmup) / rate
+        for node, out in graph.publishers():
+            if out.triggered or out.replay or out.rate_hz * seconds <= MAX_OUTPUT_MESSAGES:
+                continue
+            field = "messages" if trial.messages is not None else "duration_s"
+            loc: KeyPath = ("trial", field) if ("trial", field) in lines else ("sweep", "rate_hz")
+            raise SpecError(
+                file, line_for(loc, lines), dotted(loc),
+                f"a trial of {seconds:,.0f} s at rate_hz {rate:g}: {node.name}'s {out.topic} "
+                f"({out.rate_hz:g} Hz, {graph.file}) would send "
+                f"{out.rate_hz * seconds:,.0f} messages; at most {MAX_OUTPUT_MESSAGES:,} per "
+                "output: fewer trial.messages, or a higher rate_hz",
+            )  # fmt: skip

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.spec.facetrackcheck import check_facetrack
 from roboscale.spec.graphfile import with_graphs
 from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
 from roboscale.workloads.base import get_workload
@@ -118,6 +119,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
         raise SpecError(file, lines.get(("quick",)), "quick", "must be a mapping of overrides")
     spec = check_replay(validate(base, file, lines), path, lines)
     check_workloads(spec, file, lines)
+    check_facetrack(spec, file, lines)
     check_env(spec, path, lines)
     spec = with_graphs(spec, path, lines)
     spec = with_message_types(spec, path, lines)
@@ -130,6 +132,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
         validate(_merge(base, overrides), file, lines, quick=True), path, quick_lines
     )
     check_workloads(quick_spec, file, _quick_lines(lines))
+    check_facetrack(quick_spec, file, _quick_lines(lines))
     check_env(quick_spec, path, _quick_lines(lines))
     quick_spec = with_graphs(quick_spec, path, _quick_lines(lines))
     quick_spec = with_message_types(quick_spec, path, _quick_lines(lines))
@@ -281,10 +284,15 @@ def with_inventory(spec: Spec, path: Path, lines: LineMap) -> Spec:
             raise fail("env.machines", "needs env.inventory, the file that describes them")
         return spec
     from roboscale.env.inventory import load_inventory
+    from roboscale.yamlfile import check_regular
 
     inventory_path = (path.parent / env.inventory).resolve()
-    if not inventory_path.is_file():
+    if not inventory_path.exists():
         raise fail("env.inventory", f"{inventory_path}: no such file; allowed: a host inventory")
+    try:  # a FIFO, a directory or a device is named as such, and never read
+        check_regular(inventory_path, "host inventory")
+    except UserError as e:
+        raise fail("env.inventory", str(e)) from None
     inventory = load_inventory(inventory_path)
     if not env.machines:
         raise fail("env.machines", f"name the hosts of {env.inventory} the trials run on")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from roboscale.msgtypes import TYPE_FIELDS, TYPE_NAME
 
@@ -12,7 +13,9 @@ NAMED_PAYLOADS: dict[str, int] = {"text": 11, "laserscan": 4250, "image": 307200
 MIN_BYTES = 1
 MAX_BYTES = 4 * 1024 * 1024
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|KIB|MB|MIB)?\s*$", re.IGNORECASE)
+# Matched in full; ASCII digits only (`\d` would take any script's digits).
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KB|KIB|MB|MIB)?\s*", re.IGNORECASE)
+MAX_DIGITS = 40  # a size's digits; 4 MB needs 7
 _UNITS = {"": 1, "B": 1, "KB": 1024, "KIB": 1024, "MB": 1024 * 1024, "MIB": 1024 * 1024}
 
 
@@ -33,7 +36,7 @@ def payload_kind(name: str) -> str:
     or raw bytes for a plain size."""
     if name in NAMED_PAYLOADS:
         return name
-    return "custom" if TYPE_NAME.match(name) else "bytes"
+    return "custom" if TYPE_NAME.fullmatch(name) else "bytes"
 
 
 def _custom(value: object) -> tuple[str, int] | None:
@@ -47,7 +50,7 @@ def _custom(value: object) -> tuple[str, int] | None:
         size = value.get("size")
         suffix = "" if size is None else "@" + format_size(_size(size, value))
         return _custom(value["type"].strip() + suffix)
-    if isinstance(value, str) and (m := TYPE_NAME.match(value.strip())):
+    if isinstance(value, str) and (m := TYPE_NAME.fullmatch(value.strip())):
         size = f"@{format_size(_size(m.group(3), value))}" if m.group(3) else ""
         return (f"{m.group(1)}/msg/{m.group(2)}{size}", 0)
     return None
@@ -69,14 +72,31 @@ def parse_payload(value: object) -> tuple[str, int]:
 
 def _size(value: object, given: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (m := _SIZE.match(value)):
-        size = int(float(m.group(1)) * _UNITS[(m.group(2) or "").upper()])
+        size = Fraction(value)
+    elif isinstance(value, str) and (m := _SIZE.fullmatch(value)):
+        # Exact arithmetic: a size of hundreds of digits is out of range, not an overflow.
+        digits = m.group(1)
+        if len(digits) > MAX_DIGITS:
+            raise ValueError(f"{_shown(value)} is not a size; allowed: sizes from "
+                             f"{MIN_BYTES} B to 4 MB")  # fmt: skip
+        size = Fraction(digits) * _UNITS[(m.group(2) or "").upper()]
     else:
         raise ValueError(_allowed(given))
     if not MIN_BYTES <= size <= MAX_BYTES:
-        raise ValueError(f"{value!r} is {size} bytes; allowed: sizes from {MIN_BYTES} B to 4 MB")
-    return size
+        amount = "far more than 4 MB" if size > 10**15 else f"{float(size):.15g} bytes"
+        raise ValueError(f"{_shown(value)} is {amount}; allowed: sizes from {MIN_BYTES} B "
+                         "to 4 MB")  # fmt: skip
+    if size.denominator != 1:
+        raise ValueError(f"{_shown(value)} is {float(size):g} bytes; allowed: a whole number "
+                         "of bytes")  # fmt: skip
+    return int(size)
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    if isinstance(value, int) and value.bit_length() > 4 * limit:
+        return f"a number of {len(str(abs(value)))} digits"  # repr is bounded too
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
 
 
 def format_size(size: int) -> str:
@@ -89,7 +109,7 @@ def format_size(size: int) -> str:
 def _allowed(value: object) -> str:
     names = ", ".join(NAMED_PAYLOADS)
     return (
-        f"{value!r} is not a payload; allowed: one of {names}, "
+        f"{_shown(value)} is not a payload; allowed: one of {names}, "
         "a size from 1 B to 4 MB such as 256, '256B', '4KB', '4MB', or a message type of "
         "message_types (package/msg/Type, or {type: package/msg/Type, size: 64KB})"
     )

@@ -27,6 +27,17 @@ def either(names: list[str], quote: str = "") -> str:
     return ", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else quoted[0]
 
 
+def _path_text(value: str) -> str:
+    """A file's path as a spec gives it: a NUL byte is no path (the system refuses it)."""
+    if "\0" in value or not value:
+        raise PydanticCustomError("path", "a file's path, relative to the spec (not empty, no NUL)")
+    return value
+
+
+# A path a spec names, relative to it.
+PathText = Annotated[str, AfterValidator(_path_text), Field(max_length=4096)]
+
+
 def _workload(name: str) -> str:
     if name not in WORKLOADS:
         expected = either(list(WORKLOADS), "'")
@@ -171,7 +182,7 @@ class EnvSettings(Strict):
     """Where nodes run when a trial uses emulated hosts, links or CPU quotas."""
 
     topology: Literal["star", "mesh"] = "star"
-    profiles: str | None = None  # a YAML file of custom link profiles, relative to the spec
+    profiles: PathText | None = None  # a YAML file of custom link profiles, relative to the spec
     sender_hosts: float = Field(0.5, gt=0, lt=1)
     pairs_per: Literal["trial", "host_pair"] = "trial"
     verify_link: bool = True
@@ -181,7 +192,7 @@ class EnvSettings(Strict):
     load_net_mbit: float = Field(0.0, ge=0, le=10_000)
     # Real machines: an inventory file (relative to the spec) and the hosts of it that
     # play hosts 0, 1, ... of each trial, in that order (docs/hosts.md).
-    inventory: str | None = None
+    inventory: PathText | None = None
     machines: list[Annotated[str, Field(pattern=LINK_NAME)]] = []
     # One-way figures across real machines are valid while the clocks' error bound
     # stays below this.
@@ -202,10 +213,10 @@ class Spec(Strict):
     sweep: Sweep
     trial: TrialSettings = TrialSettings()
     seed: int = Field(0, ge=0)
-    replay: str | None = Field(None, min_length=1, max_length=4096)
+    replay: PathText | None = None
     # .msg files or folders (relative to the spec; absolute once loaded) whose types
     # payloads may name (roboscale/msgtypes.py).
-    message_types: Annotated[list[str], BeforeValidator(_as_list)] = []
+    message_types: Annotated[list[PathText], BeforeValidator(_as_list)] = []
     verdict: VerdictSettings = VerdictSettings()
     env: EnvSettings = EnvSettings()
 

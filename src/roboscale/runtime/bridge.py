@@ -155,6 +155,7 @@ class Bridge:
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
         self.imported: dict[str, _DurableImport | None] = {}
+        self.payload_limits = config.payload_limits()  # topic -> largest payload taken
         self._entities: list[Any] = []
         self._retained: dict[str, Retention] = {}
         self._exports: list[_Export] = []
@@ -409,7 +410,8 @@ class Bridge:
         """Decode one sample and hand it on; a malformed one is counted and dropped."""
         try:
             codec, tag, publisher, seq = unpack_header(attachment)
-            msg = self.codec.decode(codec, tag, payload, topic.msg_type)
+            limit = self.payload_limits.get(topic.name, self.config.max_payload)
+            msg = self.codec.decode(codec, tag, payload, topic.msg_type, limit)
         except Malformed as e:
             self.malformed += 1
             if self.malformed & (self.malformed - 1) == 0:  # 1st, 2nd, 4th...: never a flood

@@ -15,6 +15,7 @@ import pytest
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config
+from roboscale.runtime.durable import publisher_of
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.security import AccessRule, Security, acl, security_config
@@ -73,39 +74,54 @@ def robot(zenoh: None, tmp_path: Path) -> Iterator[Robot]:
 
 @pytest.mark.zenoh
 def test_a_viewer_allowed_subscribe_and_query_cannot_write_into_a_durable_import(
-    robot: Robot,
+    robot: Robot, tmp_path: Path
 ) -> None:
-    """The review's attack: the viewer declares rs/@retain/cmd and answers the robot's
-    backlog queries with forged commands. Each hole in the operator's sequence makes the
-    robot query; none of the viewer's replies may reach the callback."""
-    operator = peer(robot.endpoint, login("operator", "op-secret"))
+    """The review's attack: the viewer declares rs/@retain/** and answers the robot's
+    backlog queries with forged commands (under its own session's publisher id, so that
+    only the access rules stand in the way). The operator's bridge publishes for real;
+    a second operator session puts with holes in its sequence, each of which makes the
+    robot query the backlog. None of the viewer's replies may reach the callback."""
+    operator_rt = Runtime().start()
+    private(tmp_path / "operator.pw", "op-secret\n")
+    security = Security(user="operator", password_file=tmp_path / "operator.pw")
+    config = BridgeConfig(
+        connect=(robot.endpoint,), exports=("/cmd",), durable=("/cmd",), security=security
+    )
+    operator = Bridge(operator_rt, config).open()
+    trigger = peer(robot.endpoint, login("operator", "op-secret"))
     viewer = peer(robot.endpoint, login("viewer", "view-secret"))
+    forged_id = publisher_of(str(viewer.zid()))
     answered: list[int] = []
 
     def forge(query: Any) -> None:
         answered.append(1)
-        for seq in (1, 2, 3):
-            query.reply("rs/@retain/cmd", b"forged", attachment=pack_header(Codec.RAW, 0, 77, seq))
+        for seq in range(1, 4):
+            attachment = pack_header(Codec.RAW, 0, forged_id, seq)
+            query.reply("rs/@retain/cmd", b"forged", attachment=attachment)
 
-    queryables = [viewer.declare_queryable(key, forge) for key in ("rs/@retain/**",)]
+    queryable = viewer.declare_queryable("rs/@retain/**", forge)
     try:
-        wait_until(lambda: robot.bridge.admitted == 2, timeout_s=30.0)
-        seqs = iter(range(1, 1_000_000, 2))
+        wait_until(lambda: robot.bridge.admitted == 3, timeout_s=30.0)
+        rounds = iter(range(1, 1_000_000))
 
-        def one_round() -> bool:  # seq n, then n + 2: a hole, so the robot queries
-            n = next(seqs)
-            operator.put("rs/cmd", b"op %d" % n, attachment=pack_header(Codec.RAW, 0, 5, n))
-            viewer.put("rs/cmd", b"forged put", attachment=pack_header(Codec.RAW, 0, 78, n))
-            return robot.bridge.stats()["durable"]["/cmd"]["lost"] >= 10
+        def one_round() -> bool:
+            n = next(rounds)
+            operator_rt.call(lambda: operator_rt.bus.topic("/cmd").publish(b"op %d" % n))
+            hole = pack_header(Codec.RAW, 0, 1000, 2 * n)  # every other seq: holes
+            trigger.put("rs/cmd", b"trigger", attachment=hole)
+            viewer.put("rs/cmd", b"forged put", attachment=pack_header(Codec.RAW, 0, forged_id, n))
+            stats = robot.bridge.stats()["durable"]["/cmd"]
+            return stats["queries"] >= 10 and len(robot.got) >= 10
 
         wait_until(one_round, timeout_s=60.0)
-        assert robot.got and all(m.startswith(b"op ") for m in robot.got), set(robot.got)
+        assert all(m.startswith(b"op ") for m in robot.got), set(robot.got)
         assert answered == []  # the robot never even asked the viewer
     finally:
-        for q in queryables:
-            q.undeclare()
-        operator.close()
+        queryable.undeclare()
+        trigger.close()
         viewer.close()
+        operator.close()
+        operator_rt.close()
 
 
 def test_query_grants_no_reply_and_a_deny_of_publish_denies_replies() -> None:

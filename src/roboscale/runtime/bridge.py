@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -40,7 +39,7 @@ from roboscale.runtime.bridgeconfig import (
     session_config,
 )
 from roboscale.runtime.bus import Inbox, Topic
-from roboscale.runtime.durable import CursorLog, Resequencer, Retention
+from roboscale.runtime.durable import CursorLog, Resequencer, Retention, publisher_of
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
@@ -86,9 +85,15 @@ class _DurableImport:
         self.bridge, self.topic, self.cursor = bridge, topic, cursor
         self.inflight: deque[tuple[int, int, int]] = deque()  # (local seq, publisher, seq)
         self.seq = Resequencer(
-            cursor.cursors, fresh=cursor.fresh, deliver=self._deliver, gap=self._gap
+            cursor.cursors,
+            fresh=cursor.fresh,
+            deliver=self._deliver,
+            gap=self._gap,
+            window=bridge.config.retain,
         )
         self.querying = False
+        self.forged = 0  # backlog replies of a publisher id not the replier's own
+        self.queries = 0  # backlog queries sent
         if bridge.config.delivery == "at_least_once":
             inbox.on_done = self._commit
         else:
@@ -114,19 +119,29 @@ class _DurableImport:
         if self.seq.offer(publisher, seq, msg) and not self.querying:
             self.query()
 
+    def offer_backlog(self, owner: int, publisher: int, seq: int, msg: Any) -> None:
+        """A backlog reply of the session whose publisher id is `owner`: only its own
+        messages are taken (a peer answering for another publisher is refused)."""
+        if publisher != owner:
+            self.forged += 1
+            return
+        self.seq.offer(publisher, seq, msg, owned=True)
+
     def query(self) -> None:
         """Ask the publishers for what they retained after our cursors (in a thread)."""
         self.querying = True
+        self.queries += 1
         self.seq.begin_sync()
         after = self.seq.after()
         self.bridge.runtime.loop.run_in_executor(None, self.bridge.fetch, self, after)
 
-    def backlog(self, replies: list[tuple[bytes, bytes]]) -> None:
-        """On the loop: the replies of one query, then resume in-order delivery."""
+    def backlog(self, replies: list[tuple[bytes, bytes, int]]) -> None:
+        """On the loop: the replies of one query (payload, attachment, the publisher id
+        of the session that answered), then resume in-order delivery."""
         if self.bridge.session is None:
             return  # closed while the query ran: its cursor is closed too
-        for payload, attachment in replies:
-            self.bridge.take(self.topic, payload, attachment, self)
+        for payload, attachment, owner in replies:
+            self.bridge.take(self.topic, payload, attachment, self, owner=owner)
         self.querying = False
         self.seq.backlog_done()
 
@@ -148,7 +163,7 @@ class Bridge:
         self.codec = WireCodec(typestore)  # typestore: rosbags', for CDR messages
         self.cursor_paths = dict(cursors or {})
         self.query_timeout_s = query_timeout_s
-        self.publisher_id = random.getrandbits(63) + 1
+        self.publisher_id = 0  # of the session's id, once open (durable.publisher_of)
         self.session: Any = None
         self.malformed = 0
         self.ignored = 0  # samples of topics this process does not import
@@ -180,6 +195,7 @@ class Bridge:
         if insecure:
             self.runtime.call(self._warn_insecure, insecure)
         self.session = self._open_session()
+        self.publisher_id = publisher_of(str(self.session.zid()))
         try:
             self._watch_peers()
             self.runtime.call(self._declare)
@@ -406,8 +422,10 @@ class Bridge:
         attachment: bytes,
         durable: _DurableImport | None,
         ready: list[Inbox] | None = None,
+        owner: int | None = None,
     ) -> None:
-        """Decode one sample and hand it on; a malformed one is counted and dropped."""
+        """Decode one sample and hand it on; a malformed one is counted and dropped.
+        `owner`: the sample is a backlog reply of the session of that publisher id."""
         try:
             codec, tag, publisher, seq = unpack_header(attachment)
             limit = self.payload_limits.get(topic.name, self.config.max_payload)
@@ -419,8 +437,10 @@ class Bridge:
             return
         if durable is None:
             topic.inject(msg, ready)
-        else:
+        elif owner is None:
             durable.offer(publisher, seq, msg)
+        else:
+            durable.offer_backlog(owner, publisher, seq, msg)
 
     # -- retention and backlog queries -------------------------------------------------------
     def _answer(self, query: Any) -> None:
@@ -442,7 +462,7 @@ class Bridge:
         """In a worker thread: query the backlog, then hand the replies to the loop."""
         import zenoh
 
-        replies: list[tuple[bytes, bytes]] = []
+        replies: list[tuple[bytes, bytes, int]] = []
         session = self.session
         try:
             if session is not None:
@@ -455,10 +475,13 @@ class Bridge:
                     timeout=self.query_timeout_s,
                 )
                 for reply in handler:
-                    ok = reply.ok
+                    ok, replier = reply.ok, reply.replier_id
                     if ok is not None:
                         att = ok.attachment
-                        replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b""))
+                        owner = publisher_of(str(replier.zid)) if replier is not None else 0
+                        replies.append(
+                            (ok.payload.to_bytes(), att.to_bytes() if att else b"", owner)
+                        )
         except Exception as e:  # whatever failed, delivery must resume
             # Go on with what came: holes left are counted and reported as gaps, not hidden.
             with contextlib.suppress(RuntimeError):
@@ -478,6 +501,13 @@ class Bridge:
                 "duplicates": d.seq.duplicates,
                 "lost": d.seq.lost,
                 "cursor": d.cursor.last_seq(),
+                "queries": d.queries,
+                "refused": {
+                    "jumps": d.seq.refused.jumps,
+                    "unconfirmed": d.seq.refused.unconfirmed,
+                    "expired": d.seq.refused.expired,
+                    "forged_replies": d.forged,
+                },
             }
             for name, d in self.imported.items()
             if d is not None

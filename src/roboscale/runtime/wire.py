@@ -100,6 +100,8 @@ def unpack_header(raw: bytes) -> tuple[int, int, int, int]:
         raise Malformed(f"header version {version}, expected {VERSION}")
     if seq < 1:
         raise Malformed(f"sequence number {seq}")
+    if publisher < 1:
+        raise Malformed("publisher id 0")
     return codec, tag, publisher, seq
 
 

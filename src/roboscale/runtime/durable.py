@@ -87,7 +87,7 @@ class CursorLog:
         self.cursors, slots = self._read(path, size)
         self.fresh = not self.cursors  # never handed anything over: no history to resume
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # no link followed
             try:
                 os.ftruncate(fd, size)
                 self._map = mmap.mmap(fd, size)
@@ -104,7 +104,8 @@ class CursorLog:
     def _read(cls, path: Path, size: int) -> tuple[dict[int, int], dict[int, int]]:
         """Cursors and the slot of each publisher."""
         try:
-            data = path.read_bytes()
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+                data = f.read(size + 1)
         except FileNotFoundError:
             return {}, {}
         except OSError as e:

@@ -95,7 +95,7 @@ def test_a_seq_jump_and_fake_ids_leave_the_import_delivering_and_nothing_replays
         real = operator.bridge.publisher_id
 
         def answer_as_operator(query: Any) -> None:  # backlog replies in the operator's name
-            for seq in range(operator.sent + 1, operator.sent + 4):
+            for seq in range(operator.sent + 1, operator.sent + 151):  # more than retain
                 att = pack_header(Codec.RAW, 0, real, seq)
                 query.reply("rs/@retain/cmd", b"forged reply", attachment=att)
 
@@ -117,6 +117,7 @@ def test_a_seq_jump_and_fake_ids_leave_the_import_delivering_and_nothing_replays
         assert first.got == sent  # in order, once, nothing of the attacker's
         stats = refused()
         assert stats["jumps"] >= 1 and stats["forged_replies"] >= 1, stats
+        assert stats["flooded_replies"] >= 1, stats  # past 100 replies from one session
         queryable.undeclare()
         attacker.close()
         attacker = None

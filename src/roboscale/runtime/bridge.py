@@ -94,6 +94,7 @@ class _DurableImport:
         self.querying = False
         self.forged = 0  # backlog replies of a publisher id not the replier's own
         self.queries = 0  # backlog queries sent
+        self.flooded = 0  # backlog replies past `retain` from one session: dropped
         if bridge.config.delivery == "at_least_once":
             inbox.on_done = self._commit
         else:
@@ -474,14 +475,7 @@ class Bridge:
                     consolidation=zenoh.ConsolidationMode.NONE,
                     timeout=self.query_timeout_s,
                 )
-                for reply in handler:
-                    ok, replier = reply.ok, reply.replier_id
-                    if ok is not None:
-                        att = ok.attachment
-                        owner = publisher_of(str(replier.zid)) if replier is not None else 0
-                        replies.append(
-                            (ok.payload.to_bytes(), att.to_bytes() if att else b"", owner)
-                        )
+                replies = self._collect(handler, durable)
         except Exception as e:  # whatever failed, delivery must resume
             # Go on with what came: holes left are counted and reported as gaps, not hidden.
             with contextlib.suppress(RuntimeError):
@@ -491,6 +485,25 @@ class Bridge:
         finally:
             with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
                 self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
+
+    def _collect(self, handler: Any, durable: _DurableImport) -> list[tuple[bytes, bytes, int]]:
+        """The replies of one backlog query, with the publisher id of the session that
+        sent each; at most `retain` per session (what one retention holds): a peer that
+        floods replies is cut off there, counted in `durable.flooded`."""
+        replies: list[tuple[bytes, bytes, int]] = []
+        per_owner: dict[int, int] = {}
+        for reply in handler:
+            ok, replier = reply.ok, reply.replier_id
+            if ok is None:
+                continue
+            owner = publisher_of(str(replier.zid)) if replier is not None else 0
+            per_owner[owner] = per_owner.get(owner, 0) + 1
+            if per_owner[owner] > self.config.retain:
+                durable.flooded += 1  # an int store from this thread: read by stats() only
+                continue
+            att = ok.attachment
+            replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b"", owner))
+        return replies
 
     def emit(self, kind: str, detail: str) -> None:
         self.runtime.emit(SupervisionEvent(kind, "bridge", "", "", detail))
@@ -507,6 +520,7 @@ class Bridge:
                     "unconfirmed": d.seq.refused.unconfirmed,
                     "expired": d.seq.refused.expired,
                     "forged_replies": d.forged,
+                    "flooded_replies": d.flooded,
                 },
             }
             for name, d in self.imported.items()

@@ -5,12 +5,15 @@ loopback with usrpwd and access control."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
@@ -18,7 +21,14 @@ from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config
 from roboscale.runtime.durable import publisher_of
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.node import Node, NodeHandle
-from roboscale.runtime.security import AccessRule, Security, acl, security_config
+from roboscale.runtime.security import (
+    AccessRule,
+    Security,
+    acl,
+    check_users,
+    read_password,
+    security_config,
+)
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.wire import Codec, pack_header
 
@@ -219,3 +229,27 @@ def test_a_password_files_problem_is_reported_with_the_launch_file_line_and_fiel
     text = str(caught.value)
     assert "robot.yaml:9: security.password_file:" in text and "line 1" in text, text
     assert len(caught.value.errors) == 1, text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_users_or_password_file_is_read_or_refused_with_its_file(data: bytes) -> None:
+    """Fuzzed security files: a count of logins or a password, or a UserError naming the
+    file; never a traceback, never an empty dictionary accepted."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "secret.txt"
+        path.write_bytes(data)
+        path.chmod(0o600)
+        try:
+            logins = check_users(path, "users_file")
+        except UserError as e:
+            assert "secret.txt" in str(e)
+        else:
+            lines = [x.removesuffix(b"\r") for x in data.split(b"\n")]
+            assert logins == sum(1 for x in lines if x) >= 1
+        try:
+            password = read_password(path, "password_file")
+        except UserError as e:
+            assert "secret.txt" in str(e)
+        else:
+            assert password and "\n" not in password and "\r" not in password

@@ -108,3 +108,19 @@ def test_a_fresh_subscriber_starts_at_what_is_available() -> None:
     r.offer(5, 1, "new publisher", owned=True)  # the owner's backlog confirms it
     r.backlog_done()
     assert c.out[-1] == (5, 1, "new publisher") and r.duplicates == 1
+
+
+def test_a_connected_publishers_cursor_is_never_evicted(tmp_path: Path) -> None:
+    """Its retention could replay to the next instance: a 65th publisher goes unsaved
+    (counted) rather than evict it; publishers gone give their slots."""
+    path = tmp_path / "cursor"
+    connected = set(range(1, CursorLog.SLOTS + 1))
+    log = CursorLog(path, keep=connected)
+    for publisher in range(1, CursorLog.SLOTS + 1):
+        log.commit(publisher, 5)
+    log.commit(999, 1)
+    assert log.unsaved == 1 and 999 not in CursorLog(path).cursors
+    connected.discard(7)  # its session left
+    log.commit(999, 2)
+    log.close()
+    assert set(CursorLog(path).cursors) == set(range(1, CursorLog.SLOTS + 1)) - {7} | {999}

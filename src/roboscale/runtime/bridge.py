@@ -170,6 +170,7 @@ class Bridge:
         self.ignored = 0  # samples of topics this process does not import
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
+        self.connected: set[int] = set()  # publisher ids of the peers' sessions now admitted
         self.imported: dict[str, _DurableImport | None] = {}
         self.payload_limits = config.payload_limits()  # topic -> largest payload taken
         self._entities: list[Any] = []
@@ -238,10 +239,13 @@ class Bridge:
         import zenoh
 
         opened = event.kind == zenoh.SampleKind.PUT
+        peer = publisher_of(str(event.transport.zid))
         if opened:
             self.admitted += 1
+            self.connected.add(peer)
         else:
             self.left += 1
+            self.connected.discard(peer)
         detail = f"{'admitted' if opened else 'left'}: {event.transport.zid}"
         with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
             self.runtime.loop.call_soon_threadsafe(self.emit, "peer", detail)
@@ -309,7 +313,8 @@ class Bridge:
                 f"bridge: no durable subscription of {topic.name} in this process: "
                 "start the nodes before opening the bridge"
             )
-        return _DurableImport(self, topic, inboxes[0], CursorLog(self.cursor_paths[topic.name]))
+        cursor = CursorLog(self.cursor_paths[topic.name], keep=self.connected)
+        return _DurableImport(self, topic, inboxes[0], cursor)
 
     def close(self) -> None:
         """Undeclare everything and close the session (idempotent)."""
@@ -514,6 +519,7 @@ class Bridge:
                 "duplicates": d.seq.duplicates,
                 "lost": d.seq.lost,
                 "cursor": d.cursor.last_seq(),
+                "unsaved": d.cursor.unsaved,
                 "queries": d.queries,
                 "refused": {
                     "jumps": d.seq.refused.jumps,

@@ -25,7 +25,7 @@ import os
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,8 +81,12 @@ class CursorLog:
 
     SLOTS = 64
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep: Collection[int] = ()) -> None:
         self.path = path
+        # Publishers whose cursor must not be evicted: those still connected, whose
+        # retention could replay to the next instance (the bridge keeps this set live).
+        self.keep = keep
+        self.unsaved = 0  # commits of a publisher no slot could be freed for
         size = _RECORD.size * self.SLOTS
         self.cursors, slots = self._read(path, size)
         self.fresh = not self.cursors  # never handed anything over: no history to resume
@@ -124,17 +128,25 @@ class CursorLog:
         slot = self._slot_of.get(publisher)
         if slot is None:
             slot = self._claim(publisher, seq)
+            if slot < 0:
+                self.unsaved += 1
+                return
         else:
             _SEQ.pack_into(self._map, slot * _RECORD.size + 8, seq)  # one aligned store
         self._commits += 1
         self._used[slot] = self._commits
 
     def _claim(self, publisher: int, seq: int) -> int:
-        """A slot for a new publisher: a free one, or that of the least recent publisher."""
+        """A slot for a new publisher: a free one, or that of the least recent publisher
+        not in `keep`; -1 if every slot holds one in `keep`."""
         if self._free:
             slot = self._free.pop(0)
         else:
-            slot = min(self._used, key=self._used.__getitem__)
+            holders = {s: p for p, s in self._slot_of.items()}
+            evictable = [s for s in self._used if holders.get(s) not in self.keep]
+            if not evictable:
+                return -1
+            slot = min(evictable, key=self._used.__getitem__)
             del self._slot_of[_SEQ.unpack_from(self._map, slot * _RECORD.size)[0]]
         base = slot * _RECORD.size
         # Emptied first, so that a kill between the stores never pairs an id with a

@@ -42,6 +42,7 @@ from roboscale.backends.payload import TEXT, body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.backends.ros1def import parse_full_text
 from roboscale.errors import BackendUnavailable, UserError
+from roboscale.safewrite import open_stream
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 INSTALL_HINT = (
@@ -230,7 +231,7 @@ class Roscore:
             "ROS_LOG_DIR": str(home / "log"),
             "ROS_IP": address,
         }
-        self._log = (workdir / "roscore.log").open("wb")
+        self._log = os.fdopen(open_stream(workdir / "roscore.log"), "wb")
         self._proc = subprocess.Popen(
             [*self.prefix, "roscore", "-p", str(port)],
             env={**os.environ, **self.env, **lifeline.child_env()},

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -40,7 +39,7 @@ from roboscale.runtime.bridgeconfig import (
     session_config,
 )
 from roboscale.runtime.bus import Inbox, Topic
-from roboscale.runtime.durable import CursorLog, Resequencer, Retention
+from roboscale.runtime.durable import CursorLog, Resequencer, Retention, publisher_of
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
@@ -86,9 +85,16 @@ class _DurableImport:
         self.bridge, self.topic, self.cursor = bridge, topic, cursor
         self.inflight: deque[tuple[int, int, int]] = deque()  # (local seq, publisher, seq)
         self.seq = Resequencer(
-            cursor.cursors, fresh=cursor.fresh, deliver=self._deliver, gap=self._gap
+            cursor.cursors,
+            fresh=cursor.fresh,
+            deliver=self._deliver,
+            gap=self._gap,
+            window=bridge.config.retain,
         )
         self.querying = False
+        self.forged = 0  # backlog replies of a publisher id not the replier's own
+        self.queries = 0  # backlog queries sent
+        self.flooded = 0  # backlog replies past `retain` from one session: dropped
         if bridge.config.delivery == "at_least_once":
             inbox.on_done = self._commit
         else:
@@ -114,19 +120,29 @@ class _DurableImport:
         if self.seq.offer(publisher, seq, msg) and not self.querying:
             self.query()
 
+    def offer_backlog(self, owner: int, publisher: int, seq: int, msg: Any) -> None:
+        """A backlog reply of the session whose publisher id is `owner`: only its own
+        messages are taken (a peer answering for another publisher is refused)."""
+        if publisher != owner:
+            self.forged += 1
+            return
+        self.seq.offer(publisher, seq, msg, owned=True)
+
     def query(self) -> None:
         """Ask the publishers for what they retained after our cursors (in a thread)."""
         self.querying = True
+        self.queries += 1
         self.seq.begin_sync()
         after = self.seq.after()
         self.bridge.runtime.loop.run_in_executor(None, self.bridge.fetch, self, after)
 
-    def backlog(self, replies: list[tuple[bytes, bytes]]) -> None:
-        """On the loop: the replies of one query, then resume in-order delivery."""
+    def backlog(self, replies: list[tuple[bytes, bytes, int]]) -> None:
+        """On the loop: the replies of one query (payload, attachment, the publisher id
+        of the session that answered), then resume in-order delivery."""
         if self.bridge.session is None:
             return  # closed while the query ran: its cursor is closed too
-        for payload, attachment in replies:
-            self.bridge.take(self.topic, payload, attachment, self)
+        for payload, attachment, owner in replies:
+            self.bridge.take(self.topic, payload, attachment, self, owner=owner)
         self.querying = False
         self.seq.backlog_done()
 
@@ -148,13 +164,15 @@ class Bridge:
         self.codec = WireCodec(typestore)  # typestore: rosbags', for CDR messages
         self.cursor_paths = dict(cursors or {})
         self.query_timeout_s = query_timeout_s
-        self.publisher_id = random.getrandbits(63) + 1
+        self.publisher_id = 0  # of the session's id, once open (durable.publisher_of)
         self.session: Any = None
         self.malformed = 0
         self.ignored = 0  # samples of topics this process does not import
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
+        self.connected: set[int] = set()  # publisher ids of the peers' sessions now admitted
         self.imported: dict[str, _DurableImport | None] = {}
+        self.payload_limits = config.payload_limits()  # topic -> largest payload taken
         self._entities: list[Any] = []
         self._retained: dict[str, Retention] = {}
         self._exports: list[_Export] = []
@@ -179,6 +197,7 @@ class Bridge:
         if insecure:
             self.runtime.call(self._warn_insecure, insecure)
         self.session = self._open_session()
+        self.publisher_id = publisher_of(str(self.session.zid()))
         try:
             self._watch_peers()
             self.runtime.call(self._declare)
@@ -220,10 +239,13 @@ class Bridge:
         import zenoh
 
         opened = event.kind == zenoh.SampleKind.PUT
+        peer = publisher_of(str(event.transport.zid))
         if opened:
             self.admitted += 1
+            self.connected.add(peer)
         else:
             self.left += 1
+            self.connected.discard(peer)
         detail = f"{'admitted' if opened else 'left'}: {event.transport.zid}"
         with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
             self.runtime.loop.call_soon_threadsafe(self.emit, "peer", detail)
@@ -291,7 +313,8 @@ class Bridge:
                 f"bridge: no durable subscription of {topic.name} in this process: "
                 "start the nodes before opening the bridge"
             )
-        return _DurableImport(self, topic, inboxes[0], CursorLog(self.cursor_paths[topic.name]))
+        cursor = CursorLog(self.cursor_paths[topic.name], keep=self.connected)
+        return _DurableImport(self, topic, inboxes[0], cursor)
 
     def close(self) -> None:
         """Undeclare everything and close the session (idempotent)."""
@@ -405,11 +428,14 @@ class Bridge:
         attachment: bytes,
         durable: _DurableImport | None,
         ready: list[Inbox] | None = None,
+        owner: int | None = None,
     ) -> None:
-        """Decode one sample and hand it on; a malformed one is counted and dropped."""
+        """Decode one sample and hand it on; a malformed one is counted and dropped.
+        `owner`: the sample is a backlog reply of the session of that publisher id."""
         try:
             codec, tag, publisher, seq = unpack_header(attachment)
-            msg = self.codec.decode(codec, tag, payload, topic.msg_type)
+            limit = self.payload_limits.get(topic.name, self.config.max_payload)
+            msg = self.codec.decode(codec, tag, payload, topic.msg_type, limit)
         except Malformed as e:
             self.malformed += 1
             if self.malformed & (self.malformed - 1) == 0:  # 1st, 2nd, 4th...: never a flood
@@ -417,8 +443,10 @@ class Bridge:
             return
         if durable is None:
             topic.inject(msg, ready)
-        else:
+        elif owner is None:
             durable.offer(publisher, seq, msg)
+        else:
+            durable.offer_backlog(owner, publisher, seq, msg)
 
     # -- retention and backlog queries -------------------------------------------------------
     def _answer(self, query: Any) -> None:
@@ -440,7 +468,7 @@ class Bridge:
         """In a worker thread: query the backlog, then hand the replies to the loop."""
         import zenoh
 
-        replies: list[tuple[bytes, bytes]] = []
+        replies: list[tuple[bytes, bytes, int]] = []
         session = self.session
         try:
             if session is not None:
@@ -452,11 +480,7 @@ class Bridge:
                     consolidation=zenoh.ConsolidationMode.NONE,
                     timeout=self.query_timeout_s,
                 )
-                for reply in handler:
-                    ok = reply.ok
-                    if ok is not None:
-                        att = ok.attachment
-                        replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b""))
+                replies = self._collect(handler, durable)
         except Exception as e:  # whatever failed, delivery must resume
             # Go on with what came: holes left are counted and reported as gaps, not hidden.
             with contextlib.suppress(RuntimeError):
@@ -467,6 +491,25 @@ class Bridge:
             with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
                 self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
 
+    def _collect(self, handler: Any, durable: _DurableImport) -> list[tuple[bytes, bytes, int]]:
+        """The replies of one backlog query, with the publisher id of the session that
+        sent each; at most `retain` per session (what one retention holds): a peer that
+        floods replies is cut off there, counted in `durable.flooded`."""
+        replies: list[tuple[bytes, bytes, int]] = []
+        per_owner: dict[int, int] = {}
+        for reply in handler:
+            ok, replier = reply.ok, reply.replier_id
+            if ok is None:
+                continue
+            owner = publisher_of(str(replier.zid)) if replier is not None else 0
+            per_owner[owner] = per_owner.get(owner, 0) + 1
+            if per_owner[owner] > self.config.retain:
+                durable.flooded += 1  # an int store from this thread: read by stats() only
+                continue
+            att = ok.attachment
+            replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b"", owner))
+        return replies
+
     def emit(self, kind: str, detail: str) -> None:
         self.runtime.emit(SupervisionEvent(kind, "bridge", "", "", detail))
 
@@ -476,6 +519,15 @@ class Bridge:
                 "duplicates": d.seq.duplicates,
                 "lost": d.seq.lost,
                 "cursor": d.cursor.last_seq(),
+                "unsaved": d.cursor.unsaved,
+                "queries": d.queries,
+                "refused": {
+                    "jumps": d.seq.refused.jumps,
+                    "unconfirmed": d.seq.refused.unconfirmed,
+                    "expired": d.seq.refused.expired,
+                    "forged_replies": d.forged,
+                    "flooded_replies": d.flooded,
+                },
             }
             for name, d in self.imported.items()
             if d is not None

@@ -493,3 +493,12 @@ def test_special_inventory(tmp_path: Path, kind: str) -> None:
     spec.write_text(_spec("", f"env:\n  inventory: {name}\n  machines: [robot]\n"))
     check(["bench", str(spec), "--dry-run"], name, SPECIAL_KINDS[kind], "host inventory")
     check(["hosts", "check", name], name, SPECIAL_KINDS[kind], "host inventory")
+
+
+def test_a_stack_given_on_the_command_line_is_checked_too(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(_spec(FACE + "  stack: runtime\n  kills: 2\n  kill_method: crash\n"))
+    expected = f"{spec} with --stack ros1: sweep.kill_method: stack 'ros1' cannot kill by 'crash'"
+    check(["bench", str(spec), "--dry-run", "--stack", "ros1"], expected)
+    code, err = run(["bench", str(spec), "--dry-run", "--stack", "runtime"])
+    assert code == 0, err

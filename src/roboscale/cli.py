@@ -123,7 +123,10 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         _check_names(backends)
     spec = load_spec(args.spec, quick=args.quick, backends=backends)
     if args.stack:
+        from roboscale.spec.facetrackcheck import check_facetrack
+
         spec = _with_stacks(spec, [s.strip() for s in args.stack.split(",")])
+        check_facetrack(spec, f"{args.spec} with --stack {args.stack}", {})
     profiles = profiles_path(spec, args.spec)
     count = count_trials(spec, backends)
     est = sum(estimate_s(t) * n for t, n in rate_samples(spec, backends))

@@ -431,3 +431,10 @@ def test_a_type_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
     (folder / "p" / "msg" / "B\n.msg").write_text("int32 y\n")
     spec = msg_spec(tmp_path, payload="p/A")
     check(["bench", str(spec), "--dry-run"], "message_types:", "cannot tell the message type")
+
+
+def test_an_mcap_file_without_its_rosbag2_folder_is_named(tmp_path: Path) -> None:
+    bag = evil_bag(tmp_path / "rec", "mcap", "int32 data\n")
+    alone = tmp_path / "alone.mcap"
+    (bag / "rec.mcap").rename(alone)
+    check(["bench", str(replay_spec(tmp_path, alone)), "--dry-run"], str(alone), "metadata.yaml")

@@ -114,6 +114,9 @@ def _bag_paths(path: Path) -> Path:
         raise UserError(f"{path}: {what}; expected {BAG_FORMATS}") from None
     if not path.is_dir() and path.suffix in (".db3", ".mcap"):
         check_regular(path, "bag")
+        if not (path.parent / "metadata.yaml").exists():
+            raise UserError(f"{path}: a {path.suffix} file without the metadata.yaml of its "
+                            f"rosbag2 folder beside it; expected {BAG_FORMATS}")  # fmt: skip
         path = path.parent
     if path.is_dir():
         if not (path / "metadata.yaml").exists():

@@ -438,3 +438,26 @@ def test_an_mcap_file_without_its_rosbag2_folder_is_named(tmp_path: Path) -> Non
     alone = tmp_path / "alone.mcap"
     (bag / "rec.mcap").rename(alone)
     check(["bench", str(replay_spec(tmp_path, alone)), "--dry-run"], str(alone), "metadata.yaml")
+
+
+@pytest.mark.parametrize("where", ["msg", "ros1", "mcap"])
+def test_types_nested_a_thousand_deep_are_refused(tmp_path: Path, where: str) -> None:
+    """A chain of types, each holding the next: refused at a bound, never a recursion
+    error (the checker, rosbags and genpy all recurse over nesting)."""
+    depth = 999
+    if where == "msg":
+        for i in range(depth):
+            write_msg(
+                tmp_path / "msgs", f"p/T{i}", f"p/T{i + 1} next\n" if i < depth - 1 else "int32 x\n"
+            )
+        check(
+            ["bench", str(msg_spec(tmp_path, payload="p/T0")), "--dry-run"], "nested more than 64"
+        )
+        return
+    blocks = "".join(
+        f"{'=' * 80}\nMSG: p/T{i}\n" + (f"p/T{i + 1} next\n" if i < depth else "int32 x\n")
+        for i in range(1, depth + 1)
+    )
+    bag = evil_bag(tmp_path / ("deep.bag" if where == "ros1" else "deep"), where,
+                   "p/T1 next\nint32 data\n" + blocks, "p/msg/T0")  # fmt: skip
+    check(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"], "connection /evil", "nested")

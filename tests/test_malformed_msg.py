@@ -461,3 +461,21 @@ def test_types_nested_a_thousand_deep_are_refused(tmp_path: Path, where: str) ->
     bag = evil_bag(tmp_path / ("deep.bag" if where == "ros1" else "deep"), where,
                    "p/T1 next\nint32 data\n" + blocks, "p/msg/T0")  # fmt: skip
     check(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"], "connection /evil", "nested")
+
+
+def test_definitions_are_bounded_in_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rosbags parses about 100 KB/s of fields: a bag's definition beyond 256 KiB is
+    skipped, .msg files beyond 4 MiB in all are refused, before any parsing."""
+    from roboscale.bags import replay_info
+
+    fields = "".join(f"int32 f{i}\n" for i in range(30_000))  # 330 KB
+    bag = evil_bag(tmp_path / "big.bag", "ros1", "int32 data\n" + fields)
+    with pytest.raises(UserError, match="no topic of the bag can be replayed"):
+        replay_info(str(bag))
+    assert "a definition of" in capsys.readouterr().err
+    for i in range(17):
+        write_msg(tmp_path / "msgs", f"p/T{i}", "int32 x\n# " + "x" * 250_000 + "\n")
+    spec = msg_spec(tmp_path, payload="p/T0")
+    check(["bench", str(spec), "--dry-run"], "message_types:", "more than 4194304 bytes in all")

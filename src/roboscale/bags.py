@@ -46,6 +46,9 @@ from roboscale.workloads.replay import (
 )
 from roboscale.yamlfile import check_regular
 
+MAX_DEFINITION_BYTES = 256 * 1024  # one connection's stored definition (as a .msg file)
+MAX_DEFINITIONS_BYTES = 4 * 1024 * 1024  # all of a bag's: seconds of parsing, not hours
+MAX_METADATA_BYTES = 16 * 1024 * 1024
 MAX_BAG_FILES = 10_000  # files of a rosbag2 folder checked to be regular
 MIN_GAP_NS = 10_000  # a recording faster than 100,000 messages/s on average is a burst
 TOPIC_NAME = re.compile(r"(?:/[A-Za-z_][A-Za-z0-9_]*)+")
@@ -123,7 +126,10 @@ def _bag_paths(path: Path) -> Path:
             raise UserError(f"{path}: a folder without metadata.yaml is not a rosbag2")
         for entry in sorted(path.iterdir())[:MAX_BAG_FILES]:
             if entry.suffix in (".yaml", ".db3", ".mcap", ".zstd"):
-                check_regular(entry, "bag file")
+                size = check_regular(entry, "bag file")
+                if entry.name == "metadata.yaml" and size > MAX_METADATA_BYTES:
+                    raise UserError(f"{entry}: {size} bytes; a rosbag2's metadata.yaml is "
+                                    f"at most {MAX_METADATA_BYTES} bytes")  # fmt: skip
         return path
     if path.suffix != ".bag":
         raise UserError(f"{path}: unknown bag format {path.suffix or '(no suffix)'!r}; "
@@ -244,8 +250,14 @@ def _replayable(connections: Any, is2: bool, path: Path) -> tuple[Any, list[Any]
     default = get_typestore(Stores.LATEST if is2 else Stores.ROS1_NOETIC)
     store = get_typestore(Stores.EMPTY)
     kept, skipped = [], []
+    budget = MAX_DEFINITIONS_BYTES
     for conn in connections:
         why = _skip_reason(conn, is2)
+        size = len(str(conn.msgdef.data))
+        budget -= size
+        if why is None and (size > MAX_DEFINITION_BYTES or budget < 0):
+            why = (f"a definition of {size} bytes (at most {MAX_DEFINITION_BYTES} each, "
+                   f"{MAX_DEFINITIONS_BYTES} in all)")  # fmt: skip
         if why is None:
             try:
                 types = _connection_types(conn, default)

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import functools
 import json
 import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -338,17 +340,28 @@ def check_definitions(store: Any, conns: list[Any], path: Path) -> None:
     connection, the line of its definition and the field otherwise."""
     from roboscale.msgtypes import ros1_text
 
-    for conn in conns:
-        try:
+    for conn in conns:  # shapes first: rosbags and genpy recurse over what these bound
+        with _refusal(conn, path):
             ros1def.closure(store.fielddefs, conn.msgtype, False)
             ros1def.fixed_elements(store.fielddefs, conn.msgtype)
-            ros1_text(_bag_types(dict(store.fielddefs)).ros1, conn.msgtype)
-        except ros1def.DefinitionError as e:
-            line = _definition_line(getattr(conn.msgdef, "data", ""), e.field)
-            where = f"line {line} of its definition: " if line else ""
-            field = f"{e.field}: " if e.field else ""
-            raise UserError(f"{path}: connection {conn.topic} (type {conn.msgtype}): "
-                            f"{where}{field}{e.what}") from None  # fmt: skip
+    ros1 = _bag_types(dict(store.fielddefs)).ros1
+    for conn in conns:
+        with _refusal(conn, path):
+            ros1_text(ros1, conn.msgtype)
+
+
+@contextlib.contextmanager
+def _refusal(conn: Any, path: Path) -> Iterator[None]:
+    """A DefinitionError of a connection's types as a UserError naming the bag, the
+    connection, the line of its stored definition and the field."""
+    try:
+        yield
+    except ros1def.DefinitionError as e:
+        line = _definition_line(getattr(conn.msgdef, "data", ""), e.field)
+        where = f"line {line} of its definition: " if line else ""
+        field = f"{e.field}: " if e.field else ""
+        raise UserError(f"{path}: connection {conn.topic} (type {conn.msgtype}): "
+                        f"{where}{field}{e.what}") from None  # fmt: skip
 
 
 def _definition_line(text: str, field: str) -> int | None:

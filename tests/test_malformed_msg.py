@@ -431,3 +431,51 @@ def test_a_type_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
     (folder / "p" / "msg" / "B\n.msg").write_text("int32 y\n")
     spec = msg_spec(tmp_path, payload="p/A")
     check(["bench", str(spec), "--dry-run"], "message_types:", "cannot tell the message type")
+
+
+def test_an_mcap_file_without_its_rosbag2_folder_is_named(tmp_path: Path) -> None:
+    bag = evil_bag(tmp_path / "rec", "mcap", "int32 data\n")
+    alone = tmp_path / "alone.mcap"
+    (bag / "rec.mcap").rename(alone)
+    check(["bench", str(replay_spec(tmp_path, alone)), "--dry-run"], str(alone), "metadata.yaml")
+
+
+@pytest.mark.parametrize("where", ["msg", "ros1", "mcap"])
+def test_types_nested_a_thousand_deep_are_refused(tmp_path: Path, where: str) -> None:
+    """A chain of types, each holding the next: refused at a bound, never a recursion
+    error (the checker, rosbags and genpy all recurse over nesting)."""
+    depth = 999
+    if where == "msg":
+        for i in range(depth):
+            write_msg(
+                tmp_path / "msgs", f"p/T{i}", f"p/T{i + 1} next\n" if i < depth - 1 else "int32 x\n"
+            )
+        check(
+            ["bench", str(msg_spec(tmp_path, payload="p/T0")), "--dry-run"], "nested more than 64"
+        )
+        return
+    blocks = "".join(
+        f"{'=' * 80}\nMSG: p/T{i}\n" + (f"p/T{i + 1} next\n" if i < depth else "int32 x\n")
+        for i in range(1, depth + 1)
+    )
+    bag = evil_bag(tmp_path / ("deep.bag" if where == "ros1" else "deep"), where,
+                   "p/T1 next\nint32 data\n" + blocks, "p/msg/T0")  # fmt: skip
+    check(["bench", str(replay_spec(tmp_path, bag)), "--dry-run"], "connection /evil", "nested")
+
+
+def test_definitions_are_bounded_in_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rosbags parses about 100 KB/s of fields: a bag's definition beyond 256 KiB is
+    skipped, .msg files beyond 4 MiB in all are refused, before any parsing."""
+    from roboscale.bags import replay_info
+
+    fields = "".join(f"int32 f{i}\n" for i in range(30_000))  # 330 KB
+    bag = evil_bag(tmp_path / "big.bag", "ros1", "int32 data\n" + fields)
+    with pytest.raises(UserError, match="no topic of the bag can be replayed"):
+        replay_info(str(bag))
+    assert "a definition of" in capsys.readouterr().err
+    for i in range(17):
+        write_msg(tmp_path / "msgs", f"p/T{i}", "int32 x\n# " + "x" * 250_000 + "\n")
+    spec = msg_spec(tmp_path, payload="p/T0")
+    check(["bench", str(spec), "--dry-run"], "message_types:", "more than 4194304 bytes in all")

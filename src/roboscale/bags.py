@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import atexit
 import base64
+import contextlib
 import functools
 import json
 import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +48,9 @@ from roboscale.workloads.replay import (
 )
 from roboscale.yamlfile import check_regular
 
+MAX_DEFINITION_BYTES = 256 * 1024  # one connection's stored definition (as a .msg file)
+MAX_DEFINITIONS_BYTES = 4 * 1024 * 1024  # all of a bag's: seconds of parsing, not hours
+MAX_METADATA_BYTES = 16 * 1024 * 1024
 MAX_BAG_FILES = 10_000  # files of a rosbag2 folder checked to be regular
 MIN_GAP_NS = 10_000  # a recording faster than 100,000 messages/s on average is a burst
 TOPIC_NAME = re.compile(r"(?:/[A-Za-z_][A-Za-z0-9_]*)+")
@@ -114,13 +119,19 @@ def _bag_paths(path: Path) -> Path:
         raise UserError(f"{path}: {what}; expected {BAG_FORMATS}") from None
     if not path.is_dir() and path.suffix in (".db3", ".mcap"):
         check_regular(path, "bag")
+        if not (path.parent / "metadata.yaml").exists():
+            raise UserError(f"{path}: a {path.suffix} file without the metadata.yaml of its "
+                            f"rosbag2 folder beside it; expected {BAG_FORMATS}")  # fmt: skip
         path = path.parent
     if path.is_dir():
         if not (path / "metadata.yaml").exists():
             raise UserError(f"{path}: a folder without metadata.yaml is not a rosbag2")
         for entry in sorted(path.iterdir())[:MAX_BAG_FILES]:
             if entry.suffix in (".yaml", ".db3", ".mcap", ".zstd"):
-                check_regular(entry, "bag file")
+                size = check_regular(entry, "bag file")
+                if entry.name == "metadata.yaml" and size > MAX_METADATA_BYTES:
+                    raise UserError(f"{entry}: {size} bytes; a rosbag2's metadata.yaml is "
+                                    f"at most {MAX_METADATA_BYTES} bytes")  # fmt: skip
         return path
     if path.suffix != ".bag":
         raise UserError(f"{path}: unknown bag format {path.suffix or '(no suffix)'!r}; "
@@ -241,8 +252,14 @@ def _replayable(connections: Any, is2: bool, path: Path) -> tuple[Any, list[Any]
     default = get_typestore(Stores.LATEST if is2 else Stores.ROS1_NOETIC)
     store = get_typestore(Stores.EMPTY)
     kept, skipped = [], []
+    budget = MAX_DEFINITIONS_BYTES
     for conn in connections:
         why = _skip_reason(conn, is2)
+        size = len(str(conn.msgdef.data))
+        budget -= size
+        if why is None and (size > MAX_DEFINITION_BYTES or budget < 0):
+            why = (f"a definition of {size} bytes (at most {MAX_DEFINITION_BYTES} each, "
+                   f"{MAX_DEFINITIONS_BYTES} in all)")  # fmt: skip
         if why is None:
             try:
                 types = _connection_types(conn, default)
@@ -323,17 +340,28 @@ def check_definitions(store: Any, conns: list[Any], path: Path) -> None:
     connection, the line of its definition and the field otherwise."""
     from roboscale.msgtypes import ros1_text
 
-    for conn in conns:
-        try:
+    for conn in conns:  # shapes first: rosbags and genpy recurse over what these bound
+        with _refusal(conn, path):
             ros1def.closure(store.fielddefs, conn.msgtype, False)
             ros1def.fixed_elements(store.fielddefs, conn.msgtype)
-            ros1_text(_bag_types(dict(store.fielddefs)).ros1, conn.msgtype)
-        except ros1def.DefinitionError as e:
-            line = _definition_line(getattr(conn.msgdef, "data", ""), e.field)
-            where = f"line {line} of its definition: " if line else ""
-            field = f"{e.field}: " if e.field else ""
-            raise UserError(f"{path}: connection {conn.topic} (type {conn.msgtype}): "
-                            f"{where}{field}{e.what}") from None  # fmt: skip
+    ros1 = _bag_types(dict(store.fielddefs)).ros1
+    for conn in conns:
+        with _refusal(conn, path):
+            ros1_text(ros1, conn.msgtype)
+
+
+@contextlib.contextmanager
+def _refusal(conn: Any, path: Path) -> Iterator[None]:
+    """A DefinitionError of a connection's types as a UserError naming the bag, the
+    connection, the line of its stored definition and the field."""
+    try:
+        yield
+    except ros1def.DefinitionError as e:
+        line = _definition_line(getattr(conn.msgdef, "data", ""), e.field)
+        where = f"line {line} of its definition: " if line else ""
+        field = f"{e.field}: " if e.field else ""
+        raise UserError(f"{path}: connection {conn.topic} (type {conn.msgtype}): "
+                        f"{where}{field}{e.what}") from None  # fmt: skip
 
 
 def _definition_line(text: str, field: str) -> int | None:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 MAX_FILES = 1000
 MAX_MSG_BYTES = 256 * 1024  # the biggest .msg of ROS's own packages is a few KB
+MAX_TOTAL_BYTES = 4 * 1024 * 1024  # all files together: seconds of parsing, not hours
 MAX_SCANNED = 20_000  # folder entries looked at when a folder is searched for .msg files
 INSTALL_HINT = "pip install 'roboscale[data]' (rosbags and mcap)"
 BASE_TYPES = (
@@ -296,12 +297,17 @@ def load(paths: Sequence[Path]) -> TypeSet:
 
     files: dict[str, MsgFile] = {}
     parsed: dict[str, Any] = {}
+    total = 0
     for path in msg_files(paths):
         name = type_name_of(path)
         if name in files:
             raise SpecError(str(path), None, "", f"type {name} is also defined by "
                             f"{files[name].path}; one file per type")  # fmt: skip
         files[name] = MsgFile(path, name, read_msg(path))
+        total += len(files[name].text)
+        if total > MAX_TOTAL_BYTES:  # rosbags parses about 100 KB/s of fields
+            raise SpecError(str(path), None, "", f".msg files of more than {MAX_TOTAL_BYTES} "
+                            "bytes in all; name the packages the spec uses")  # fmt: skip
         parsed.update(parse(files[name]))
     types = TypeSet(files, get_typestore(Stores.ROS1_NOETIC), get_typestore(Stores.ROS2_HUMBLE))
     for store in (types.ros1, types.ros2):

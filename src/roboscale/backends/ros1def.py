@@ -310,6 +310,7 @@ ROS1_BUILTINS = {
     "builtin_interfaces/msg/Duration": "duration",
 }
 EMPTY_MEMBER = "structure_needs_at_least_one_member"  # rosbags' field of an empty type
+MAX_NESTING = 64  # types inside types: ROS's deepest are under ten
 MAX_FIXED_ELEMENTS = 1 << 24  # in a message's fixed arrays, all nested ones multiplied
 
 FieldDefs = Mapping[str, tuple[Sequence[Any], Sequence[tuple[str, Any]]]]
@@ -356,6 +357,9 @@ def closure(fielddefs: FieldDefs, name: str, ros1: bool = True) -> list[str]:
 
     def visit(typ: str) -> None:
         path.append(typ)
+        if len(path) > MAX_NESTING:
+            raise DefinitionError(typ, None, "", f"types nested more than {MAX_NESTING} levels "
+                                  f"deep; allowed: at most {MAX_NESTING}")  # fmt: skip
         for fname, desc in fielddefs[typ][1]:
             ref = referenced(desc)
             if ref is None or ref in order or (ros1 and ref in ROS1_BUILTINS):

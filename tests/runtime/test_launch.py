@@ -7,7 +7,8 @@ import pytest
 
 from roboscale.errors import SpecError, SpecErrors
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.launch import format_status, load_launch, load_launch_file, run_launch
+from roboscale.runtime.launch import format_status, load_launch, run_launch
+from roboscale.runtime.launchspec import read_launch
 from roboscale.runtime.node import Node
 from roboscale.runtime.supervisor import Strategy, Supervisor
 
@@ -68,22 +69,26 @@ def test_good_launch_file_builds_and_runs_the_tree(rt: Runtime, tmp_path: Path) 
     ("text", "expected"),
     [
         (GOOD.replace("strategy: rest_for_one", "strategy: all_for_one"),
-         "robot.yaml:2: strategy: 'all_for_one' is not allowed; allowed: one_for_one | "
-         "one_for_all | rest_for_one"),
+         "robot.yaml:2: strategy: Input should be 'one_for_one', 'one_for_all' or "
+         "'rest_for_one' (got 'all_for_one'); allowed: one_for_one | one_for_all | rest_for_one"),
         (GOOD.replace("restart: transient", "restart: sometimes"),
-         "robot.yaml:14: children[1].children[0].restart: 'sometimes' is not allowed"),
+         "robot.yaml:14: children[1].children[0].restart: Input should be 'permanent', "
+         "'transient' or 'temporary' (got 'sometimes')"),
         (GOOD.replace(":Talker", ":Nope"),
          "robot.yaml:7: children[0].class: " + __name__ + ":Nope is not a subclass"),
         (GOOD.replace(f"{__name__}:Talker", "no_such_pkg.mod:Talker"),
          "robot.yaml:7: children[0].class: cannot import no_such_pkg.mod"),
         (GOOD.replace("    params:", "    parms:"),
-         "robot.yaml:8: children[0].parms: unknown field; allowed here: class, deadline_s"),
+         "robot.yaml:8: children[0].parms: unknown field; did you mean 'params'? allowed "
+         "fields here: restart, shutdown_s, restart_delay_s, required, node, class, params"),
         (GOOD.replace("node: talker", "node: 9talker"),
          "robot.yaml:6: children[0].node: invalid name '9talker'"),
         (GOOD.replace("intensity: 10", "intensity: -1"),
-         "robot.yaml:3: intensity: -1 is not allowed; a whole number >= 0"),
+         "robot.yaml:3: intensity: Input should be greater than or equal to 0 (got -1); "
+         "allowed: a whole number >= 0"),
         (GOOD.replace("heartbeat_s: 5", "heartbeat_s: soon"),
-         "robot.yaml:15: children[1].children[0].heartbeat_s: 'soon' is not allowed"),
+         "robot.yaml:15: children[1].children[0].heartbeat_s: Input should be a valid number, "
+         "unable to parse string as a number (got 'soon'); allowed: a number of seconds"),
     ],
 )  # fmt: skip
 def test_launch_errors_name_file_line_and_field(
@@ -145,11 +150,11 @@ def line_of(text: str, start: str) -> int:
 
 def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: Path) -> None:
     with pytest.raises(SpecErrors) as info:
-        load_launch_file(write(tmp_path, BRIDGED), rt)
+        read_launch(write(tmp_path, BRIDGED))
     expected = f"robot.yaml:{line_of(BRIDGED, 'bridge:')}: bridge: tcp/0.0.0.0:7447 is beyond"
     assert expected in str(info.value).replace(str(tmp_path) + "/", "")
     private(tmp_path / "users.txt", "robot:secret\n")
-    _, bridge = load_launch_file(write(tmp_path, SECURED), rt)
+    bridge = read_launch(write(tmp_path, SECURED)).bridge
     assert bridge is not None and bridge.exports == ("/chatter",) and bridge.security is not None
     assert bridge.security.users_file == tmp_path / "users.txt"  # beside the launch file
     assert bridge.security.rules[0].users == ("robot",)
@@ -174,7 +179,7 @@ def test_launch_security_errors_name_file_line_and_field(
     private(tmp_path / "users.txt", "robot:secret\n")
     text = SECURED.replace(*change)
     with pytest.raises(SpecErrors) as info:
-        load_launch_file(write(tmp_path, text), rt)
+        read_launch(write(tmp_path, text))
     assert f"robot.yaml:{line_of(text, start)}: {expected}" in str(info.value).replace(
         str(tmp_path) + "/", ""
     )

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from tests.conftest import EVENT_TIMEOUT_S
 
-from roboscale.backends.roslaunch import make_package, ros_env, stop_group
 from roboscale.backends.ros1 import Roscore
+from roboscale.backends.roslaunch import make_package, ros_env, stop_group
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.launch import run_launch
@@ -151,7 +151,7 @@ def roslaunch_graph(tmp_path: Path, launch: Path) -> dict[str, Any]:
 
 
 def master_uri(root: Supervisor) -> str:
-    return str(getattr(root.child("master"), "uri"))
+    return str(root.child("master").uri)
 
 
 def run_with(

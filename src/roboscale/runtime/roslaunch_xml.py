@@ -301,10 +301,20 @@ class _Reader:
                     raise ValueError("true | false")
                 return text.strip().lower() == "true"
             if kind == "yaml":
-                return parse_yaml(text, f"{s.file}:{el.line}", "YAML value")[0]
+                return self.yaml(s, el, text)
         except ValueError as e:
-            raise self.fail(s, el, "value", f"{text!r} is not a {kind} ({e})") from None
+            raise self.fail(
+                s, el, "value", f"{text!r} is not allowed for type {kind} ({e})"
+            ) from None
         raise self.fail(s, el, "type", f"{kind!r}; allowed: auto, str, int, double, bool, yaml")
+
+    def yaml(self, s: Scope, el: Element, text: str) -> Any:
+        """YAML inside the file, through the bounded reader; its lines are the file's."""
+        try:
+            return parse_yaml(text, str(s.file), "YAML value")[0]
+        except SpecError as e:
+            line = el.line + (e.line or 1) - 1
+            raise SpecError(str(s.file), line, el.tag, e.problem) from None
 
     def set_param(self, s: Scope, el: Element, name: str, value: Any) -> None:
         if isinstance(value, dict):
@@ -336,7 +346,7 @@ class _Reader:
                     raise self.fail(s, el, "", str(e)) from None
             if not text.strip():
                 return
-            data, _ = parse_yaml(_dedent(text), f"{s.file}:{el.line}", "rosparam YAML")
+            data = self.yaml(s, el, _dedent(text))
         if "param" not in el.attrs and not isinstance(data, dict):
             raise self.fail(s, el, "param", "a YAML value that is not a mapping needs param=")
         self.set_param(s, el, where, data)
@@ -359,7 +369,12 @@ class _Reader:
                 env[self.attr(s, child, "name")] = self.attr(s, child, "value")
             else:
                 given[self.attr(s, child, "name")] = self.attr(s, child, "value")
-        root = parse_xml(path)
+        try:
+            root = parse_xml(path)
+        except SpecError:
+            raise
+        except UserError as e:
+            raise self.fail(s, el, "file", str(e)) from None
         ctx = Context(dict(given), path.parent, s.ctx.env, self.find, self.anon, set(given))
         inner = Scope(path, self.resolve(s, el, ns, None) if ns else s.ns, ctx, dict(s.remaps),
                       env, s.depth + 1)  # fmt: skip
@@ -422,13 +437,28 @@ class _Reader:
                 allowed = ", ".join(sorted(CHILDREN["node"]))
                 raise self.fail(s, child, "", f"not allowed inside <node>; allowed: {allowed}")
             if child.tag == "watchdog":
-                watchdog = {k: self.attr(s, child, k) for k in child.attrs}
+                watchdog = self.watchdog(s, child)
             elif self.wanted(s, child):
                 if child.tag in ("param", "rosparam"):
                     getattr(self, "el_" + child.tag)(s, child, full)
                 else:
                     getattr(self, "el_" + child.tag)(s, child)
         return watchdog
+
+    def watchdog(self, s: Scope, el: Element) -> dict[str, Any]:
+        from pydantic import ValidationError
+
+        from roboscale.runtime.launchspec import Watchdog
+
+        raw = {k: self.attr(s, el, k) for k in el.attrs}
+        try:
+            Watchdog.model_validate(raw)
+        except ValidationError as e:
+            err = e.errors()[0]
+            attr = ".".join(str(p) for p in err["loc"])
+            problem = str(err["msg"]).removeprefix("Value error, ")
+            raise self.fail(s, el, attr, problem) from None
+        return raw
 
 
 def _auto(text: str) -> Any:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -19,6 +20,11 @@ class Talker(Node):
     def on_start(self) -> None:
         pub = self.publisher("/chatter")
         self.timer(float(self.get_param("period_s", 0.01)), lambda: pub.publish(b"hi"))
+
+
+class CmdReader(Node):
+    def on_start(self) -> None:
+        self.subscribe("/cmd", lambda msg: None, durable=True)
 
 
 class Listener(Node):
@@ -169,8 +175,9 @@ def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: P
          "security.users_file: "),
         (("  export: [/chatter]", "  export: [/chatter]\n  retain: 0"), "  retain:",
          "bridge.retain: must be an integer >= 1"),
-        (("  export: [/chatter]", "  export: [/chatter]\n  durable: [/chatter]"), "  durable:",
-         "bridge.durable: durable topics need cursor files"),
+        (("  export: [/chatter]", "  export: [/chatter]\n  import: [/cmd]\n  durable: [/cmd]"),
+         "  durable:", "bridge.durable: durable import /cmd needs a cursor file: add cursors: "
+         "{/cmd: cmd.cursor}"),
     ],
 )  # fmt: skip
 def test_launch_security_errors_name_file_line_and_field(
@@ -214,3 +221,99 @@ def test_run_launch_opens_the_secured_bridge_after_the_tree(zenoh: None, tmp_pat
         return await rt.loop.run_in_executor(None, read_one_sample)
 
     assert run_launch(write(tmp_path, text), session=session) == 0
+
+
+TARGETS = """
+import asyncio
+import time
+
+def idle(config, ready):
+    ready()
+    time.sleep(config.get("sleep", 60))
+"""
+FEATURES = """\
+name: robot
+intensity: 10
+zygote: {{preload: [json]}}
+children:
+  - node: talker
+    class: {module}:Talker
+  - node: reader
+    class: {module}:CmdReader
+  - process: worker
+    target: launch_targets:idle
+    watchdog: {{heartbeat_file: {beat}, heartbeat_s: 0.5, grace_s: 0.5}}
+bridge:
+  listen: [{endpoint}]
+  export: [/chatter]
+  import: [/cmd]
+  durable: [/chatter, /cmd]
+cursors: {{/cmd: cmd.cursor}}
+"""
+
+
+@pytest.mark.zenoh
+def test_zygote_process_watchdog_and_durable_bridge_from_a_launch_file(
+    zenoh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roboscale.backends.base import free_port
+    from roboscale.runtime.events import SupervisionEvent
+    from roboscale.runtime.process import ProcessNode
+    from roboscale.runtime.watchdog import WatchedChild
+
+    (tmp_path / "launch_targets.py").write_text(TARGETS)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).parents[2] / 'src'}")
+    text = FEATURES.format(
+        module=__name__, beat=tmp_path / "beat", endpoint=f"tcp/127.0.0.1:{free_port()}"
+    )
+    events: list[SupervisionEvent] = []
+    seen: dict[str, object] = {}
+
+    async def session(rt: Runtime, root: Supervisor) -> int:
+        rt.subscribers.append(events.append)
+        worker = root.child("worker")
+        assert isinstance(worker, WatchedChild) and isinstance(worker.inner, ProcessNode)
+        seen["via"] = worker.inner.started_via
+        while not any(e.kind == "restarted" and e.child == "worker" for e in events):
+            await asyncio.sleep(0.02)
+        seen["reason"] = next(e.reason for e in events if e.kind == "exited")
+        return 0
+
+    assert run_launch(write(tmp_path, text), session=session) == 0
+    assert seen == {"via": "zygote", "reason": "hung"}
+    assert (tmp_path / "cmd.cursor").exists()  # the durable import's cursor, beside the file
+
+
+REMOTE = """\
+name: robot
+children:
+  - remote: camera
+    node_path: /robot/camera
+    ready_timeout_s: 20
+bridge:
+  listen: [{endpoint}]
+"""
+
+
+@pytest.mark.zenoh
+def test_a_remote_child_from_a_launch_file_is_seen_over_liveliness(
+    zenoh: None, tmp_path: Path
+) -> None:
+    from roboscale.backends.base import free_port
+
+    from .test_durable_remote import spawn, stop, wait_ready
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    node = spawn("alive_node.py", endpoint, "/robot/camera")
+    alive: list[bool] = []
+
+    async def session(rt: Runtime, root: Supervisor) -> int:
+        alive.append(root.child("camera").alive())
+        return 0
+
+    try:
+        wait_ready(node)
+        assert run_launch(write(tmp_path, REMOTE.format(endpoint=endpoint)), session=session) == 0
+    finally:
+        stop(node)
+    assert alive == [True]

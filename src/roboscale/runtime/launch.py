@@ -119,6 +119,7 @@ class _Builder:
             raise self.error(loc, "a remote child is seen over the bridge: add a bridge section")
         if self.watcher is None:
             self.watcher = LivelinessWatcher(self.rt, bridge.session, bridge.config.prefix)
+            self.tree.closers.append(self.watcher.close)  # before the bridge's session
         return RemoteNodeChild(
             self.watcher, child.remote, child.node_path, ready_timeout_s=child.ready_timeout_s
         )
@@ -281,7 +282,7 @@ def run_launch(
     recorder = JsonLinesRecorder(events) if events is not None else None
     if recorder is not None:
         rt.subscribers.append(recorder)
-    bridge = Bridge(rt, launch.bridge) if launch.bridge is not None else None
+    bridge = Bridge(rt, launch.bridge, cursors=launch.cursors) if launch.bridge else None
     # Remote children are seen over the bridge: then it opens first.
     early = bridge is not None and has_remote(launch.spec.children)
     tree: Tree | None = None
@@ -321,10 +322,13 @@ def run_launch(
             if extra is not None and not extra.done():
                 extra.cancel()
                 await asyncio.gather(extra, return_exceptions=True)
-            if bridge is not None:
+            if bridge is not None and not early:
                 await rt.loop.run_in_executor(None, bridge.close)
             if ended not in done:
                 await root.stop_async()
+            if early and bridge is not None:  # remote children were seen over it: after them
+                tree.close()
+                await rt.loop.run_in_executor(None, bridge.close)
         return 0 if code is None else code
 
     try:

@@ -35,6 +35,7 @@ XML both become, validated before anything runs (OTP's `check_childspecs`).
       - supervisor: faces           # a sub-supervisor: same keys as the root
         children: [...]
     bridge: {listen: [tcp/127.0.0.1:7447], export: [/camera/image]}   # runtime/bridgeconfig.py
+    cursors: {/camera/image: image.cursor}   # durable imports: where each resumes from
     security: {...}                 # the bridge's users, TLS and access rules
     chaos: {...}                    # runtime/chaos.py
 
@@ -304,6 +305,7 @@ class LaunchSpec(_Supervisor):
     ros: Ros | None = None
     zygote: Zygote | None = None
     bridge: dict[str, Any] | None = None  # runtime/bridgeconfig.py validates it
+    cursors: dict[str, str] = {}  # durable import -> its cursor file (beside the launch file)
     security: dict[str, Any] | None = None
     chaos: dict[str, Any] | None = None  # runtime/chaos.py validates it
 
@@ -339,6 +341,11 @@ class LaunchFile:
     spec: LaunchSpec
     lines: LineMap
     bridge: BridgeConfig | None
+
+    @property
+    def cursors(self) -> dict[str, Path]:
+        """The cursor file of each durable import, relative paths from the file's folder."""
+        return {t: self.path.parent / p for t, p in self.spec.cursors.items()}
 
 
 def read_launch(
@@ -386,11 +393,8 @@ def _bridge(
         return None
     if not isinstance(raw, dict):
         return None  # the model said so
-    if "durable" in raw:
-        error(("bridge", "durable"), "durable topics need cursor files: use the Python API")
-        return None
     try:
-        return bridge_config(
+        config = bridge_config(
             {**raw, "security": security} if security is not None else raw, "", path.parent
         )
     except UserError as e:  # "<field>: <field>: problem": the deepest field with a line
@@ -401,6 +405,13 @@ def _bridge(
             loc, parts = (*loc, parts[0]), parts[1:]
         error(loc, ": ".join(parts))
         return None
+    cursors = data.get("cursors") or {}
+    for topic in config.durable:
+        if topic in config.imports and topic not in cursors:
+            example = f"{{{topic}: {topic.strip('/').replace('/', '_')}.cursor}}"
+            error(("bridge", "durable"), f"durable import {topic} needs a cursor file: "
+                  f"add cursors: {example}")  # fmt: skip
+    return config
 
 
 def _line(lines: LineMap, loc: tuple[str | int, ...]) -> int | None:

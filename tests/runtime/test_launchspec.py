@@ -13,7 +13,7 @@ from roboscale.runtime.launch import load_launch
 from roboscale.runtime.launchspec import CommandChild, SupervisorChild, explain, read_launch
 
 ROOT = Path(__file__).parents[2]
-EXAMPLES = sorted((ROOT / "examples" / "launch").iterdir())
+EXAMPLES = sorted(p for p in (ROOT / "examples" / "launch").iterdir() if p.is_file())
 
 BOOM = 'raise RuntimeError("imported by the check")\n'
 LAUNCH = """\

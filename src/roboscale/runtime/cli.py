@@ -101,6 +101,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "args", nargs="*", metavar="NAME:=VALUE", help="roslaunch arguments (<arg> values)"
     )
+    p.add_argument(
+        "--master", metavar="URI", help="roslaunch files: use this ROS master, not a private one"
+    )
     p.add_argument("--check", action="store_true", help="validate only, start nothing")
     p.add_argument("--explain", action="store_true", help="print the supervision tree")
     p.add_argument(
@@ -153,7 +156,7 @@ def cmd_launch(args: argparse.Namespace, console: Console) -> int:
     path = _launch_file(args.file)
     launch_args = parse_launch_args(args.args)
     if args.check or args.explain:
-        launch = read_launch(path, launch_args)  # pure data: no runtime, no user code
+        launch = read_launch(path, launch_args, master=args.master)  # pure data, no user code
         if args.explain:
             console.print(escape(explain(launch.spec)), highlight=False, soft_wrap=True)
         else:
@@ -162,7 +165,7 @@ def cmd_launch(args: argparse.Namespace, console: Console) -> int:
     xml = path.suffix in XML_SUFFIXES
     chaos = parse_chaos_option(args.chaos) if args.chaos else None
     spec = chaos if chaos is not None or xml else chaos_from_launch(path)
-    return run(path, spec, console, events=args.events, args=launch_args)
+    return run(path, spec, console, events=args.events, args=launch_args, master=args.master)
 
 
 def parse_launch_args(given: list[str]) -> dict[str, str]:
@@ -214,6 +217,7 @@ def run(
     *,
     events: Path | None,
     args: dict[str, str] | None = None,
+    master: str | None = None,
 ) -> int:
     """Run a launch, publishing its status, with the chaos monkey when `spec` is given."""
     from roboscale.runtime.chaos import ChaosMonkey, ChaosSpec
@@ -255,7 +259,7 @@ def run(
             await asyncio.gather(publishing, return_exceptions=True)
 
     with _quiet_events(spec is not None):
-        code = run_launch(path, events=events, session=session, args=args)
+        code = run_launch(path, events=events, session=session, args=args, master=master)
     if monkeys:
         console.print(chaos_table(monkeys[0].report))
     return code

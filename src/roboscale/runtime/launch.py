@@ -176,8 +176,9 @@ class _Builder:
         from roboscale.runtime.rosnode import RosMaster, free_port, ros_env
 
         ros = self.launch.spec.ros or ls.Ros()
-        if ros.master != "private":
-            raise self.error(loc, f"the launch names a master ({ros.master}): remove this child")
+        if ros.master != "private":  # a given master: this child waits for it, sets params
+            env = ros_env(ros.master, self.workdir() / "ros_home")
+            return RosMaster(child.ros_master, ros.master, ros.params, env, port=None)
         if self.tree.master_uri is not None:
             raise self.error(loc, "a second ROS master")
         port = child.port or free_port()
@@ -191,7 +192,7 @@ class _Builder:
 
     def ros_node(self, child: ls.RosNodeChild, loc: Loc) -> ChildHandle:
         from roboscale.runtime.process import CommandChild
-        from roboscale.runtime.rosnode import node_argv, ros_env
+        from roboscale.runtime.rosnode import find_node, node_argv, ros_env
 
         if self.tree.master_uri is None:
             raise self.error(loc, "a ROS node needs a ROS master: a ros_master child before it")
@@ -211,7 +212,11 @@ class _Builder:
         if child.ns not in ("", "/"):
             extra["ROS_NAMESPACE"] = child.ns
         env = ros_env(self.tree.master_uri, self.workdir() / "ros_home", extra)
-        argv = node_argv(child.pkg, child.type, child.ros_node, child.args, child.remap)
+        try:
+            program = find_node(child.pkg, child.type, env)
+        except UserError as e:
+            raise self.error((*loc, "type"), str(e)) from None
+        argv = node_argv(program, child.ros_node, child.args, child.remap)
         log = self.workdir() / f"{child.ros_name.strip('/').replace('/', '.')}.log"
         return CommandChild(
             child.ros_node, argv, env=env, log=log, ready_timeout_s=child.ready_timeout_s
@@ -269,6 +274,7 @@ def run_launch(
     events: Path | None = None,
     session: LaunchSession | None = None,
     args: dict[str, str] | None = None,
+    master: str | None = None,
 ) -> int:
     """`roboscale launch FILE`: validate, start in order, run until Ctrl-C, stop in reverse.
 
@@ -276,7 +282,9 @@ def run_launch(
     or the code `session` returned (the tree is stopped first). A session still running
     at the end is cancelled; its exception is raised after the tree is stopped.
     """
-    launch = read_launch(path, args)  # every error is reported before anything starts
+    launch = read_launch(
+        path, args, master=master
+    )  # every error is reported before anything starts
     rt = Runtime()
     rt.subscribers.append(log_event)
     recorder = JsonLinesRecorder(events) if events is not None else None

@@ -349,19 +349,25 @@ class LaunchFile:
 
 
 def read_launch(
-    path: Path, args: dict[str, str] | None = None, find: Callable[[str], str] | None = None
+    path: Path,
+    args: dict[str, str] | None = None,
+    find: Callable[[str], str] | None = None,
+    master: str | None = None,
 ) -> LaunchFile:
     """Read and validate a launch file, YAML or roslaunch XML (by its suffix).
 
-    `args` are roslaunch's command-line `name:=value` arguments and `find` resolves
-    `$(find pkg)` (default: rospack), both for XML only."""
+    For XML only: `args` are roslaunch's command-line `name:=value` arguments, `find`
+    resolves `$(find pkg)` (default: rospack) and `master` is the URI of a running ROS
+    master to use instead of a private one."""
     if path.suffix in XML_SUFFIXES:
         from roboscale.runtime.roslaunch_xml import read_roslaunch
 
         data, lines = read_roslaunch(path, args or {}, find)
+        if master is not None:
+            data["ros"]["master"] = master
     else:
-        if args:
-            raise UserError(f"{path}: name:=value arguments are for roslaunch XML files")
+        if args or master:
+            raise UserError(f"{path}: name:=value and --master are for roslaunch XML files")
         data, lines = load_yaml(path, "launch file")
     if not isinstance(data, dict):
         raise SpecError(str(path), 1, "", "a launch file is a mapping with name and children")

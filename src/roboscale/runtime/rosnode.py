@@ -1,7 +1,8 @@
 """ROS 1 children of a launch: a private rosmaster and nodes run as roslaunch runs them.
 
-Stdlib only: the master is spoken to over XML-RPC; nodes are started with `rosrun` (which
-execs the node, so the child's pid is the node's), with roslaunch's command line:
+Stdlib only: the master is spoken to over XML-RPC; each node's executable is found once,
+as rosrun finds it, and started directly (the child's pid is the node's), with
+roslaunch's command line:
 `args`, each remap as `from:=to`, `__name:=NAME`, and `ROS_NAMESPACE` for its namespace.
 The master child sets the launch file's parameters each time it (re)starts, before any
 node can ask for them, as roslaunch does before it starts its nodes.
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 import xmlrpc.client
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roboscale.errors import UserError
 from roboscale.runtime.child import ChildStartError, ExitCallback
 from roboscale.runtime.process import CommandChild
 
@@ -61,12 +64,44 @@ def set_params(uri: str, params: Mapping[str, Any]) -> None:
             raise ChildStartError("ros_master", f"cannot set parameter {name}: {message}")
 
 
-def node_argv(
-    pkg: str, program: str, name: str, args: list[str], remap: Mapping[str, str]
-) -> list[str]:
-    """roslaunch's command line of one node, through rosrun."""
-    return ["rosrun", pkg, program, *args, *(f"{k}:={v}" for k, v in remap.items()),
-            f"__name:={name}"]  # fmt: skip
+def node_argv(program: str, name: str, args: list[str], remap: Mapping[str, str]) -> list[str]:
+    """roslaunch's command line of one node (`program` found by `find_node`)."""
+    return [program, *args, *(f"{k}:={v}" for k, v in remap.items()), f"__name:={name}"]
+
+
+def find_node(pkg: str, program: str, env: Mapping[str, str]) -> str:
+    """The executable of node type `program` of package `pkg`, as rosrun finds it: in the
+    package's libexec folder (/usr/lib/PKG on Debian) or below the package's folder.
+    Found once when the tree is built, so that a restart starts the node directly."""
+    if "/" in program or program in ("", ".", ".."):
+        raise UserError(f"node type {program!r}: a file name, not a path")
+    try:
+        done = subprocess.run(
+            ["rospack", "find", pkg], capture_output=True, text=True, timeout=30, check=False,
+            env=dict(env),
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"cannot run rospack to find package {pkg}: {e}") from None
+    if done.returncode != 0:
+        raise UserError(f"no ROS package {pkg!r} on ROS_PACKAGE_PATH")
+    for folder in (Path("/usr/lib") / pkg, Path(done.stdout.strip())):
+        for found in sorted(_below(folder, program)):
+            if os.access(found, os.X_OK):
+                return str(found)
+    raise UserError(f"no executable {program!r} in ROS package {pkg}")
+
+
+def _below(folder: Path, name: str, depth: int = 4) -> list[Path]:
+    """Regular files named `name` at most `depth` folders below `folder` (no links)."""
+    if not folder.is_dir() or depth < 0:
+        return []
+    found = []
+    for entry in os.scandir(folder):
+        if entry.is_file(follow_symlinks=False) and entry.name == name:
+            found.append(Path(entry.path))
+        elif entry.is_dir(follow_symlinks=False) and entry.name not in ("build", ".git"):
+            found += _below(Path(entry.path), name, depth - 1)
+    return found
 
 
 class RosMaster:

@@ -289,3 +289,26 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_a_given_master_is_used_with_its_own_rosout(demo: Path) -> None:
+    """With --master, as roslaunch when a master answers: no second rosmaster or /rosout."""
+    core = Roscore(demo / "core")
+    launch = write(demo, LAUNCH)
+    events: list[SupervisionEvent] = []
+    seen: dict[str, Any] = {}
+
+    async def session(rt: Runtime, root: Supervisor) -> int:
+        rt.subscribers.append(events.append)
+        state = await asyncio.to_thread(wait_for, lambda: settled(core.uri, NODES))
+        seen.update(state)
+        await asyncio.sleep(1.0)  # a /rosout fighting roscore's would exit meanwhile
+        return 0
+
+    try:
+        assert run_launch(launch, session=session, master=core.uri) == 0
+    finally:
+        core.stop()
+    assert seen["params"]["/robot/talker/rate"] == 20
+    assert seen["publishers"]["/robot/talk"] == ["/robot/talker"]
+    assert not [e for e in events if e.kind == "exited"]

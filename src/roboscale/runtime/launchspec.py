@@ -362,9 +362,7 @@ def read_launch(
     if path.suffix in XML_SUFFIXES:
         from roboscale.runtime.roslaunch_xml import read_roslaunch
 
-        data, lines = read_roslaunch(path, args or {}, find)
-        if master is not None:
-            data["ros"]["master"] = master
+        data, lines = read_roslaunch(path, args or {}, find, master)
     else:
         if args or master:
             raise UserError(f"{path}: name:=value and --master are for roslaunch XML files")

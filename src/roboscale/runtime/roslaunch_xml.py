@@ -492,9 +492,14 @@ def _declared(root: Element) -> set[str]:
 
 
 def read_roslaunch(
-    path: Path, args: dict[str, str], find: Callable[[str], str] | None = None
+    path: Path,
+    args: dict[str, str],
+    find: Callable[[str], str] | None = None,
+    master: str | None = None,
 ) -> tuple[dict[str, Any], LineMap]:
-    """A roslaunch file as a launch spec's data and the line of each part of it."""
+    """A roslaunch file as a launch spec's data and the line of each part of it. With a
+    `master` URI, that master is used (it has its /rosout, as roscore's) instead of a
+    private rosmaster and /rosout, as roslaunch does when a master answers."""
     root = parse_xml(path)
     reader = _Reader(find)
     ctx = Context(dict(args), path.parent.resolve(), find=find, anon=reader.anon, passed=set(args))
@@ -507,17 +512,17 @@ def read_roslaunch(
     unused = sorted(set(args) - _declared(root))
     if unused:
         raise SpecError(str(path), root.line, "", f"arg {unused[0]!r} is not declared here")
-    return _spec(path, reader)
+    return _spec(path, reader, master)
 
 
-def _spec(path: Path, reader: _Reader) -> tuple[dict[str, Any], LineMap]:
+def _spec(path: Path, reader: _Reader, master: str | None) -> tuple[dict[str, Any], LineMap]:
     name = re.sub(r"\W", "_", path.name.split(".")[0]) or "launch"
     name = name if NAME.fullmatch(name) else f"launch_{name}"
     lines: LineMap = {(): 1}
     rosout = {"ros_node": "rosout", "pkg": "rosout", "type": "rosout", "restart": "permanent"}
     nodes: dict[str, Any] = {"supervisor": "nodes", "strategy": "one_for_one",
                              "intensity": NODES_INTENSITY[0], "period_s": NODES_INTENSITY[1],
-                             "children": [rosout]}  # fmt: skip
+                             "children": [] if master else [rosout]}  # fmt: skip
     nodes_loc: tuple[str | int, ...] = ("children", 1)
     for node in reader.nodes:
         holder, loc = nodes, nodes_loc
@@ -534,7 +539,7 @@ def _spec(path: Path, reader: _Reader) -> tuple[dict[str, Any], LineMap]:
     data: dict[str, Any] = {
         "name": name,
         "strategy": "rest_for_one",
-        "ros": {"master": "private", "params": params, "machines": reader.machines},
+        "ros": {"master": master or "private", "params": params, "machines": reader.machines},
         "children": [{"ros_master": "master"}, nodes],
     }
     return data, lines

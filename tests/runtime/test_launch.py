@@ -93,8 +93,8 @@ def test_good_launch_file_builds_and_runs_the_tree(rt: Runtime, tmp_path: Path) 
          "robot.yaml:3: intensity: Input should be greater than or equal to 0 (got -1); "
          "allowed: a whole number >= 0"),
         (GOOD.replace("heartbeat_s: 5", "heartbeat_s: soon"),
-         "robot.yaml:15: children[1].children[0].heartbeat_s: Input should be a valid number, "
-         "unable to parse string as a number (got 'soon'); allowed: a number of seconds"),
+         "robot.yaml:15: children[1].children[0].heartbeat_s: Input should be a valid number "
+         "(got 'soon'); allowed: a number of seconds"),
     ],
 )  # fmt: skip
 def test_launch_errors_name_file_line_and_field(

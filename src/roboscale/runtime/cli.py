@@ -187,7 +187,10 @@ def cmd_chaos(args: argparse.Namespace, console: Console) -> int:
     from roboscale.runtime.chaos import ChaosSpec, build_spec, chaos_from_launch
 
     path = _launch_file(args.file)
-    base = chaos_from_launch(path) or ChaosSpec()
+    from roboscale.runtime.launchspec import XML_SUFFIXES
+
+    xml = path.suffix in XML_SUFFIXES  # roslaunch files have no chaos: section
+    base = (None if xml else chaos_from_launch(path)) or ChaosSpec()
     given = {k: getattr(args, k) for k in KEYS if getattr(args, k, None) is not None}
     try:
         overrides = build_spec(given)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import math
 import shutil
 import signal
 import tempfile
@@ -88,8 +89,9 @@ class _Builder:
         restart = child.restart
         if child.required and restart is Restart.PERMANENT:
             restart = Restart.TEMPORARY  # required and never restarted (roslaunch)
+        shutdown = math.inf if child.shutdown_s is None else child.shutdown_s
         return ChildSpec(
-            handle, restart, child.shutdown_s,
+            handle, restart, shutdown,
             restart_delay_s=child.restart_delay_s, significant=child.required,
         )  # fmt: skip
 

@@ -46,7 +46,6 @@ user's code or needs a runtime: `build_tree` (runtime/launch.py) does that.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +69,7 @@ from roboscale.runtime.names import NAME_RULE, is_valid_name
 from roboscale.runtime.supervisor import Restart, Strategy
 from roboscale.validation import to_spec_errors
 from roboscale.yamlfile import LineMap, load_yaml
+from roboscale.yamlfile import dotted as _dotted
 
 KINDS = ("node", "process", "command", "ros_master", "ros_node", "remote", "supervisor")
 XML_SUFFIXES = (".launch", ".xml")
@@ -98,18 +98,14 @@ def _regex(value: str | None) -> str | None:
     return value
 
 
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise ValueError("a finite number")
-    return value
-
-
 class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
-NonNegative = Annotated[float, Field(ge=0)]
-Positive = Annotated[float, Field(gt=0)]
+# Strict: a boolean or a string is never a number; NaN and infinity are refused (a
+# supervisor's default shutdown, infinity, is a default, not something written).
+NonNegative = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
 
 
 class Watchdog(_Data):
@@ -139,14 +135,9 @@ class Watchdog(_Data):
 
 class _Child(_Data):
     restart: Restart = Restart.PERMANENT
-    shutdown_s: NonNegative = 5.0
+    shutdown_s: NonNegative | None = 5.0  # None: as long as it takes (OTP's infinity)
     restart_delay_s: NonNegative = 0.0  # roslaunch's respawn_delay
     required: bool = False  # its end stops the whole tree (roslaunch's required)
-
-    @field_validator("restart_delay_s")
-    @classmethod
-    def _finite_s(cls, value: float) -> float:
-        return _finite(value)
 
 
 class NodeChild(_Child):
@@ -199,7 +190,9 @@ class CommandChild(_Child):
 
 class RosMasterChild(_Child):
     ros_master: str
-    port: int = Field(0, ge=0, le=65535)  # 0: a free port, chosen when the tree is built
+    port: int = Field(
+        0, ge=0, le=65535, strict=True
+    )  # 0: a free port, chosen when the tree is built
 
     _n = field_validator("ros_master")(_leaf_name)
 
@@ -234,23 +227,14 @@ class RemoteChild(_Child):
 
 class _Supervisor(_Data):
     strategy: Strategy = Strategy.ONE_FOR_ONE
-    intensity: int = Field(1, ge=0)
-    period_s: Annotated[float, Field(gt=0)] = 5.0
+    intensity: int = Field(1, ge=0, strict=True)
+    period_s: Positive = 5.0
     children: list[Child] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _unique(self) -> Any:
-        seen: set[str] = set()
-        for child in self.children:
-            if (name := child_name(child)) in seen:
-                raise ValueError(f"a second child named {name!r}")
-            seen.add(name)
-        return self
 
 
 class SupervisorChild(_Supervisor, _Child):
     supervisor: str
-    shutdown_s: NonNegative = math.inf
+    shutdown_s: NonNegative | None = None  # None: as long as it takes (OTP's infinity)
 
     _n = field_validator("supervisor")(_leaf_name)
 
@@ -323,6 +307,11 @@ ALLOWED = {
     "argv": "a non-empty list of strings (program, arguments)",
     "class": "package.module:Class",
     "ready_line": "a Python regular expression matched against each line of output",
+    "env": "a mapping of variable names to strings",
+    "params": "a mapping of parameter names to values",
+    "config": "a mapping of names to values",
+    "bridge": "a mapping: listen, connect, export, import, durable, ...",
+    "name": f"a name: {_LEAF}",
 }
 
 
@@ -376,10 +365,28 @@ def read_launch(
         errors = to_spec_errors(e, str(path), lines, LaunchSpec, allowed=_allowed).errors
         spec = None
     bridge = _bridge(data, path, lines, errors)
+    if spec is not None:
+        errors += _duplicates(spec, (), path, lines)
     if errors:
         raise SpecErrors(sorted(errors, key=lambda x: (x.line or 0, x.field)))
     assert spec is not None
     return LaunchFile(path, spec, lines, bridge)
+
+
+def _duplicates(
+    sup: _Supervisor, loc: tuple[str | int, ...], path: Path, lines: LineMap
+) -> list[SpecError]:
+    """A child named as an earlier sibling, at its own line."""
+    found, seen = [], set()
+    for i, child in enumerate(sup.children):
+        here = (*loc, "children", i)
+        if (name := child_name(child)) in seen:
+            found.append(SpecError(str(path), _line(lines, here), _dotted(here),
+                                   f"a second child named {name!r}"))  # fmt: skip
+        seen.add(name)
+        if isinstance(child, SupervisorChild):
+            found += _duplicates(child, here, path, lines)
+    return found
 
 
 def _bridge(
@@ -485,5 +492,6 @@ def _restart(child: _Child) -> str:
     if child.required:
         parts.append("required: its end stops the tree")
     if not isinstance(child, SupervisorChild):
-        parts.append(f"shutdown {child.shutdown_s:g} s")
+        shutdown = "infinity" if child.shutdown_s is None else f"{child.shutdown_s:g} s"
+        parts.append(f"shutdown {shutdown}")
     return "[" + ", ".join(parts) + "]"

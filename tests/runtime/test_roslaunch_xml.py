@@ -291,3 +291,19 @@ def test_explain_shows_the_tree_a_roslaunch_file_became(tmp_path: Path) -> None:
         "tree, shutdown 5 s]",
         "    cam  ros_node /cam (p/c image:=/cam/image)  [temporary, shutdown 5 s]",
     ]
+
+
+def test_a_node_of_a_missing_package_is_named_at_its_line(tmp_path: Path) -> None:
+    from roboscale.runtime.executor import Runtime
+    from roboscale.runtime.launch import build_tree
+
+    path = tmp_path / "robot.launch"
+    path.write_text('<launch>\n  <node name="a" pkg="no_such_pkg_x" type="t"/>\n</launch>\n')
+    rt = Runtime()
+    try:
+        with pytest.raises(UserError) as info:
+            build_tree(read_launch(path), rt)
+    finally:
+        rt.close()
+    assert str(info.value).startswith(f"{path}:2: node.type: ")
+    assert "no_such_pkg_x" in str(info.value)

@@ -65,7 +65,10 @@ class _Builder:
 
     def error(self, loc: Loc, problem: str) -> SpecError:
         line = ls._line(self.launch.lines, loc)
-        return SpecError(str(self.launch.path), line, dotted(loc), problem)
+        field = dotted(loc)
+        if self.launch.path.suffix in ls.XML_SUFFIXES:  # name the element, as its author wrote
+            field = "node." + str(loc[-1]) if isinstance(loc[-1], str) else "node"
+        return SpecError(str(self.launch.path), line, field, problem)
 
     # -- supervisors and children ------------------------------------------------------------
     def supervisor(self, sup: Any, name: str, loc: Loc) -> Supervisor:

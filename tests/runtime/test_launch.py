@@ -8,7 +8,7 @@ import pytest
 
 from roboscale.errors import SpecError, SpecErrors
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.launch import format_status, load_launch, run_launch
+from roboscale.runtime.launch import format_status, load_launch, load_launch_file, run_launch
 from roboscale.runtime.launchspec import read_launch
 from roboscale.runtime.node import Node
 from roboscale.runtime.supervisor import Strategy, Supervisor
@@ -156,11 +156,11 @@ def line_of(text: str, start: str) -> int:
 
 def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: Path) -> None:
     with pytest.raises(SpecErrors) as info:
-        read_launch(write(tmp_path, BRIDGED))
+        load_launch_file(write(tmp_path, BRIDGED), rt)
     expected = f"robot.yaml:{line_of(BRIDGED, 'bridge:')}: bridge: tcp/0.0.0.0:7447 is beyond"
     assert expected in str(info.value).replace(str(tmp_path) + "/", "")
     private(tmp_path / "users.txt", "robot:secret\n")
-    bridge = read_launch(write(tmp_path, SECURED)).bridge
+    _, bridge = load_launch_file(write(tmp_path, SECURED), rt)
     assert bridge is not None and bridge.exports == ("/chatter",) and bridge.security is not None
     assert bridge.security.users_file == tmp_path / "users.txt"  # beside the launch file
     assert bridge.security.rules[0].users == ("robot",)

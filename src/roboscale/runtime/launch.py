@@ -25,6 +25,7 @@ from typing import Any
 from roboscale.errors import SpecError, UserError
 from roboscale.runtime import launchspec as ls
 from roboscale.runtime.bridge import Bridge
+from roboscale.runtime.bridgeconfig import BridgeConfig
 from roboscale.runtime.child import ChildHandle, ChildStartError
 from roboscale.runtime.events import JsonLinesRecorder, log_event
 from roboscale.runtime.executor import Runtime
@@ -247,6 +248,14 @@ def build_tree(launch: LaunchFile, runtime: Runtime, bridge: Bridge | None = Non
 def load_launch(path: Path, runtime: Runtime) -> Supervisor:
     """Read, validate and build a launch file's tree (not started)."""
     return build_tree(read_launch(path), runtime).root
+
+
+def load_launch_file(path: Path, runtime: Runtime) -> tuple[Supervisor, BridgeConfig | None]:
+    """A launch file's tree (not started) and its bridge's settings, if it has a bridge.
+    What the tree owns beside it (a zygote, a ROS work folder) needs `build_tree`'s
+    `Tree.close`: use that when the file has them."""
+    launch = read_launch(path)
+    return build_tree(launch, runtime).root, launch.bridge
 
 
 def has_remote(children: list[Any]) -> bool:

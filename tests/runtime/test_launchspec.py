@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from roboscale.errors import SpecError, SpecErrors
+from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.runtime.launch import load_launch
 from roboscale.runtime.launchspec import CommandChild, SupervisorChild, explain, read_launch
 
@@ -136,3 +142,33 @@ def test_yaml_launch_errors(tmp_path: Path, change: tuple[str, str], expected: s
     with pytest.raises(SpecErrors) as info:
         read_launch(path)
     assert expected in str(info.value).replace(str(tmp_path) + "/", "")
+
+
+KEYS = ["name", "strategy", "intensity", "period_s", "children", "node", "class", "command",
+        "argv", "process", "target", "ros_node", "pkg", "type", "remap", "watchdog", "topic",
+        "min_rate_hz", "restart", "shutdown_s", "required", "supervisor", "bridge", "zygote",
+        "ros", "params", "cursors", "remote", "node_path", "ros_master", "port"]  # fmt: skip
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 70000), st.floats(allow_nan=True),
+    st.sampled_from(["one_for_all", "permanent", "a:b", "talker", "/chatter", "", "x" * 80]),
+)  # fmt: skip
+DATA = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYS), DATA, max_size=8))
+def test_launch_spec_fuzz_gives_spec_errors_only(data: dict[str, object]) -> None:
+    """Whatever a YAML launch file holds, reading it is a LaunchFile or a SpecError."""
+    path = Path(tempfile.mkdtemp()) / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        with contextlib.suppress(UserError):
+            read_launch(path)
+    finally:
+        shutil.rmtree(path.parent)

@@ -38,9 +38,9 @@ LAUNCH_HELP = """\
 Start a supervision tree from a launch file, YAML or roslaunch XML (.launch, .xml),
 validated first: every mistake is reported with file:line: field. Run it until
 Ctrl-C or SIGTERM, then stop it in reverse order. A roslaunch file gets a private
-rosmaster unless it names one; respawn, respawn_delay and required become restart
-policies. --check validates only (no runtime, nothing of yours imported); --explain
-prints the supervision tree the file became. While it runs, its live status is
+rosmaster unless --master names one; respawn, respawn_delay and required become
+restart policies. --check validates only (no runtime, nothing of yours imported);
+--explain prints the supervision tree the file became. While it runs, its live status is
 published for `roboscale status`.
 With --chaos (or a `chaos:` section in the file) the chaos monkey runs, prints its
 summary, and the launch ends: exit code 0 when the tree survived with every child

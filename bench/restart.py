@@ -17,6 +17,9 @@
      subscriber is a zygote-forked process node, SIGKILLed at random moments;
    - ROS 1 under the same treatment (--ros-loss-kills, default 20: each respawn
      takes ~0.3 s); compare the loss per kill.
+3. One roslaunch file run by roslaunch and by `roboscale launch` (bench/restart_launch.py):
+   a rospy node's restart, kill until it publishes again, as a p50 ratio, and the
+   messages a respawning rospy subscriber misses under each.
 
     .venv/bin/python bench/restart.py [--quick] [--json bench/out/restart.json] [--check]
 """
@@ -47,6 +50,7 @@ from restart_baselines import (
     ros_loss,
     ros_respawn_us,
 )
+from restart_launch import compare as same_launch_file
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
@@ -66,6 +70,8 @@ FULL = {"restarts": 10_000, "process_kills": 200, "otp_kills": 1000, "ros_kills"
 FULL |= {"kills": 1000, "bridge_kills": 200, "ros_loss_kills": 20}
 QUICK = {"restarts": 1000, "process_kills": 30, "otp_kills": 200, "ros_kills": 5}
 QUICK |= {"kills": 1000, "bridge_kills": 10, "ros_loss_kills": 3}
+FULL |= {"launch_kills": 10, "launch_loss_kills": 5}
+QUICK |= {"launch_kills": 3, "launch_loss_kills": 2}
 
 
 # --------------------------------------------------------------------------- in-process durable
@@ -306,9 +312,28 @@ def main() -> None:
         )
     for what, why in missing.items():
         print(f"not available: {what}: {why}")
+    same = _same_launch_file(n, missing)
     report["raw"] = {"inprocess_us": inproc, "process": zyg, "otp": otp, "ros_respawn": ros}
     report["results"] = {"restart": rows, "durable_loss": loss, "not_available": missing}
-    finish(report, goals(p50, loss), args)
+    report["results"]["same_launch_file"] = same
+    finish(report, [*goals(p50, loss), *_same_launch_goal(same)], args)
+
+
+def _same_launch_file(n: dict[str, int], missing: dict[str, str]) -> dict[str, Any] | None:
+    """roslaunch and roboscale on one launch file, alternating rounds (restart_launch.py)."""
+    kills, loss_kills = n["launch_kills"], n["launch_loss_kills"]
+    same = attempt("same launch file", lambda: same_launch_file(kills, 2, loss_kills), missing)
+    if same:
+        print("\none roslaunch file, run by roslaunch and by roboscale (kill → publish, µs):")
+        table(same["rows"], ["system", "n", "p50_us", "p99_us", "max_us", "mean_us"])
+        table(same["loss"], ["system", "kills", "published", "received", "lost", "lost_per_kill"])
+        print(f"restart p50 roboscale / roslaunch: {same['p50_ratio']:.3f}")
+    return same
+
+
+def _same_launch_goal(same: dict[str, Any] | None) -> list[dict[str, Any]]:
+    ratio = same["p50_ratio"] if same else None
+    return [_ratio_goal("roboscale launch / roslaunch restart p50 (one file)", ratio, 1.0, "<= 1")]
 
 
 def goals(p50: dict[str, float], loss: list[dict[str, Any]]) -> list[dict[str, Any]]:

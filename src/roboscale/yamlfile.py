@@ -138,8 +138,13 @@ def _decode(data: bytes, file: str, what: str) -> str:
 
 def load_yaml(path: Path, what: str = "spec file") -> tuple[Any, LineMap]:
     """Parse YAML into plain data plus a map from each key path to its line."""
-    text = read_text(path, what)
-    file = str(path)
+    return parse_yaml(read_text(path, what), str(path), what)
+
+
+def parse_yaml(text: str, file: str, what: str = "spec file") -> tuple[Any, LineMap]:
+    """`load_yaml` of text already read (e.g. YAML inside a roslaunch file), as bounded."""
+    if len(text) > MAX_BYTES:
+        raise UserError(f"{file}: a {what} is at most {MAX_BYTES} bytes")
     _check_events(text, file)
     try:
         node = yaml.compose(text, Loader=_Loader)

@@ -49,8 +49,10 @@ def test_the_whole_benchmark_writes_json(
 ) -> None:
     tiny = ["--restarts", "20", "--process-kills", "3", "--otp-kills", "10", "--ros-kills", "1"]
     tiny += ["--kills", "20", "--bridge-kills", "2", "--ros-loss-kills", "1"]
+    tiny += ["--launch-kills", "1", "--launch-loss-kills", "1"]
     report = run_bench("restart.py", tiny)
     assert report["results"]["not_available"] == {}
     assert len(report["results"]["restart"]) == 4
+    assert report["results"]["same_launch_file"]["p50_ratio"] > 0
     goals = {g["goal"]: g for g in report["goals"]}
     assert goals["durable lost, duplicated: runtime in-process"]["met"]

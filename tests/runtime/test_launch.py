@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 from roboscale.errors import SpecError, SpecErrors
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.launch import format_status, load_launch, load_launch_file, run_launch
+from roboscale.runtime.launchspec import read_launch
 from roboscale.runtime.node import Node
 from roboscale.runtime.supervisor import Strategy, Supervisor
 
@@ -18,6 +20,11 @@ class Talker(Node):
     def on_start(self) -> None:
         pub = self.publisher("/chatter")
         self.timer(float(self.get_param("period_s", 0.01)), lambda: pub.publish(b"hi"))
+
+
+class CmdReader(Node):
+    def on_start(self) -> None:
+        self.subscribe("/cmd", lambda msg: None, durable=True)
 
 
 class Listener(Node):
@@ -68,22 +75,26 @@ def test_good_launch_file_builds_and_runs_the_tree(rt: Runtime, tmp_path: Path) 
     ("text", "expected"),
     [
         (GOOD.replace("strategy: rest_for_one", "strategy: all_for_one"),
-         "robot.yaml:2: strategy: 'all_for_one' is not allowed; allowed: one_for_one | "
-         "one_for_all | rest_for_one"),
+         "robot.yaml:2: strategy: Input should be 'one_for_one', 'one_for_all' or "
+         "'rest_for_one' (got 'all_for_one'); allowed: one_for_one | one_for_all | rest_for_one"),
         (GOOD.replace("restart: transient", "restart: sometimes"),
-         "robot.yaml:14: children[1].children[0].restart: 'sometimes' is not allowed"),
+         "robot.yaml:14: children[1].children[0].restart: Input should be 'permanent', "
+         "'transient' or 'temporary' (got 'sometimes')"),
         (GOOD.replace(":Talker", ":Nope"),
          "robot.yaml:7: children[0].class: " + __name__ + ":Nope is not a subclass"),
         (GOOD.replace(f"{__name__}:Talker", "no_such_pkg.mod:Talker"),
          "robot.yaml:7: children[0].class: cannot import no_such_pkg.mod"),
         (GOOD.replace("    params:", "    parms:"),
-         "robot.yaml:8: children[0].parms: unknown field; allowed here: class, deadline_s"),
+         "robot.yaml:8: children[0].parms: unknown field; did you mean 'params'? allowed "
+         "fields here: restart, shutdown_s, restart_delay_s, required, node, class, params"),
         (GOOD.replace("node: talker", "node: 9talker"),
          "robot.yaml:6: children[0].node: invalid name '9talker'"),
         (GOOD.replace("intensity: 10", "intensity: -1"),
-         "robot.yaml:3: intensity: -1 is not allowed; a whole number >= 0"),
+         "robot.yaml:3: intensity: Input should be greater than or equal to 0 (got -1); "
+         "allowed: a whole number >= 0"),
         (GOOD.replace("heartbeat_s: 5", "heartbeat_s: soon"),
-         "robot.yaml:15: children[1].children[0].heartbeat_s: 'soon' is not allowed"),
+         "robot.yaml:15: children[1].children[0].heartbeat_s: Input should be a valid number "
+         "(got 'soon'); allowed: a number of seconds"),
     ],
 )  # fmt: skip
 def test_launch_errors_name_file_line_and_field(
@@ -165,8 +176,9 @@ def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: P
          "security.users_file: "),
         (("  export: [/chatter]", "  export: [/chatter]\n  retain: 0"), "  retain:",
          "bridge.retain: must be an integer >= 1"),
-        (("  export: [/chatter]", "  export: [/chatter]\n  durable: [/chatter]"), "  durable:",
-         "bridge.durable: durable topics need cursor files"),
+        (("  export: [/chatter]", "  export: [/chatter]\n  import: [/cmd]\n  durable: [/cmd]"),
+         "  durable:", "bridge.durable: durable import /cmd needs a cursor file: add cursors: "
+         "{/cmd: cmd.cursor}"),
     ],
 )  # fmt: skip
 def test_launch_security_errors_name_file_line_and_field(
@@ -175,7 +187,7 @@ def test_launch_security_errors_name_file_line_and_field(
     private(tmp_path / "users.txt", "robot:secret\n")
     text = SECURED.replace(*change)
     with pytest.raises(SpecErrors) as info:
-        load_launch_file(write(tmp_path, text), rt)
+        read_launch(write(tmp_path, text))
     assert f"robot.yaml:{line_of(text, start)}: {expected}" in str(info.value).replace(
         str(tmp_path) + "/", ""
     )
@@ -210,3 +222,99 @@ def test_run_launch_opens_the_secured_bridge_after_the_tree(zenoh: None, tmp_pat
         return await rt.loop.run_in_executor(None, read_one_sample)
 
     assert run_launch(write(tmp_path, text), session=session) == 0
+
+
+TARGETS = """
+import asyncio
+import time
+
+def idle(config, ready):
+    ready()
+    time.sleep(config.get("sleep", 60))
+"""
+FEATURES = """\
+name: robot
+intensity: 10
+zygote: {{preload: [json]}}
+children:
+  - node: talker
+    class: {module}:Talker
+  - node: reader
+    class: {module}:CmdReader
+  - process: worker
+    target: launch_targets:idle
+    watchdog: {{heartbeat_file: {beat}, heartbeat_s: 0.5, grace_s: 0.5}}
+bridge:
+  listen: [{endpoint}]
+  export: [/chatter]
+  import: [/cmd]
+  durable: [/chatter, /cmd]
+cursors: {{/cmd: cmd.cursor}}
+"""
+
+
+@pytest.mark.zenoh
+def test_zygote_process_watchdog_and_durable_bridge_from_a_launch_file(
+    zenoh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roboscale.backends.base import free_port
+    from roboscale.runtime.events import SupervisionEvent
+    from roboscale.runtime.process import ProcessNode
+    from roboscale.runtime.watchdog import WatchedChild
+
+    (tmp_path / "launch_targets.py").write_text(TARGETS)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{Path(__file__).parents[2] / 'src'}")
+    text = FEATURES.format(
+        module=__name__, beat=tmp_path / "beat", endpoint=f"tcp/127.0.0.1:{free_port()}"
+    )
+    events: list[SupervisionEvent] = []
+    seen: dict[str, object] = {}
+
+    async def session(rt: Runtime, root: Supervisor) -> int:
+        rt.subscribers.append(events.append)
+        worker = root.child("worker")
+        assert isinstance(worker, WatchedChild) and isinstance(worker.inner, ProcessNode)
+        seen["via"] = worker.inner.started_via
+        while not any(e.kind == "restarted" and e.child == "worker" for e in events):
+            await asyncio.sleep(0.02)
+        seen["reason"] = next(e.reason for e in events if e.kind == "exited")
+        return 0
+
+    assert run_launch(write(tmp_path, text), session=session) == 0
+    assert seen == {"via": "zygote", "reason": "hung"}
+    assert (tmp_path / "cmd.cursor").exists()  # the durable import's cursor, beside the file
+
+
+REMOTE = """\
+name: robot
+children:
+  - remote: camera
+    node_path: /robot/camera
+    ready_timeout_s: 20
+bridge:
+  listen: [{endpoint}]
+"""
+
+
+@pytest.mark.zenoh
+def test_a_remote_child_from_a_launch_file_is_seen_over_liveliness(
+    zenoh: None, tmp_path: Path
+) -> None:
+    from roboscale.backends.base import free_port
+
+    from .test_durable_remote import spawn, stop, wait_ready
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    node = spawn("alive_node.py", endpoint, "/robot/camera")
+    alive: list[bool] = []
+
+    async def session(rt: Runtime, root: Supervisor) -> int:
+        alive.append(root.child("camera").alive())
+        return 0
+
+    try:
+        wait_ready(node)
+        assert run_launch(write(tmp_path, REMOTE.format(endpoint=endpoint)), session=session) == 0
+    finally:
+        stop(node)
+    assert alive == [True]

@@ -35,9 +35,13 @@ if TYPE_CHECKING:
 KEYS = ("rate", "duration", "method", "target", "seed", "settle", "log")  # chaos.KEYS
 
 LAUNCH_HELP = """\
-Start a supervision tree from a launch file (validated first: every mistake is
-reported with file:line: field), run it until Ctrl-C or SIGTERM, then stop it in
-reverse order. While it runs, its live status is published for `roboscale status`.
+Start a supervision tree from a launch file, YAML or roslaunch XML (.launch, .xml),
+validated first: every mistake is reported with file:line: field. Run it until
+Ctrl-C or SIGTERM, then stop it in reverse order. A roslaunch file gets a private
+rosmaster unless --master names one; respawn, respawn_delay and required become
+restart policies. --check validates only (no runtime, nothing of yours imported);
+--explain prints the supervision tree the file became. While it runs, its live status is
+published for `roboscale status`.
 With --chaos (or a `chaos:` section in the file) the chaos monkey runs, prints its
 summary, and the launch ends: exit code 0 when the tree survived with every child
 running, 1 otherwise.
@@ -45,6 +49,9 @@ running, 1 otherwise.
 LAUNCH_EXAMPLES = """\
 examples:
   roboscale launch examples/launch/workers.yaml
+  roboscale launch examples/launch/talker_listener.launch rate:=20
+  roboscale launch --check examples/launch/talker_listener.launch
+  roboscale launch --explain robot.launch               # the tree, then nothing runs
   roboscale launch robot.yaml --events events.jsonl     # record every supervision event
   roboscale launch examples/launch/workers.yaml \
       --chaos rate=200,duration=10,method=exception,target=/workers/*
@@ -90,7 +97,15 @@ def add_parsers(sub: Any) -> None:
         epilog=LAUNCH_EXAMPLES,
         formatter_class=fmt,
     )
-    p.add_argument("file", type=path_arg, help="launch file (YAML)")
+    p.add_argument("file", type=path_arg, help="launch file (YAML, or roslaunch XML)")
+    p.add_argument(
+        "args", nargs="*", metavar="NAME:=VALUE", help="roslaunch arguments (<arg> values)"
+    )
+    p.add_argument(
+        "--master", metavar="URI", help="roslaunch files: use this ROS master, not a private one"
+    )
+    p.add_argument("--check", action="store_true", help="validate only, start nothing")
+    p.add_argument("--explain", action="store_true", help="print the supervision tree")
     p.add_argument(
         "--events", type=path_arg, help="append every supervision event to this JSON-lines file"
     )
@@ -136,17 +151,46 @@ def add_parsers(sub: Any) -> None:
 # -- launch and chaos ------------------------------------------------------------------------
 def cmd_launch(args: argparse.Namespace, console: Console) -> int:
     from roboscale.runtime.chaos import chaos_from_launch, parse_chaos_option
+    from roboscale.runtime.launchspec import XML_SUFFIXES, explain, read_launch
 
     path = _launch_file(args.file)
-    spec = parse_chaos_option(args.chaos) if args.chaos else chaos_from_launch(path)
-    return run(path, spec, console, events=args.events)
+    launch_args = parse_launch_args(args.args)
+    if args.check or args.explain:
+        launch = read_launch(path, launch_args, master=args.master)  # pure data, no user code
+        if args.explain:
+            console.print(escape(explain(launch.spec)), highlight=False, soft_wrap=True)
+        else:
+            console.print(f"{path}: ok, {count_children(launch.spec)} children")
+        return 0
+    xml = path.suffix in XML_SUFFIXES
+    chaos = parse_chaos_option(args.chaos) if args.chaos else None
+    spec = chaos if chaos is not None or xml else chaos_from_launch(path)
+    return run(path, spec, console, events=args.events, args=launch_args, master=args.master)
+
+
+def parse_launch_args(given: list[str]) -> dict[str, str]:
+    """roslaunch's `name:=value` command-line arguments."""
+    values: dict[str, str] = {}
+    for item in given:
+        name, sep, value = item.partition(":=")
+        if not sep or not name:
+            raise UserError(f"{item!r}: launch arguments are name:=value (e.g. rate:=20)")
+        values[name] = value
+    return values
+
+
+def count_children(spec: Any) -> int:
+    return sum(1 + count_children(c) if hasattr(c, "children") else 1 for c in spec.children)
 
 
 def cmd_chaos(args: argparse.Namespace, console: Console) -> int:
     from roboscale.runtime.chaos import ChaosSpec, build_spec, chaos_from_launch
 
     path = _launch_file(args.file)
-    base = chaos_from_launch(path) or ChaosSpec()
+    from roboscale.runtime.launchspec import XML_SUFFIXES
+
+    xml = path.suffix in XML_SUFFIXES  # roslaunch files have no chaos: section
+    base = (None if xml else chaos_from_launch(path)) or ChaosSpec()
     given = {k: getattr(args, k) for k in KEYS if getattr(args, k, None) is not None}
     try:
         overrides = build_spec(given)
@@ -169,7 +213,15 @@ def _launch_file(path: Path) -> Path:
     return path
 
 
-def run(path: Path, spec: ChaosSpec | None, console: Console, *, events: Path | None) -> int:
+def run(
+    path: Path,
+    spec: ChaosSpec | None,
+    console: Console,
+    *,
+    events: Path | None,
+    args: dict[str, str] | None = None,
+    master: str | None = None,
+) -> int:
     """Run a launch, publishing its status, with the chaos monkey when `spec` is given."""
     from roboscale.runtime.chaos import ChaosMonkey, ChaosSpec
     from roboscale.runtime.executor import Runtime
@@ -210,7 +262,7 @@ def run(path: Path, spec: ChaosSpec | None, console: Console, *, events: Path | 
             await asyncio.gather(publishing, return_exceptions=True)
 
     with _quiet_events(spec is not None):
-        code = run_launch(path, events=events, session=session)
+        code = run_launch(path, events=events, session=session, args=args, master=master)
     if monkeys:
         console.print(chaos_table(monkeys[0].report))
     return code

@@ -1,29 +1,12 @@
-"""Launch files: a validated tree of supervisors, nodes and commands, built and run.
+"""Launch files built and run: `build_tree(launch, runtime)` makes the live supervision tree
+of a validated `LaunchFile` (runtime/launchspec.py, pure data), `run_launch` runs it.
 
-    name: robot                     # the root supervisor
-    strategy: one_for_one           # one_for_one | one_for_all | rest_for_one
-    intensity: 10                   # at most 10 restarts ...
-    period_s: 5                     # ... within 5 s, then give up
-    children:
-      - node: camera                # an in-process node
-        class: mypkg.camera:Camera  # package.module:Class, a subclass of runtime.node.Node
-        params: {rate_hz: 30}
-        restart: permanent          # permanent | transient | temporary
-        shutdown_s: 5               # graceful stop, then kill; 0 = brutal_kill
-        heartbeat_s: 1.0            # optional liveness
-        deadline_s: 0.5             # optional callback deadline
-      - supervisor: faces           # a sub-supervisor: same keys as the root
-        children: [...]
-      - command: talker             # an OS process (runtime.process.CommandChild)
-        argv: [rosrun, pkg, talker]
-        ready_line: "ready"         # optional regex on its output meaning "ready"
-    bridge:                         # optional: topics to and from other processes (Zenoh)
-      listen: [tcp/127.0.0.1:7447]
-      export: [/camera/image]
-    security: {...}                 # optional: the bridge's users, TLS and access rules
-                                    # (runtime/security.py, docs/security.md)
-
-Every mistake is a SpecError naming file, line, field and what is allowed.
+Building is the only step that imports the user's classes (`node` children) and turns each
+recipe into a handle: in-process nodes, process nodes (forked from the launch's zygote),
+commands, a private rosmaster, ROS nodes run as roslaunch runs them, and remote nodes seen
+over the bridge's Zenoh liveliness. A `watchdog:` wraps a process child in `WatchedChild`
+(runtime/watchdog.py). `required` children are the supervisor's significant children: their
+end stops the tree, as roslaunch's required nodes.
 """
 
 from __future__ import annotations
@@ -31,255 +14,256 @@ from __future__ import annotations
 import asyncio
 import importlib
 import math
-import re
+import shutil
 import signal
+import tempfile
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.errors import SpecError, UserError
+from roboscale.runtime import launchspec as ls
 from roboscale.runtime.bridge import Bridge
-from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_config
+from roboscale.runtime.bridgeconfig import BridgeConfig
 from roboscale.runtime.child import ChildHandle, ChildStartError
 from roboscale.runtime.events import JsonLinesRecorder, log_event
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.names import is_valid_name
+from roboscale.runtime.launchspec import LaunchFile, read_launch
 from roboscale.runtime.node import Node, NodeHandle
-from roboscale.runtime.supervisor import ChildSpec, Restart, Strategy, Supervisor
-from roboscale.yamlfile import LineMap, dotted, line_for, load_yaml
+from roboscale.runtime.supervisor import ChildSpec, Restart, Supervisor
+from roboscale.runtime.watchdog import Limits, WatchedChild
+from roboscale.yamlfile import dotted
 
-# chaos.py reads chaos; bridge and security: runtime/bridgeconfig.py, runtime/security.py
-_SUP_KEYS = {"name", "strategy", "intensity", "period_s", "children", "chaos", "bridge", "security"}
-_CHILD_KEYS = {
-    "node": {"node", "class", "params", "restart", "shutdown_s", "heartbeat_s", "deadline_s"},
-    "supervisor": {"supervisor", "strategy", "intensity", "period_s", "children", "restart",
-                   "shutdown_s"},
-    "command": {"command", "argv", "ready_line", "env", "restart", "shutdown_s"},
-}  # fmt: skip
+Loc = tuple[str | int, ...]
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
-class _Checker:
-    """Walks the parsed YAML, collecting every error with its line."""
+@dataclass
+class Tree:
+    """A built launch: its root supervisor and what it owns beside it (closed by `close`)."""
 
-    def __init__(self, path: Path, lines: LineMap) -> None:
-        self.file = str(path)
-        self.lines = lines
-        self.errors: list[SpecError] = []
+    root: Supervisor
+    bridge: Bridge | None = None
+    zygote: Any = None
+    workdir: Path | None = None
+    master_uri: str | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
-    def error(self, loc: tuple[str | int, ...], problem: str) -> None:
-        self.errors.append(SpecError(self.file, line_for(loc, self.lines), dotted(loc), problem))
+    def close(self) -> None:
+        for close in reversed(self.closers):
+            close()
+        self.closers.clear()
 
-    def keys(self, data: dict[str, Any], loc: tuple[str | int, ...], allowed: set[str]) -> None:
-        for key in data:
-            if key not in allowed:
-                self.error(
-                    (*loc, key), f"unknown field; allowed here: {', '.join(sorted(allowed))}"
-                )
 
-    def name(self, value: Any, loc: tuple[str | int, ...]) -> str:
-        if not isinstance(value, str) or not is_valid_name(value) or "/" in value:
-            self.error(loc, f"invalid name {value!r}: a letter, then letters, digits or '_'")
-            return "invalid"
-        return value
+class _Builder:
+    def __init__(self, launch: LaunchFile, runtime: Runtime, tree: Tree) -> None:
+        self.launch = launch
+        self.rt = runtime
+        self.tree = tree
+        self.watcher: Any = None
 
-    def enum(self, data: dict[str, Any], key: str, loc: tuple[str | int, ...], kind: Any) -> Any:
-        value = data.get(key)
-        if value is None:
-            return None
+    def error(self, loc: Loc, problem: str) -> SpecError:
+        line = ls._line(self.launch.lines, loc)
+        field = dotted(loc)
+        if self.launch.path.suffix in ls.XML_SUFFIXES:  # name the element, as its author wrote
+            field = "node." + str(loc[-1]) if isinstance(loc[-1], str) else "node"
+        return SpecError(str(self.launch.path), line, field, problem)
+
+    # -- supervisors and children ------------------------------------------------------------
+    def supervisor(self, sup: Any, name: str, loc: Loc) -> Supervisor:
+        limit = Intensity(sup.intensity, sup.period_s)
+        built = Supervisor(self.rt, name, strategy=sup.strategy, intensity=limit)
+        for i, child in enumerate(sup.children):
+            built.add_child(self.child(child, (*loc, "children", i)))
+        return built
+
+    def child(self, child: Any, loc: Loc) -> ChildSpec:
+        name = ls.child_name(child)
+        handle: ChildHandle
+        if isinstance(child, ls.SupervisorChild):
+            handle = self.supervisor(child, name, loc)
+        elif isinstance(child, ls.NodeChild):
+            handle = self.node(child, loc)
+        elif isinstance(child, ls.RemoteChild):
+            handle = self.remote(child, loc)
+        else:
+            handle = self.process(child, loc)
+        restart = child.restart
+        if child.required and restart is Restart.PERMANENT:
+            restart = Restart.TEMPORARY  # required and never restarted (roslaunch)
+        shutdown = math.inf if child.shutdown_s is None else child.shutdown_s
+        return ChildSpec(
+            handle, restart, shutdown,
+            restart_delay_s=child.restart_delay_s, significant=child.required,
+        )  # fmt: skip
+
+    def node(self, child: ls.NodeChild, loc: Loc) -> NodeHandle:
+        cls = self.import_node(child.class_, (*loc, "class"))
+        return NodeHandle(
+            self.rt, child.node, cls, dict(child.params),
+            heartbeat_s=child.heartbeat_s, callback_deadline_s=child.deadline_s,
+        )  # fmt: skip
+
+    def import_node(self, target: str, loc: Loc) -> type[Node]:
+        module_name, _, attr = target.partition(":")
         try:
-            return kind(value)
-        except ValueError:
-            allowed = " | ".join(k.value for k in kind)
-            self.error((*loc, key), f"{value!r} is not allowed; allowed: {allowed}")
-            return None
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            raise self.error(loc, f"cannot import {module_name}: {type(e).__name__}: {e}") from None
+        cls = getattr(module, attr, None)
+        if not (isinstance(cls, type) and issubclass(cls, Node)):
+            raise self.error(loc, f"{target} is not a subclass of roboscale.runtime.node.Node")
+        return cls
 
-    def number(
-        self, data: dict[str, Any], key: str, loc: tuple[str | int, ...], minimum: float
-    ) -> float | None:
-        value = data.get(key)
-        if value is None:
+    def remote(self, child: ls.RemoteChild, loc: Loc) -> ChildHandle:
+        from roboscale.runtime.liveliness import LivelinessWatcher, RemoteNodeChild
+
+        bridge = self.tree.bridge
+        if bridge is None or bridge.session is None:
+            raise self.error(loc, "a remote child is seen over the bridge: add a bridge section")
+        if self.watcher is None:
+            self.watcher = LivelinessWatcher(self.rt, bridge.session, bridge.config.prefix)
+            self.tree.closers.append(self.watcher.close)  # before the bridge's session
+        return RemoteNodeChild(
+            self.watcher, child.remote, child.node_path, ready_timeout_s=child.ready_timeout_s
+        )
+
+    def process(self, child: Any, loc: Loc) -> ChildHandle:
+        from roboscale.runtime.process import CommandChild, ProcessNode
+
+        handle: Any
+        if isinstance(child, ls.ProcessChild):
+            handle = ProcessNode(
+                child.process, child.target, dict(child.config), zygote=self.zygote(),
+                env=dict(child.env), ready_timeout_s=child.ready_timeout_s,
+            )  # fmt: skip
+        elif isinstance(child, ls.CommandChild):
+            cwd = Path(child.cwd) if child.cwd is not None else None
+            handle = CommandChild(
+                child.command, child.argv, env=dict(child.env), cwd=cwd,
+                ready_line=child.ready_line, ready_timeout_s=child.ready_timeout_s,
+            )  # fmt: skip
+        elif isinstance(child, ls.RosMasterChild):
+            handle = self.ros_master(child, loc)
+        else:
+            handle = self.ros_node(child, loc)
+        watchdog = getattr(child, "watchdog", None)
+        if watchdog is None:
+            built: ChildHandle = handle
+            return built
+        if watchdog.topic is not None and self.tree.master_uri is None:
+            raise self.error((*loc, "watchdog", "topic"), "a topic watchdog needs a ROS master")
+        return WatchedChild(handle, Limits(**watchdog.model_dump()), self.tree.master_uri)
+
+    def zygote(self) -> Any:
+        spec = self.launch.spec.zygote
+        if spec is None:
             return None
-        whole = key == "intensity"
-        kind = "a whole number" if whole else "a finite number"
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < minimum
-            or (whole and not float(value).is_integer())
-        ):
-            self.error((*loc, key), f"{value!r} is not allowed; {kind} >= {minimum:g}")
-            return None
-        return float(value)
+        if self.tree.zygote is None:
+            from roboscale.runtime.zygote import Zygote
+
+            zygote = Zygote(spec.preload)
+            zygote.start()
+            self.tree.zygote = zygote
+            self.tree.closers.append(zygote.close)
+        return self.tree.zygote
+
+    # -- ROS 1 -------------------------------------------------------------------------------
+    def workdir(self) -> Path:
+        if self.tree.workdir is None:
+            self.tree.workdir = Path(tempfile.mkdtemp(prefix="roboscale-launch-"))
+            workdir = self.tree.workdir
+            self.tree.closers.append(lambda: shutil.rmtree(workdir, ignore_errors=True))
+        return self.tree.workdir
+
+    def ros_master(self, child: ls.RosMasterChild, loc: Loc) -> ChildHandle:
+        from roboscale.runtime.rosnode import RosMaster, free_port, ros_env
+
+        ros = self.launch.spec.ros or ls.Ros()
+        if ros.master != "private":  # a given master: this child waits for it, sets params
+            env = ros_env(ros.master, self.workdir() / "ros_home")
+            return RosMaster(child.ros_master, ros.master, ros.params, env, port=None)
+        if self.tree.master_uri is not None:
+            raise self.error(loc, "a second ROS master")
+        port = child.port or free_port()
+        uri = f"http://127.0.0.1:{port}/"
+        self.tree.master_uri = uri
+        env = ros_env(uri, self.workdir() / "ros_home")
+        return RosMaster(
+            child.ros_master, uri, ros.params, env, port=port,
+            log=self.workdir() / f"{child.ros_master}.log",
+        )  # fmt: skip
+
+    def ros_node(self, child: ls.RosNodeChild, loc: Loc) -> ChildHandle:
+        from roboscale.runtime.process import CommandChild
+        from roboscale.runtime.rosnode import find_node, node_argv, ros_env
+
+        if self.tree.master_uri is None:
+            raise self.error(loc, "a ROS node needs a ROS master: a ros_master child before it")
+        ros = self.launch.spec.ros or ls.Ros()
+        if child.machine is not None:
+            address = ros.machines.get(child.machine)
+            if address is None:
+                known = ", ".join(ros.machines) or "none"
+                raise self.error((*loc, "machine"), f"unknown machine; declared: {known}")
+            if address not in LOCAL_HOSTS:
+                raise self.error(
+                    (*loc, "machine"),
+                    f"{child.machine} is {address}: nodes on other hosts run from a launch "
+                    "there, seen here as remote children (remote: NAME, node_path: PATH)",
+                )
+        extra = dict(child.env)
+        if child.ns not in ("", "/"):
+            extra["ROS_NAMESPACE"] = child.ns
+        env = ros_env(self.tree.master_uri, self.workdir() / "ros_home", extra)
+        try:
+            program = find_node(child.pkg, child.type, env)
+        except UserError as e:
+            raise self.error((*loc, "type"), str(e)) from None
+        argv = node_argv(program, child.ros_node, child.args, child.remap)
+        log = self.workdir() / f"{child.ros_name.strip('/').replace('/', '.')}.log"
+        return CommandChild(
+            child.ros_node, argv, env=env, log=log, ready_timeout_s=child.ready_timeout_s
+        )
+
+
+def build_tree(launch: LaunchFile, runtime: Runtime, bridge: Bridge | None = None) -> Tree:
+    """The live tree of a validated launch file (not started). `bridge`, when given and
+    open, is where remote children are seen. On an error, whatever was made is closed."""
+    spec = launch.spec
+    tree = Tree(Supervisor(runtime, spec.name), bridge)
+    if spec.ros is not None and spec.ros.master != "private":
+        tree.master_uri = spec.ros.master
+    builder = _Builder(launch, runtime, tree)
+    try:
+        tree.root = builder.supervisor(spec, spec.name, ())
+    except BaseException:
+        tree.close()
+        raise
+    return tree
 
 
 def load_launch(path: Path, runtime: Runtime) -> Supervisor:
-    """Parse and validate a launch file into a supervision tree (not started)."""
-    return load_launch_file(path, runtime)[0]
+    """Read, validate and build a launch file's tree (not started)."""
+    return build_tree(read_launch(path), runtime).root
 
 
 def load_launch_file(path: Path, runtime: Runtime) -> tuple[Supervisor, BridgeConfig | None]:
-    """The supervision tree of a launch file and its bridge, if it has one (not started)."""
-    data, lines = load_yaml(path, "launch file")
-    check = _Checker(path, lines)
-    if not isinstance(data, dict):
-        raise SpecError(str(path), 1, "", "a launch file is a mapping with name and children")
-    root = _supervisor(check, data, (), runtime, data.get("name"))
-    bridge = _bridge(check, data, path)
-    if check.errors:
-        raise SpecErrors(check.errors)
-    assert root is not None
-    return root, bridge
+    """A launch file's tree (not started) and its bridge's settings, if it has a bridge.
+    What the tree owns beside it (a zygote, a ROS work folder) needs `build_tree`'s
+    `Tree.close`: use that when the file has them."""
+    launch = read_launch(path)
+    return build_tree(launch, runtime).root, launch.bridge
 
 
-def _bridge(check: _Checker, data: dict[str, Any], path: Path) -> BridgeConfig | None:
-    """The `bridge:` section, with the top-level `security:` applying to it."""
-    raw, security = data.get("bridge"), data.get("security")
-    if raw is None:
-        if security is not None:
-            check.error(("security",), "secures the bridge: add a bridge section")
-        return None
-    if not isinstance(raw, dict):
-        check.error(("bridge",), "a mapping: listen, connect, export, import...")
-        return None
-    if "durable" in raw:
-        check.error(("bridge", "durable"), "durable topics need cursor files: use the Python API")
-        return None
-    try:
-        return bridge_config(
-            {**raw, "security": security} if security is not None else raw, "", path.parent
-        )
-    except UserError as e:  # "<field>: <field>: problem": the deepest field with a line
-        parts = str(e).removeprefix(": ").split(": ")
-        loc: tuple[str | int, ...] = ("security",) if parts[0] == "security" else ("bridge",)
-        parts = parts[1:] if parts[0] == "security" else parts
-        while len(parts) > 1 and (*loc, parts[0]) in check.lines:
-            loc, parts = (*loc, parts[0]), parts[1:]
-        check.error(loc, ": ".join(parts))
-        return None
-
-
-def _supervisor(
-    check: _Checker, data: dict[str, Any], loc: tuple[str | int, ...], rt: Runtime, name: Any
-) -> Supervisor | None:
-    name = check.name(name, (*loc, "name") if not loc else (*loc, "supervisor"))
-    strategy = check.enum(data, "strategy", loc, Strategy) or Strategy.ONE_FOR_ONE
-    max_r = check.number(data, "intensity", loc, 0)
-    period = check.number(data, "period_s", loc, 0.001)
-    limit = Intensity(int(max_r) if max_r is not None else 1, period or 5.0)
-    children = data.get("children")
-    if not isinstance(children, list) or not children:
-        check.error((*loc, "children"), "required: a list of node, supervisor or command entries")
-        children = []
-    specs = [_child(check, c, (*loc, "children", i), rt) for i, c in enumerate(children)]
-    if loc == ():
-        check.keys(data, loc, _SUP_KEYS)
-    sup = Supervisor(rt, name, strategy=strategy, intensity=limit)
-    seen: set[str] = set()
-    for i, spec in enumerate(specs):
-        if spec is None:
-            continue
-        if spec.handle.name in seen:
-            check.error((*loc, "children", i), f"a second child named {spec.handle.name!r}")
-            continue
-        seen.add(spec.handle.name)
-        sup.add_child(spec)
-    return sup
-
-
-def _child(check: _Checker, data: Any, loc: tuple[str | int, ...], rt: Runtime) -> ChildSpec | None:
-    kinds = [k for k in _CHILD_KEYS if isinstance(data, dict) and k in data]
-    if len(kinds) != 1:
-        check.error(loc, "each child has exactly one of: node, supervisor, command")
-        return None
-    kind = kinds[0]
-    check.keys(data, loc, _CHILD_KEYS[kind])
-    name = check.name(data[kind], (*loc, kind))
-    restart = check.enum(data, "restart", loc, Restart) or Restart.PERMANENT
-    default_shutdown = math.inf if kind == "supervisor" else 5.0
-    shutdown = check.number(data, "shutdown_s", loc, 0)
-    handle: ChildHandle | None
-    if kind == "node":
-        handle = _node(check, data, loc, rt, name)
-    elif kind == "supervisor":
-        handle = _supervisor(check, data, loc, rt, name)
-    else:
-        handle = _command(check, data, loc, name)
-    if handle is None:
-        return None
-    return ChildSpec(handle, restart, default_shutdown if shutdown is None else shutdown)
-
-
-def _node(
-    check: _Checker, data: dict[str, Any], loc: tuple[str | int, ...], rt: Runtime, name: str
-) -> NodeHandle | None:
-    cls = _import_node(check, data.get("class"), (*loc, "class"))
-    params = data.get("params", {})
-    if not isinstance(params, dict):
-        check.error((*loc, "params"), "a mapping of parameter names to values")
-        params = {}
-    heartbeat = check.number(data, "heartbeat_s", loc, 0.001)
-    deadline = check.number(data, "deadline_s", loc, 0.001)
-    if cls is None:
-        return None
-    return NodeHandle(rt, name, cls, params, heartbeat_s=heartbeat, callback_deadline_s=deadline)
-
-
-def _import_node(check: _Checker, target: Any, loc: tuple[str | int, ...]) -> type[Node] | None:
-    if target is None:
-        check.error(loc, "required: the node's class, package.module:Class")
-        return None
-    if not isinstance(target, str) or target.count(":") != 1:
-        check.error(loc, f"{target!r} is not allowed; write package.module:Class")
-        return None
-    module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:
-        check.error(loc, f"cannot import {module_name}: {type(e).__name__}: {e}")
-        return None
-    cls = getattr(module, attr, None)
-    if not (isinstance(cls, type) and issubclass(cls, Node)):
-        check.error(loc, f"{target} is not a subclass of roboscale.runtime.node.Node")
-        return None
-    return cls
-
-
-def _command(
-    check: _Checker, data: dict[str, Any], loc: tuple[str | int, ...], name: str
-) -> ChildHandle | None:
-    argv = data.get("argv")
-    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-        check.error((*loc, "argv"), "required: a non-empty list of strings (program, arguments)")
-        return None
-    env = data.get("env")
-    if env is not None and not (
-        isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
-    ):
-        check.error((*loc, "env"), "a mapping of variable names to strings")
-        return None
-    ready = data.get("ready_line")
-    if ready is not None and (problem := _regex_problem(ready)):
-        check.error((*loc, "ready_line"), f"{ready!r} is not allowed ({problem}); allowed: {_RE}")
-        return None
-    from roboscale.runtime.process import CommandChild  # OS processes only when asked for
-
-    return CommandChild(name, argv, env=env, ready_line=ready)
-
-
-_RE = "a Python regular expression matched against each line of output"
-
-
-def _regex_problem(value: Any) -> str:
-    """Why `value` is not a regular expression; empty when it is one."""
-    if not isinstance(value, str):
-        return "not a string"
-    try:
-        re.compile(value)
-    except re.error as e:
-        return str(e)
-    return ""
+def has_remote(children: list[Any]) -> bool:
+    return any(
+        isinstance(c, ls.RemoteChild)
+        or (isinstance(c, ls.SupervisorChild) and has_remote(c.children))
+        for c in children
+    )
 
 
 def format_status(rows: list[dict[str, Any]]) -> str:
@@ -299,7 +283,12 @@ LaunchSession = Callable[[Runtime, Supervisor], Awaitable[int | None]]
 
 
 def run_launch(
-    path: Path, *, events: Path | None = None, session: LaunchSession | None = None
+    path: Path,
+    *,
+    events: Path | None = None,
+    session: LaunchSession | None = None,
+    args: dict[str, str] | None = None,
+    master: str | None = None,
 ) -> int:
     """`roboscale launch FILE`: validate, start in order, run until Ctrl-C, stop in reverse.
 
@@ -307,15 +296,26 @@ def run_launch(
     or the code `session` returned (the tree is stopped first). A session still running
     at the end is cancelled; its exception is raised after the tree is stopped.
     """
+    launch = read_launch(
+        path, args, master=master
+    )  # every error is reported before anything starts
     rt = Runtime()
     rt.subscribers.append(log_event)
     recorder = JsonLinesRecorder(events) if events is not None else None
     if recorder is not None:
         rt.subscribers.append(recorder)
-    root, bridge_cfg = load_launch_file(path, rt)  # every error is reported before starting
-    bridge = Bridge(rt, bridge_cfg) if bridge_cfg is not None else None
+    bridge = Bridge(rt, launch.bridge, cursors=launch.cursors) if launch.bridge else None
+    # Remote children are seen over the bridge: then it opens first.
+    early = bridge is not None and has_remote(launch.spec.children)
+    tree: Tree | None = None
 
     async def main() -> int:
+        nonlocal tree
+        if early:
+            assert bridge is not None
+            await rt.loop.run_in_executor(None, bridge.open)
+        tree = await rt.loop.run_in_executor(None, build_tree, launch, rt, bridge)
+        root = tree.root
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             rt.loop.add_signal_handler(sig, stop.set)
@@ -323,7 +323,7 @@ def run_launch(
             await root.start_async()
         except ChildStartError as e:  # every started child was stopped again, in order
             raise UserError(f"{path}: the tree did not start: {e}") from None
-        if bridge is not None:  # the nodes subscribe first: no sample comes before an inbox
+        if bridge is not None and not early:  # the nodes subscribe first: no sample before an inbox
             try:
                 await rt.loop.run_in_executor(None, bridge.open)
             except UserError:
@@ -344,15 +344,22 @@ def run_launch(
             if extra is not None and not extra.done():
                 extra.cancel()
                 await asyncio.gather(extra, return_exceptions=True)
-            if bridge is not None:
+            if bridge is not None and not early:
                 await rt.loop.run_in_executor(None, bridge.close)
             if ended not in done:
                 await root.stop_async()
+            if early and bridge is not None:  # remote children were seen over it: after them
+                tree.close()
+                await rt.loop.run_in_executor(None, bridge.close)
         return 0 if code is None else code
 
     try:
         return rt.run(main())
     finally:
+        if bridge is not None and bridge.session is not None:
+            bridge.close()
+        if tree is not None:
+            tree.close()
         rt.close()
         if recorder is not None:
             recorder.close()

@@ -68,15 +68,22 @@ INFINITY = math.inf  # shutdown value: wait as long as it takes (the default for
 
 @dataclass(slots=True)
 class ChildSpec:
-    """A child and how to supervise it."""
+    """A child and how to supervise it. Launch files keep the pure-data recipe of each
+    child (runtime/launchspec.py); `build_tree` turns it into the handle held here."""
 
     handle: ChildHandle
     restart: Restart = Restart.PERMANENT
     shutdown_s: float = 5.0  # graceful stop allowed this long, then killed
+    restart_delay_s: float = 0.0  # wait this long before restarting it (respawn_delay)
+    # OTP's significant child with auto_shutdown=any_significant (roslaunch's required):
+    # when it ends and is not restarted, the supervisor stops all its children and ends.
+    significant: bool = False
 
     def __post_init__(self) -> None:
         if self.shutdown_s < 0:
             raise UserError(f"child {self.handle.name}: shutdown must be >= 0 s")
+        if self.restart_delay_s < 0:
+            raise UserError(f"child {self.handle.name}: restart delay must be >= 0 s")
 
 
 @dataclass(slots=True)
@@ -112,9 +119,11 @@ class _Exit:
 
 @dataclass(slots=True)
 class _GiveUp:
-    """Queued by the fast path when a restart exceeds the intensity: giving up is async."""
+    """Queued by the fast path when a restart exceeds the intensity, or when a significant
+    child ended: giving up is async."""
 
     child: _Child
+    significant: bool = False
 
 
 class Supervisor:
@@ -340,7 +349,7 @@ class Supervisor:
             self._busy = self._inflight is not None
 
     def _fits_fast_path(self, child: _Child) -> bool:
-        if child.start_nowait is None:
+        if child.start_nowait is None or child.spec.restart_delay_s > 0 or child.spec.significant:
             return False
         if self.strategy is Strategy.ONE_FOR_ONE or len(self._children) == 1:
             return True
@@ -384,7 +393,7 @@ class Supervisor:
             self._busy = True
             try:
                 if isinstance(message, _GiveUp):
-                    await self._give_up(message.child)
+                    await self._give_up(message.child, message.significant)
                 else:
                     await self._handle_exit(message)
             finally:
@@ -406,6 +415,8 @@ class Supervisor:
             return True
         if child.spec.restart is Restart.TEMPORARY:
             self._remove(child)
+        if child.spec.significant and self._mailbox is not None:
+            self._mailbox.put_nowait(_GiveUp(child, significant=True))
         return False
 
     @staticmethod
@@ -419,6 +430,8 @@ class Supervisor:
         if not self._window.add(self.clock()):
             await self._give_up(failed)
             return
+        if failed.spec.restart_delay_s > 0:  # the mailbox waits too, as roslaunch's respawn
+            await asyncio.sleep(failed.spec.restart_delay_s)
         index = self._children.index(failed)
         if self.strategy is Strategy.ONE_FOR_ONE:
             group = [failed]
@@ -449,10 +462,12 @@ class Supervisor:
         child.restarts += 1
         self._emit("restarted", child.name)
 
-    async def _give_up(self, failed: _Child) -> None:
+    async def _give_up(self, failed: _Child, significant: bool = False) -> None:
         limit = self.intensity
         detail = (
-            f"more than {limit.max_restarts} restarts within {limit.period_s:g}s "
+            f"required child {failed.name} ended ({failed.last_exit})"
+            if significant
+            else f"more than {limit.max_restarts} restarts within {limit.period_s:g}s "
             f"(last: {failed.name} {failed.last_exit})"
         )
         self._emit("gave_up", "", detail=detail)

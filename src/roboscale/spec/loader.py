@@ -14,8 +14,9 @@ from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.facetrackcheck import check_facetrack
 from roboscale.spec.graphfile import with_graphs
 from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
+from roboscale.validation import to_spec_errors as spec_errors
 from roboscale.workloads.base import get_workload
-from roboscale.yamlfile import KeyPath, LineMap, dotted, line_for, load_yaml
+from roboscale.yamlfile import KeyPath, LineMap, line_for, load_yaml
 
 Path_ = KeyPath
 
@@ -25,57 +26,18 @@ def _allowed_for(loc: Path_) -> str:
     return ALLOWED.get(key, "")
 
 
-def _fields_at(model: type[BaseModel], loc: Path_) -> list[str]:
-    """The valid field names of the mapping that holds loc[-1]."""
-    current: Any = model
-    for part in loc[:-1]:
-        if isinstance(part, int) or not (
-            isinstance(current, type) and issubclass(current, BaseModel)
-        ):
-            continue
-        field = current.model_fields.get(part)
-        if field is None:
-            return []
-        current = field.annotation
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
-
-
-def _message(err: Any, loc: Path_, model: type[BaseModel]) -> str:
-    if err["type"] == "extra_forbidden":
-        names = _fields_at(model, loc)
-        close = difflib.get_close_matches(str(loc[-1]), names, n=1)
-        guess = f"; did you mean '{close[0]}'?" if close else ""
-        return f"unknown field{guess} allowed fields here: {', '.join(names)}"
-    if err["type"] == "missing":
-        allowed = _allowed_for(loc)
-        return f"required field is missing; expected {allowed}" if allowed else "required"
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if "allowed:" in msg:
-        return msg
-    allowed = _allowed_for(loc)
-    given = err.get("input")
-    quoted = isinstance(given, dict | list) or repr(given) in msg
-    shown = "" if quoted else f" (got {given!r})"
-    return f"{msg}{shown}; allowed: {allowed}" if allowed else f"{msg}{shown}"
-
-
 def to_spec_errors(
     e: ValidationError, file: str, lines: LineMap, model: type[BaseModel], quick: bool = False
 ) -> SpecErrors:
-    """One SpecError per problem, in file order. In a quick variant, a problem that
-    lies inside the quick section is named by its full path there."""
-    errors = []
-    for err in e.errors():
-        loc: Path_ = tuple(err["loc"])
-        shown = loc
+    """One SpecError per problem, in file order (roboscale.validation). In a quick variant,
+    a problem that lies inside the quick section is named by its full path there."""
+
+    def shown_as(loc: Path_) -> tuple[Path_, LineMap]:
         if quick and any(("quick", *loc[:n]) in lines for n in range(1, len(loc) + 1)):
-            shown = ("quick", *loc)
-        line = line_for(shown, lines) if shown != loc else line_for(loc, _quick_lines(lines))
-        errors.append(SpecError(file, line, dotted(shown), _message(err, loc, model)))
-    errors.sort(key=lambda x: (x.line or 0, x.field))
-    return SpecErrors(errors)
+            return ("quick", *loc), lines
+        return loc, _quick_lines(lines)
+
+    return spec_errors(e, file, lines, model, allowed=_allowed_for, shown_as=shown_as)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

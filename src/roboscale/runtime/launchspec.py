@@ -1,0 +1,497 @@
+"""Launch files as pure data: the `LaunchSpec` tree that YAML launch files and roslaunch
+XML both become, validated before anything runs (OTP's `check_childspecs`).
+
+    name: robot                     # the root supervisor
+    strategy: one_for_one           # one_for_one | one_for_all | rest_for_one
+    intensity: 10                   # at most 10 restarts ...
+    period_s: 5                     # ... within 5 s, then give up
+    zygote: {preload: [zenoh]}      # optional: process children fork from a zygote
+    ros: {master: private, params: {/robot/rate: 10}}   # optional: a ROS 1 master
+    children:
+      - node: camera                # an in-process node
+        class: mypkg.camera:Camera  # package.module:Class (imported when built, never checked)
+        params: {rate_hz: 30}
+        restart: permanent          # permanent | transient | temporary
+        shutdown_s: 5               # graceful stop, then kill; 0 = brutal_kill
+        heartbeat_s: 1.0            # optional liveness; deadline_s: a callback deadline
+      - process: detector           # a Python target in its own process (the zygote's)
+        target: mypkg.detect:main
+        config: {model: small}
+      - command: talker             # an OS process
+        argv: [rosrun, pkg, talker]
+        ready_line: "ready"         # optional regex on its output meaning "ready"
+        restart_delay_s: 1          # wait before a restart (roslaunch's respawn_delay)
+        required: true              # its end stops the whole tree (roslaunch's required)
+        watchdog: {topic: /chatter, min_rate_hz: 5, window_s: 1, grace_s: 5}
+      - ros_master: master          # a private rosmaster (a free port unless `port`)
+      - ros_node: talker            # a ROS 1 node, run as roslaunch runs it
+        pkg: demo
+        type: talker.py
+        ns: /robot
+        args: [--rate, "10"]
+        remap: {chatter: /talk}
+      - remote: arm                 # a node in another process or host (Zenoh liveliness)
+        node_path: /arm/driver
+      - supervisor: faces           # a sub-supervisor: same keys as the root
+        children: [...]
+    bridge: {listen: [tcp/127.0.0.1:7447], export: [/camera/image]}   # runtime/bridgeconfig.py
+    cursors: {/camera/image: image.cursor}   # durable imports: where each resumes from
+    security: {...}                 # the bridge's users, TLS and access rules
+    chaos: {...}                    # runtime/chaos.py
+
+`read_launch(path)` reads either format; every mistake is a SpecError naming file, line
+and field, through `roboscale.validation.to_spec_errors`. Nothing here imports the
+user's code or needs a runtime: `build_tree` (runtime/launch.py) does that.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_config
+from roboscale.runtime.names import NAME_RULE, is_valid_name
+from roboscale.runtime.supervisor import Restart, Strategy
+from roboscale.validation import to_spec_errors
+from roboscale.yamlfile import LineMap, load_yaml
+from roboscale.yamlfile import dotted as _dotted
+
+KINDS = ("node", "process", "command", "ros_master", "ros_node", "remote", "supervisor")
+XML_SUFFIXES = (".launch", ".xml")
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_LEAF = "a letter, then letters, digits or '_'"
+
+
+def _leaf_name(value: str) -> str:
+    if not is_valid_name(value) or "/" in value:
+        raise ValueError(f"invalid name {value!r}: {_LEAF}")
+    return value
+
+
+def _ros_name(value: str) -> str:
+    if value not in ("", "/") and not is_valid_name(value.rstrip("/")):
+        raise ValueError(f"invalid ROS name {value!r}: {NAME_RULE}")
+    return value
+
+
+def _regex(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as e:
+            raise ValueError(f"{value!r} is not a regular expression ({e})") from None
+    return value
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+# Strict: a boolean or a string is never a number; NaN and infinity are refused (a
+# supervisor's default shutdown, infinity, is a default, not something written).
+NonNegative = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+
+
+class Watchdog(_Data):
+    """Liveness beyond exit: a child alive but failing one of these is restarted (`hung`)."""
+
+    heartbeat_file: str | None = None  # a file the child must touch ...
+    heartbeat_s: Positive | None = None  # ... at least this often
+    topic: str | None = None  # a ROS 1 topic the child publishes
+    min_rate_hz: Positive | None = None  # at least this rate over window_s
+    window_s: Positive = 1.0
+    max_silence_s: Positive | None = None  # no gap between messages longer than this
+    grace_s: NonNegative = 5.0  # after each start, before the first check
+
+    @model_validator(mode="after")
+    def _complete(self) -> Watchdog:
+        if (self.heartbeat_file is None) != (self.heartbeat_s is None):
+            raise ValueError("heartbeat_file and heartbeat_s go together")
+        on_topic = self.min_rate_hz is not None or self.max_silence_s is not None
+        if on_topic != (self.topic is not None):
+            raise ValueError("topic needs min_rate_hz or max_silence_s, and they need topic")
+        if self.heartbeat_file is None and self.topic is None:
+            raise ValueError("give heartbeat_file and heartbeat_s, or topic with a limit")
+        if self.topic is not None:
+            _ros_name(self.topic)
+        return self
+
+
+class _Child(_Data):
+    restart: Restart = Restart.PERMANENT
+    shutdown_s: NonNegative | None = 5.0  # None: as long as it takes (OTP's infinity)
+    restart_delay_s: NonNegative = 0.0  # roslaunch's respawn_delay
+    required: bool = False  # its end stops the whole tree (roslaunch's required)
+
+
+class NodeChild(_Child):
+    node: str
+    class_: str = Field(alias="class")
+    params: dict[str, Any] = {}
+    heartbeat_s: Positive | None = None
+    deadline_s: Positive | None = None
+
+    _n = field_validator("node")(_leaf_name)
+
+    @field_validator("class_")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        if not _TARGET.match(value):
+            raise ValueError(f"{value!r} is not allowed; write package.module:Class")
+        return value
+
+
+class ProcessChild(_Child):
+    process: str
+    target: str
+    config: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    ready_timeout_s: Positive = 10.0
+    watchdog: Watchdog | None = None
+
+    _n = field_validator("process")(_leaf_name)
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        if not _TARGET.match(value):
+            raise ValueError(f"{value!r} is not allowed; write package.module:function")
+        return value
+
+
+class CommandChild(_Child):
+    command: str
+    argv: list[str] = Field(min_length=1)
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    ready_line: str | None = None
+    ready_timeout_s: Positive = 10.0
+    watchdog: Watchdog | None = None
+
+    _n = field_validator("command")(_leaf_name)
+    _r = field_validator("ready_line")(_regex)
+
+
+class RosMasterChild(_Child):
+    ros_master: str
+    port: int = Field(
+        0, ge=0, le=65535, strict=True
+    )  # 0: a free port, chosen when the tree is built
+
+    _n = field_validator("ros_master")(_leaf_name)
+
+
+class RosNodeChild(_Child):
+    ros_node: str
+    pkg: str
+    type: str
+    ns: str = "/"
+    args: list[str] = []
+    remap: dict[str, str] = {}
+    env: dict[str, str] = {}
+    machine: str | None = None
+    ready_timeout_s: Positive = 30.0
+    watchdog: Watchdog | None = None
+
+    _n = field_validator("ros_node")(_leaf_name)
+    _ns = field_validator("ns")(_ros_name)
+
+    @property
+    def ros_name(self) -> str:
+        return f"{self.ns.rstrip('/')}/{self.ros_node}"
+
+
+class RemoteChild(_Child):
+    remote: str
+    node_path: str
+    ready_timeout_s: Positive = 10.0
+
+    _n = field_validator("remote")(_leaf_name)
+
+
+class _Supervisor(_Data):
+    strategy: Strategy = Strategy.ONE_FOR_ONE
+    intensity: int = Field(1, ge=0, strict=True)
+    period_s: Positive = 5.0
+    children: list[Child] = Field(min_length=1)
+
+
+class SupervisorChild(_Supervisor, _Child):
+    supervisor: str
+    shutdown_s: NonNegative | None = None  # None: as long as it takes (OTP's infinity)
+
+    _n = field_validator("supervisor")(_leaf_name)
+
+
+def _kind(data: Any) -> str | None:
+    if isinstance(data, BaseModel):
+        return next(k for k in KINDS if k in type(data).model_fields)
+    kinds = [k for k in KINDS if isinstance(data, dict) and k in data]
+    return kinds[0] if len(kinds) == 1 else None
+
+
+Child = Annotated[
+    Annotated[NodeChild, Tag("node")]
+    | Annotated[ProcessChild, Tag("process")]
+    | Annotated[CommandChild, Tag("command")]
+    | Annotated[RosMasterChild, Tag("ros_master")]
+    | Annotated[RosNodeChild, Tag("ros_node")]
+    | Annotated[RemoteChild, Tag("remote")]
+    | Annotated[SupervisorChild, Tag("supervisor")],
+    Discriminator(
+        _kind,
+        custom_error_type="child_kind",
+        custom_error_message=f"each child has exactly one of: {', '.join(KINDS)}",
+    ),
+]
+
+
+def child_name(child: Any) -> str:
+    return str(getattr(child, _kind(child) or "", ""))
+
+
+class Ros(_Data):
+    master: str = "private"  # private, or the URI of a running master (http://host:11311/)
+    params: dict[str, Any] = {}  # global names -> values, set before any node starts
+    machines: dict[str, str] = {}  # roslaunch machine name -> address
+
+    @field_validator("master")
+    @classmethod
+    def _master(cls, value: str) -> str:
+        if value != "private" and not re.fullmatch(r"http://[\w.\-]+:\d{1,5}/?", value):
+            raise ValueError(f"{value!r} is not allowed; allowed: private | http://host:port/")
+        return value
+
+
+class Zygote(_Data):
+    preload: list[str] = ["zenoh"]
+
+
+class LaunchSpec(_Supervisor):
+    version: Literal[1] = 1
+    name: str
+    ros: Ros | None = None
+    zygote: Zygote | None = None
+    bridge: dict[str, Any] | None = None  # runtime/bridgeconfig.py validates it
+    cursors: dict[str, str] = {}  # durable import -> its cursor file (beside the launch file)
+    security: dict[str, Any] | None = None
+    chaos: dict[str, Any] | None = None  # runtime/chaos.py validates it
+
+    _n = field_validator("name")(_leaf_name)
+
+
+SupervisorChild.model_rebuild()
+LaunchSpec.model_rebuild()
+
+ALLOWED = {
+    "strategy": " | ".join(s.value for s in Strategy),
+    "restart": " | ".join(r.value for r in Restart),
+    "intensity": "a whole number >= 0",
+    "children": f"a list of {', '.join(KINDS)} entries",
+    "argv": "a non-empty list of strings (program, arguments)",
+    "class": "package.module:Class",
+    "ready_line": "a Python regular expression matched against each line of output",
+    "env": "a mapping of variable names to strings",
+    "params": "a mapping of parameter names to values",
+    "config": "a mapping of names to values",
+    "bridge": "a mapping: listen, connect, export, import, durable, ...",
+    "name": f"a name: {_LEAF}",
+}
+
+
+def _allowed(loc: tuple[str | int, ...]) -> str:
+    key = next((p for p in reversed(loc) if isinstance(p, str)), "")
+    if key.endswith("_s") and key not in ALLOWED:
+        return "a number of seconds"
+    return ALLOWED.get(key, "")
+
+
+@dataclass(frozen=True)
+class LaunchFile:
+    """A validated launch file: its spec and where it came from (for errors when built)."""
+
+    path: Path
+    spec: LaunchSpec
+    lines: LineMap
+    bridge: BridgeConfig | None
+
+    @property
+    def cursors(self) -> dict[str, Path]:
+        """The cursor file of each durable import, relative paths from the file's folder."""
+        return {t: self.path.parent / p for t, p in self.spec.cursors.items()}
+
+
+def read_launch(
+    path: Path,
+    args: dict[str, str] | None = None,
+    find: Callable[[str], str] | None = None,
+    master: str | None = None,
+) -> LaunchFile:
+    """Read and validate a launch file, YAML or roslaunch XML (by its suffix).
+
+    For XML only: `args` are roslaunch's command-line `name:=value` arguments, `find`
+    resolves `$(find pkg)` (default: rospack) and `master` is the URI of a running ROS
+    master to use instead of a private one."""
+    if path.suffix in XML_SUFFIXES:
+        from roboscale.runtime.roslaunch_xml import read_roslaunch
+
+        data, lines = read_roslaunch(path, args or {}, find, master)
+    else:
+        if args or master:
+            raise UserError(f"{path}: name:=value and --master are for roslaunch XML files")
+        data, lines = load_yaml(path, "launch file")
+    if not isinstance(data, dict):
+        raise SpecError(str(path), 1, "", "a launch file is a mapping with name and children")
+    errors: list[SpecError] = []
+    try:
+        spec = LaunchSpec.model_validate(data)
+    except ValidationError as e:
+        errors = to_spec_errors(e, str(path), lines, LaunchSpec, allowed=_allowed).errors
+        spec = None
+    bridge = _bridge(data, path, lines, errors)
+    if spec is not None:
+        errors += _duplicates(spec, (), path, lines)
+    if errors:
+        raise SpecErrors(sorted(errors, key=lambda x: (x.line or 0, x.field)))
+    assert spec is not None
+    return LaunchFile(path, spec, lines, bridge)
+
+
+def _duplicates(
+    sup: _Supervisor, loc: tuple[str | int, ...], path: Path, lines: LineMap
+) -> list[SpecError]:
+    """A child named as an earlier sibling, at its own line."""
+    found, seen = [], set()
+    for i, child in enumerate(sup.children):
+        here = (*loc, "children", i)
+        if (name := child_name(child)) in seen:
+            found.append(SpecError(str(path), _line(lines, here), _dotted(here),
+                                   f"a second child named {name!r}"))  # fmt: skip
+        seen.add(name)
+        if isinstance(child, SupervisorChild):
+            found += _duplicates(child, here, path, lines)
+    return found
+
+
+def _bridge(
+    data: dict[str, Any], path: Path, lines: LineMap, errors: list[SpecError]
+) -> BridgeConfig | None:
+    """The `bridge:` section, with the top-level `security:` applying to it."""
+    raw, security = data.get("bridge"), data.get("security")
+
+    def error(loc: tuple[str, ...], problem: str) -> None:
+        errors.append(SpecError(str(path), _line(lines, loc), ".".join(loc), problem))
+
+    if raw is None:
+        if security is not None:
+            error(("security",), "secures the bridge: add a bridge section")
+        return None
+    if not isinstance(raw, dict):
+        return None  # the model said so
+    try:
+        config = bridge_config(
+            {**raw, "security": security} if security is not None else raw, "", path.parent
+        )
+    except UserError as e:  # "<field>: <field>: problem": the deepest field with a line
+        parts = str(e).removeprefix(": ").split(": ")
+        loc: tuple[str, ...] = ("security",) if parts[0] == "security" else ("bridge",)
+        parts = parts[1:] if parts[0] == "security" else parts
+        while len(parts) > 1 and (*loc, parts[0]) in lines:
+            loc, parts = (*loc, parts[0]), parts[1:]
+        error(loc, ": ".join(parts))
+        return None
+    cursors = data.get("cursors") or {}
+    for topic in config.durable:
+        if topic in config.imports and topic not in cursors:
+            example = f"{{{topic}: {topic.strip('/').replace('/', '_')}.cursor}}"
+            error(("bridge", "durable"), f"durable import {topic} needs a cursor file: "
+                  f"add cursors: {example}")  # fmt: skip
+    return config
+
+
+def _line(lines: LineMap, loc: tuple[str | int, ...]) -> int | None:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return None
+
+
+# -- explain ---------------------------------------------------------------------------------
+def explain(spec: LaunchSpec) -> str:
+    """The supervision tree a launch file became, one line per child."""
+    head = f"{spec.name}  supervisor {_policy(spec)}"
+    lines = [head]
+    if spec.ros is not None:
+        lines.append(f"  ros: master {spec.ros.master}, {len(spec.ros.params)} params")
+        lines += [f"    param {k} = {v!r}" for k, v in sorted(spec.ros.params.items())]
+    if spec.zygote is not None:
+        lines.append(f"  zygote: preload {', '.join(spec.zygote.preload) or 'nothing'}")
+    if spec.bridge is not None:
+        lines.append(f"  bridge: {', '.join(f'{k} {v}' for k, v in spec.bridge.items())}")
+    _explain_children(spec.children, "  ", lines)
+    return "\n".join(lines)
+
+
+def _policy(sup: _Supervisor) -> str:
+    return f"{sup.strategy.value}, at most {sup.intensity} restarts in {sup.period_s:g} s"
+
+
+def _explain_children(children: list[Any], indent: str, out: list[str]) -> None:
+    for child in children:
+        kind = _kind(child) or "?"
+        name = child_name(child)
+        if isinstance(child, SupervisorChild):
+            out.append(f"{indent}{name}  supervisor {_policy(child)}  {_restart(child)}")
+            _explain_children(child.children, indent + "  ", out)
+            continue
+        out.append(f"{indent}{name}  {kind} {_what(child)}  {_restart(child)}")
+        watchdog = getattr(child, "watchdog", None)
+        if watchdog is not None:
+            shown = watchdog.model_dump(exclude_none=True)
+            out.append(f"{indent}  watchdog {', '.join(f'{k}={v}' for k, v in shown.items())}")
+
+
+def _what(child: Any) -> str:
+    if isinstance(child, NodeChild):
+        return child.class_
+    if isinstance(child, ProcessChild):
+        return child.target
+    if isinstance(child, CommandChild):
+        return " ".join(child.argv)
+    if isinstance(child, RosMasterChild):
+        return f"rosmaster port {child.port or 'free'}"
+    if isinstance(child, RosNodeChild):
+        remaps = "".join(f" {k}:={v}" for k, v in child.remap.items())
+        where = f" on {child.machine}" if child.machine else ""
+        return f"{child.ros_name} ({child.pkg}/{child.type}{remaps}){where}"
+    if isinstance(child, RemoteChild):
+        return child.node_path
+    return ""
+
+
+def _restart(child: _Child) -> str:
+    parts = [child.restart.value]
+    if child.restart_delay_s:
+        parts.append(f"delay {child.restart_delay_s:g} s")
+    if child.required:
+        parts.append("required: its end stops the tree")
+    if not isinstance(child, SupervisorChild):
+        shutdown = "infinity" if child.shutdown_s is None else f"{child.shutdown_s:g} s"
+        parts.append(f"shutdown {shutdown}")
+    return "[" + ", ".join(parts) + "]"

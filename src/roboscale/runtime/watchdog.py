@@ -1,0 +1,291 @@
+"""Watchdogs beyond exit: a child that lives on but stops doing its work is failed (`hung`).
+
+`WatchedChild` wraps an OS-process child (a command, a ROS node, a process node). After
+each start and a grace period, one thread owned by it checks, every CHECK_S:
+- a heartbeat file the child must touch at least every `heartbeat_s` (its mtime);
+- a minimum rate of messages on a ROS 1 topic over `window_s`;
+- a maximum silence between two messages on that topic.
+A broken watchdog stops the child at once (no graceful stop: it is hung) and reports it
+through the supervisor's exit callback with reason HUNG and what was broken, so its
+supervisor applies its restart policy and records the event like any other exit.
+
+The topic is read by `TopicTap`, a TCPROS subscriber in the standard library: it asks the
+master for the topic's publishers, asks each for a connection (`requestTopic`), and counts
+the length-prefixed frames it receives without decoding them (md5sum `*`, as rostopic hz).
+It registers no node with the master, so the graph the launch built stays as it is.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import http.client
+import os
+import selectors
+import socket
+import struct
+import threading
+import time
+import xmlrpc.client
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from roboscale.runtime.child import ChildHandle, ExitCallback, ExitReason
+
+CHECK_S = 0.05
+DISCOVER_S = 0.5
+RPC_TIMEOUT_S = 2.0
+MAX_HEADER = 1 << 16  # a TCPROS connection header larger than this is refused
+CALLER = "/roboscale_watchdog"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    heartbeat_file: str | None = None
+    heartbeat_s: float | None = None
+    topic: str | None = None
+    min_rate_hz: float | None = None
+    window_s: float = 1.0
+    max_silence_s: float | None = None
+    grace_s: float = 5.0
+
+
+class _Stoppable(ChildHandle, Protocol):
+    @property
+    def pid(self) -> int | None: ...
+
+
+class _Transport(xmlrpc.client.Transport):
+    """XML-RPC with a timeout: a hung node must not hang its watchdog."""
+
+    def make_connection(self, host: Any) -> http.client.HTTPConnection:
+        conn = super().make_connection(host)
+        conn.timeout = RPC_TIMEOUT_S
+        return conn
+
+
+def _proxy(uri: str) -> Any:
+    return xmlrpc.client.ServerProxy(uri, transport=_Transport())
+
+
+class _Conn:
+    """One TCPROS connection: the header first, then frames (counted, skipped)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+        self.header_done = False
+        self.skip = 0  # bytes of the current frame still to read
+
+    def feed(self, data: bytes) -> int:
+        """Frames that began in `data`."""
+        frames = 0
+        self.buffer += data
+        while True:
+            if self.skip:
+                taken = min(self.skip, len(self.buffer))
+                self.skip -= taken
+                self.buffer = self.buffer[taken:]
+                if self.skip:
+                    return frames
+            if len(self.buffer) < 4:
+                return frames
+            (size,) = struct.unpack("<I", self.buffer[:4])
+            self.buffer = self.buffer[4:]
+            if not self.header_done:
+                if size > MAX_HEADER:
+                    raise ValueError("TCPROS header too large")
+                self.header_done = True
+            else:
+                frames += 1
+            self.skip = size
+
+
+class TopicTap:
+    """Counts the messages published on a ROS 1 topic; `poll` does the work."""
+
+    def __init__(self, master_uri: str, topic: str) -> None:
+        self.master_uri = master_uri
+        self.topic = topic
+        self.sel = selectors.DefaultSelector()
+        self.conns: dict[str, _Conn] = {}  # publisher URI -> connection
+        self.times: collections.deque[float] = collections.deque(maxlen=100_000)
+        self.next_discovery = 0.0
+
+    def poll(self, timeout_s: float) -> None:
+        now = time.monotonic()
+        if now >= self.next_discovery:
+            self.next_discovery = now + DISCOVER_S
+            with contextlib.suppress(OSError, xmlrpc.client.Error, ValueError, TypeError):
+                self._discover()
+        if not self.conns:
+            time.sleep(timeout_s)
+            return
+        for key, _ in self.sel.select(timeout_s):
+            uri = key.data
+            try:
+                data = self.conns[uri].sock.recv(65536)
+                frames = self.conns[uri].feed(data) if data else -1
+            except (OSError, ValueError):
+                frames = -1
+            if frames < 0:
+                self._drop(uri)
+                continue
+            stamp = time.monotonic()
+            self.times.extend([stamp] * frames)
+
+    def _discover(self) -> None:
+        _, _, (publishers, _, _) = _proxy(self.master_uri).getSystemState(CALLER)
+        nodes: list[str] = next((n for t, n in publishers if t == self.topic), [])
+        for node in nodes:
+            code, _, uri = _proxy(self.master_uri).lookupNode(CALLER, node)
+            if code != 1 or uri in self.conns:
+                continue
+            code, _, proto = _proxy(uri).requestTopic(CALLER, self.topic, [["TCPROS"]])
+            if code != 1 or len(proto) < 3 or proto[0] != "TCPROS":
+                continue
+            sock = socket.create_connection((proto[1], int(proto[2])), timeout=RPC_TIMEOUT_S)
+            sock.sendall(_header(self.topic))
+            sock.setblocking(False)
+            self.conns[uri] = _Conn(sock)
+            self.sel.register(sock, selectors.EVENT_READ, uri)
+
+    def _drop(self, uri: str) -> None:
+        conn = self.conns.pop(uri)
+        self.sel.unregister(conn.sock)
+        conn.sock.close()
+
+    def close(self) -> None:
+        for uri in list(self.conns):
+            self._drop(uri)
+        self.sel.close()
+
+    def count_since(self, since: float) -> int:
+        return sum(1 for t in reversed(self.times) if t >= since) if self.times else 0
+
+    def last(self) -> float | None:
+        return self.times[-1] if self.times else None
+
+
+def _header(topic: str) -> bytes:
+    fields = {"callerid": CALLER, "topic": topic, "md5sum": "*", "type": "*",
+              "tcp_nodelay": "1"}  # fmt: skip
+    body = b"".join(
+        struct.pack("<I", len(f)) + f for f in (f"{k}={v}".encode() for k, v in fields.items())
+    )
+    return struct.pack("<I", len(body)) + body
+
+
+def broken(limits: Limits, started: float, tap: TopicTap | None, now: float) -> str:
+    """What the child broke, in words; empty while it keeps its watchdog."""
+    if now - started < limits.grace_s:
+        return ""
+    if limits.heartbeat_file is not None and limits.heartbeat_s is not None:
+        try:
+            age = time.time() - os.stat(limits.heartbeat_file).st_mtime
+        except OSError:
+            age = now - started
+        age = min(age, now - started)  # a file older than this instance counts from its start
+        if age > limits.heartbeat_s:
+            return f"heartbeat file {limits.heartbeat_file} not touched for {age:.2f} s"
+    if tap is None:
+        return ""
+    if limits.min_rate_hz is not None and now - started >= limits.grace_s + limits.window_s:
+        rate = tap.count_since(now - limits.window_s) / limits.window_s
+        if rate < limits.min_rate_hz:
+            return (
+                f"{limits.topic} at {rate:g} Hz over {limits.window_s:g} s, "
+                f"below {limits.min_rate_hz:g} Hz"
+            )
+    if limits.max_silence_s is not None:
+        last = tap.last()
+        silence = now - max(last if last is not None else 0.0, started + limits.grace_s)
+        if silence > limits.max_silence_s:
+            return f"{limits.topic} silent for {silence:.2f} s (at most {limits.max_silence_s:g})"
+    return ""
+
+
+class WatchedChild:
+    """An OS-process child with a watchdog; a ChildHandle like the one it wraps."""
+
+    def __init__(self, inner: _Stoppable, limits: Limits, master_uri: str | None) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.limits = limits
+        self.master_uri = master_uri
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._on_exit: ExitCallback | None = None
+        self.trips = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.inner.pid
+
+    def alive(self) -> bool:
+        return self.inner.alive()
+
+    def start(self, on_exit: ExitCallback) -> None:
+        self._join()
+        with self._lock:
+            self._on_exit = on_exit
+        self.inner.start(self._inner_exited)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, args=(self._stop,), name=f"watchdog {self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout_s: float) -> None:
+        with self._lock:
+            self._on_exit = None
+        self._stop.set()
+        self.inner.stop(timeout_s)
+        self._join()
+
+    def _join(self) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            self._stop.set()
+            thread.join()
+        self._thread = None
+
+    def _take_callback(self) -> ExitCallback | None:
+        with self._lock:
+            on_exit, self._on_exit = self._on_exit, None
+            return on_exit
+
+    def _inner_exited(self, name: str, reason: ExitReason, detail: str) -> None:
+        self._stop.set()
+        on_exit = self._take_callback()
+        if on_exit is not None:
+            on_exit(name, reason, detail)
+
+    def _watch(self, stop: threading.Event) -> None:
+        started = time.monotonic()
+        limits = self.limits
+        tap = None
+        if limits.topic is not None and self.master_uri is not None:
+            tap = TopicTap(self.master_uri, limits.topic)
+        try:
+            while not stop.is_set():
+                if tap is not None:
+                    tap.poll(CHECK_S)
+                else:
+                    stop.wait(CHECK_S)
+                problem = broken(limits, started, tap, time.monotonic())
+                if problem and not stop.is_set():
+                    self._trip(problem)
+                    return
+        finally:
+            if tap is not None:
+                tap.close()
+
+    def _trip(self, problem: str) -> None:
+        on_exit = self._take_callback()
+        if on_exit is None:
+            return  # stopping, or it exited meanwhile
+        self.trips += 1
+        self.inner.stop(0)  # a requested stop: the inner child reports nothing
+        on_exit(self.name, ExitReason.HUNG, f"watchdog: {problem}")

@@ -1,0 +1,174 @@
+"""Launch files as pure data: validated without a runtime and without the user's code."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.runtime.launch import load_launch
+from roboscale.runtime.launchspec import CommandChild, SupervisorChild, explain, read_launch
+
+ROOT = Path(__file__).parents[2]
+EXAMPLES = sorted(p for p in (ROOT / "examples" / "launch").iterdir() if p.is_file())
+
+BOOM = 'raise RuntimeError("imported by the check")\n'
+LAUNCH = """\
+name: robot
+children:
+  - node: camera
+    class: boom_pkg.camera:Camera
+  - command: talker
+    argv: [sleep, "60"]
+    restart_delay_s: 0.5
+    required: true
+    watchdog: {heartbeat_file: /tmp/beat, heartbeat_s: 1}
+  - supervisor: workers
+    strategy: one_for_all
+    children:
+      - process: detector
+        target: boom_pkg.detect:main
+"""
+CLI = [sys.executable, "-c", "import sys; from roboscale.cli import main; main(sys.argv[1:])"]
+
+
+def user_package(tmp_path: Path) -> Path:
+    """A package of the user's whose import fails loudly."""
+    pkg = tmp_path / "boom_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(BOOM)
+    (pkg / "camera.py").write_text(BOOM)
+    (tmp_path / "robot.yaml").write_text(LAUNCH)
+    return tmp_path / "robot.yaml"
+
+
+def test_check_imports_nothing_of_the_users(tmp_path: Path) -> None:
+    path = user_package(tmp_path)
+    env = {"PYTHONPATH": f"{tmp_path}:{ROOT / 'src'}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [*CLI, "launch", "--check", str(path)], capture_output=True, text=True, env=env,
+        check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "ok, 4 children" in done.stdout
+    explained = subprocess.run(
+        [*CLI, "launch", "--explain", str(path)], capture_output=True, text=True, env=env,
+        check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert explained.returncode == 0, explained.stderr
+    lines = explained.stdout.splitlines()
+    assert lines[0] == "robot  supervisor one_for_one, at most 1 restarts in 5 s"
+    assert (
+        "  talker  command sleep 60  [permanent, delay 0.5 s, required: its end stops the "
+        "tree, shutdown 5 s]" in lines
+    )
+    assert "    detector  process boom_pkg.detect:main  [permanent, shutdown 5 s]" in lines
+
+
+def test_building_is_what_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = user_package(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from roboscale.runtime.executor import Runtime
+
+    rt = Runtime()
+    try:
+        with pytest.raises(
+            SpecError,
+            match=r"robot.yaml:4: children\[0\].class: cannot import "
+            r"boom_pkg.camera: RuntimeError: imported by the check",
+        ):
+            load_launch(path, rt)
+    finally:
+        rt.close()
+
+
+def test_the_spec_is_plain_data(tmp_path: Path) -> None:
+    spec = read_launch(user_package(tmp_path)).spec
+    talker = spec.children[1]
+    assert isinstance(talker, CommandChild) and talker.required and talker.watchdog is not None
+    assert isinstance(spec.children[2], SupervisorChild)
+    again = type(spec).model_validate(spec.model_dump(by_alias=True))
+    assert again == spec  # a recipe, not a handle: it round-trips
+    assert explain(again) == explain(spec)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_shipped_launch_file_checks_without_importing(path: Path) -> None:
+    probe = (
+        "import sys; from pathlib import Path; from roboscale.runtime.launchspec import "
+        f"read_launch; read_launch(Path({str(path)!r}), find=lambda p: '/nonexistent'); "
+        "bad = [m for m in sys.modules if m.startswith('roboscale.runtime.chaos') "
+        "or m.startswith('rospy')]; assert not bad, bad"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("argv: [sleep, \"60\"]", "argv: []"),
+         "robot.yaml:6: children[1].argv: List should have at least 1 item after validation, "
+         "not 0; allowed: a non-empty list of strings (program, arguments)"),
+        (("command: talker", "comand: talker"),
+         "robot.yaml:5: children[1]: each child has exactly one of: node, process, command, "
+         "ros_master, ros_node, remote, supervisor"),
+        (("heartbeat_s: 1}", "every_s: 1}"),
+         "robot.yaml:9: children[1].watchdog.every_s: unknown field; allowed fields here: "
+         "heartbeat_file, heartbeat_s, topic"),
+        (("restart_delay_s: 0.5", "restart_delay_s: -1"),
+         "robot.yaml:7: children[1].restart_delay_s: Input should be greater than or equal "
+         "to 0 (got -1); allowed: a number of seconds"),
+        (("target: boom_pkg.detect:main", "target: boom_pkg/detect.py"),
+         "robot.yaml:14: children[2].children[0].target: 'boom_pkg/detect.py' is not allowed; "
+         "write package.module:function"),
+        (("  - process: detector", "  - process: detector\n        required: maybe"),
+         "robot.yaml:14: children[2].children[0].required: Input should be a valid boolean"),
+    ],
+)  # fmt: skip
+def test_yaml_launch_errors(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
+    path = tmp_path / "robot.yaml"
+    path.write_text(LAUNCH.replace(*change))
+    with pytest.raises(SpecErrors) as info:
+        read_launch(path)
+    assert expected in str(info.value).replace(str(tmp_path) + "/", "")
+
+
+KEYS = ["name", "strategy", "intensity", "period_s", "children", "node", "class", "command",
+        "argv", "process", "target", "ros_node", "pkg", "type", "remap", "watchdog", "topic",
+        "min_rate_hz", "restart", "shutdown_s", "required", "supervisor", "bridge", "zygote",
+        "ros", "params", "cursors", "remote", "node_path", "ros_master", "port"]  # fmt: skip
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 70000), st.floats(allow_nan=True),
+    st.sampled_from(["one_for_all", "permanent", "a:b", "talker", "/chatter", "", "x" * 80]),
+)  # fmt: skip
+DATA = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS), inner, max_size=6)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYS), DATA, max_size=8))
+def test_launch_spec_fuzz_gives_spec_errors_only(data: dict[str, object]) -> None:
+    """Whatever a YAML launch file holds, reading it is a LaunchFile or a SpecError."""
+    path = Path(tempfile.mkdtemp()) / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        with contextlib.suppress(UserError):
+            read_launch(path)
+    finally:
+        shutil.rmtree(path.parent)

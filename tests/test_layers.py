@@ -30,7 +30,7 @@ LAYERS = [
     # what agents run: stdlib
     ("workloads.base", "workloads.stream", "workloads.replay", "workloads.agent"),
     # replay sources and .msg types read in the lab (rosbags), for the spec and the workloads
-    ("bags", "msgtypes"),
+    ("bags", "bagread", "msgtypes", "msgsamples"),
     ("spec",),
     ("analysis",),
     ("workloads",),  # workload modules: plugins, reached through the registry

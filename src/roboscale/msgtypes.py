@@ -18,7 +18,8 @@ same types, fields and constants as rosbags parsed.
 A payload naming a loaded type becomes a `TypedPayload` (backends/base.py) carried in
 the agent configuration: the ROS 1 full definition (what genpy generates the class
 from), its md5sum, and one sample message filled deterministically with content,
-serialized for ROS 1 and as CDR. Lab side only (rosbags lives here, never in agents).
+serialized for ROS 1 and as CDR (`msgsamples.py`). Lab side only (rosbags lives here,
+never in agents).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import difflib
 import functools
 import json
 import keyword
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from roboscale.backends import ros1def
 from roboscale.backends.base import MessageKind, TypedPayload
 from roboscale.errors import SpecError, UserError
+from roboscale.msgsamples import Filler, cdr_sample, sequence_count
 from roboscale.yamlfile import read_text
 
 if TYPE_CHECKING:
@@ -72,7 +73,6 @@ _MSGNAME = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]+)$")
 _BOOL = frozenset({"true", "false", "True", "False", "0", "1"})
 SEQUENCE_DEFAULT = 16  # elements of each variable-length array when no size is asked
-NESTED_SEQUENCE = 2  # elements of an array inside an element of another array
 
 
 # A type of the user's (.msg files, roboscale/msgtypes.py): package/msg/Type, or the ROS 1
@@ -382,110 +382,6 @@ def resolve(types: TypeSet, name: str) -> str:
     raise UserError(f"no loaded .msg file defines {name!r}; {guess}loaded types: {loaded}")
 
 
-# --- one sample message of a type, sized and filled --------------------------------------
-
-_DTYPE = {"bool": "bool", "byte": "uint8", "char": "uint8"}
-_INT_MODULUS = {"int8": 100, "uint8": 251, "byte": 251, "char": 251}
-
-
-class _Filler:
-    """Builds a message of a store's type with content that is not constant: numbers
-    follow waves and counters, strings are numbered; every variable-length array gets
-    `count` elements (bounded ones at most their bound), arrays inside the elements of
-    another array NESTED_SEQUENCE. Deterministic: the same type and count give the same
-    message."""
-
-    def __init__(self, store: Typestore, count: int) -> None:
-        self.store = store
-        self.count = count
-        self.k = 0
-
-    def message(self, name: str, nested: bool = False) -> Any:
-        _, fields = self.store.fielddefs[name]
-        return self.store.types[name](**{f: self.value(d, nested) for f, d in fields})
-
-    def value(self, desc: Any, nested: bool) -> Any:
-        from rosbags.interfaces import Nodetype
-
-        kind, detail = desc
-        self.k += 1
-        if kind == Nodetype.BASE:
-            return self.scalar(detail[0], detail[1])
-        if kind == Nodetype.NAME:
-            return self.message(detail, nested)
-        inner, length = detail
-        if kind == Nodetype.SEQUENCE:
-            wanted = NESTED_SEQUENCE if nested else self.count
-            length, nested = min(wanted, length) if length else wanted, True
-        return self.array(inner, length, nested)
-
-    def scalar(self, typ: str, bound: int) -> Any:
-        k = self.k
-        if typ == "string":
-            return f"roboscale-{k}"[: bound or None]
-        if typ == "bool":
-            return k % 2 == 1
-        if typ.startswith("float"):
-            return round(100 * math.sin(0.1 * k), 3)
-        return (k * 7 + 3) % _INT_MODULUS.get(typ, 1000)
-
-    def array(self, inner: Any, length: int, nested: bool) -> Any:
-        import numpy as np
-        from rosbags.interfaces import Nodetype
-
-        kind, detail = inner
-        if kind != Nodetype.BASE or detail[0] == "string":
-            return [self.value(inner, nested) for _ in range(length)]
-        typ, start = detail[0], self.k
-        steps = np.arange(start, start + length)
-        if typ.startswith("float"):
-            values: Any = 100 * np.sin(0.01 * steps)
-        elif typ == "bool":
-            values = steps % 2 == 1
-        else:
-            values = (steps * 7 + 3) % _INT_MODULUS.get(typ, 1000)
-        return values.astype(_DTYPE.get(typ, typ))
-
-
-def _cdr(types: TypeSet, name: str, count: int) -> bytes:
-    msg = _Filler(types.ros2, count).message(name)
-    return bytes(types.ros2.serialize_cdr(msg, name))
-
-
-def sequence_count(types: TypeSet, name: str, size: int) -> int:
-    """Elements per variable-length array so that the CDR message is about `size` bytes;
-    a UserError if the type cannot be that size."""
-    base, one = len(_cdr(types, name, 0)), len(_cdr(types, name, 1))
-    if one == base:
-        raise UserError(f"{name} has a fixed size of {base} B (no variable-length array); "
-                        "remove its size")  # fmt: skip
-    if size < base:
-        raise UserError(f"{name} is at least {base} B; allowed: a size from {base} B")
-    count = (size - base) // (one - base)
-    bounds = _sequence_bounds(types, name)
-    if 0 not in bounds and count > max(bounds):
-        biggest = len(_cdr(types, name, max(bounds)))
-        raise UserError(f"{name} is at most {biggest} B (its arrays are bounded); "
-                        f"allowed: a size up to {biggest} B")  # fmt: skip
-    return count
-
-
-def _sequence_bounds(types: TypeSet, name: str) -> list[int]:
-    """The bounds (0: none) of the variable-length arrays a payload's size fills: those
-    not inside an element of another one."""
-    from rosbags.interfaces import Nodetype
-
-    def walk(desc: Any) -> list[int]:
-        kind, detail = desc
-        if kind == Nodetype.NAME:
-            return [b for _, d in types.ros2.fielddefs[detail][1] for b in walk(d)]
-        if kind == Nodetype.ARRAY:
-            return walk(detail[0])
-        return [detail[1]] if kind == Nodetype.SEQUENCE else []
-
-    return walk((Nodetype.NAME, name))
-
-
 def ros1_definition(types: TypeSet, name: str) -> str:
     return ros1_text(types.ros1, name)
 
@@ -507,12 +403,12 @@ def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
     both serializations, variable-length arrays sized to `size` bytes of CDR (0: each
     of SEQUENCE_DEFAULT elements)."""
     count = sequence_count(types, name, size) if size else SEQUENCE_DEFAULT
-    ros1 = types.ros1.serialize_ros1(_Filler(types.ros1, count).message(name), name)
+    ros1 = types.ros1.serialize_ros1(Filler(types.ros1, count).message(name), name)
     return TypedPayload(
         msgtype=name,
         ros1_definition=ros1_definition(types, name),
         ros1_sample=base64.b64encode(ros1).decode(),
-        cdr_sample=base64.b64encode(_cdr(types, name, count)).decode(),
+        cdr_sample=base64.b64encode(cdr_sample(types, name, count)).decode(),
         ros2_fields=json.dumps(ros2_fields(types.ros2, name)),
     )
 

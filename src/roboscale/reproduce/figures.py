@@ -76,6 +76,10 @@ METRICS: dict[str, Callable[[Entry], float]] = {
         _number(e.get("received"), "received") / max(1.0, _number(e.get("sent"), "sent"))
     ),
     "sustained": lambda e: float(bool(e.get("sustained"))),
+    # workloads/oneway_figures.py: the share of box-plot outliers, the median node's
+    "outlier_share_median": lambda e: statistics.median(
+        [_number(x, "an outlier share") for x in _dotted(e, "flow.outlier_share") or []]
+    ),
 }
 
 

@@ -177,6 +177,14 @@ EXPERIMENTS = [
         full_differs="PSS summed over a stack's processes",
     ),
     Experiment(
+        id="paper-workers-held",
+        spec="experiments/paper-workers-held.yaml",
+        needs=["ros1", "erlang"],
+        quick_differs="4, 16 and 64 workers, 20 frames (full: 8-256 workers, 30 frames)",
+        full_differs="a simulated camera; a failure limit in one run of doubling workers, "
+        "where the paper added workers until the stack failed",
+    ),
+    Experiment(
         id="paper-chaos-10-25",
         spec="experiments/paper-chaos-10-25.yaml",
         needs=["ros1", "erlang"],

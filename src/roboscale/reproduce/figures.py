@@ -13,6 +13,7 @@ from roboscale.reproduce.model import (
     Difference,
     Figure,
     Knee,
+    Limit,
     Match,
     Pick,
     Ratio,
@@ -129,12 +130,34 @@ def _knee(entries: Entries, f: Knee) -> float:
     return knee
 
 
+def _holds(entry: Entry, bounds: Mapping[str, float]) -> bool:
+    if entry.get("error"):
+        return False
+    for metric, bound in bounds.items():
+        value = _dotted(entry, metric)
+        if not isinstance(value, int | float) or value > bound:
+            return False
+    return True
+
+
+def _limit(entries: Entries, f: Limit) -> float:
+    found = sorted(_trials(entries, f.experiment, f.where), key=lambda e: e.get(f.axis) or 0)
+    limit = 0.0
+    for entry in found:
+        if not _holds(entry, f.bounds):
+            break
+        limit = _number(entry.get(f.axis), f.axis)
+    return limit
+
+
 def compute(entries: Entries, f: Figure) -> float:
     """The figure of one run; NoFigure when it cannot be computed."""
     if isinstance(f, Pick):
         return _pick(entries, f)
     if isinstance(f, Knee):
         return _knee(entries, f)
+    if isinstance(f, Limit):
+        return _limit(entries, f)
     if isinstance(f, Unsustained):
         found = _trials(entries, f.experiment, f.where)
         return float(sum(bool(e.get("error")) or not e.get("sustained") for e in found))

@@ -59,6 +59,18 @@ class Knee(Frozen):
     axis: str = "rate_hz"
 
 
+class Limit(Frozen):
+    """The highest `axis` value at which this and every lower value's trial ran and kept
+    each metric of `bounds` at or below its bound (a failure limit: "add workers until it
+    stops keeping up"); 0 when the lowest did not. The sweep's top is a lower bound."""
+
+    kind: Literal["limit"] = "limit"
+    experiment: str
+    where: dict[str, Match]
+    axis: str
+    bounds: dict[str, float]
+
+
 class Unsustained(Frozen):
     """How many of the trials matching `where` were not sustained."""
 
@@ -79,7 +91,9 @@ class Difference(Frozen):
     b: Figure
 
 
-Figure = Annotated[Pick | Knee | Unsustained | Ratio | Difference, Field(discriminator="kind")]
+Figure = Annotated[
+    Pick | Knee | Limit | Unsustained | Ratio | Difference, Field(discriminator="kind")
+]
 
 
 # Rules: the test a run's figure passes to agree with the seed.

@@ -77,6 +77,24 @@ def test_the_wrapper_sets_fifo_and_cores_on_the_command_it_runs() -> None:
     assert out.stdout.split() == ["True", "[0]"]
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_without_root_fifo_is_refused_by_the_check_and_by_the_kernel() -> None:
+    """As a real unprivileged user (nobody), in Debian's python3 (stdlib only)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become nobody")
+    src = str(Path(sched.__file__).resolve().parents[2])
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": src}
+    code = "from roboscale.env.sched import check\ncheck('fifo', None)"
+    done = subprocess.run([*NOBODY, "/usr/bin/python3", "-c", code], capture_output=True,
+                          text=True, env=env)  # fmt: skip
+    assert "UserError: priority fifo (SCHED_FIFO) needs root" in done.stderr
+    argv = [*NOBODY, "/usr/bin/python3", "-m", "roboscale.env.sched", "--fifo", "10", "--", "true"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and "Operation not permitted" in done.stderr
+
+
 def test_cores_that_do_not_exist_are_refused() -> None:
     with pytest.raises(UserError, match="do not exist here"):
         sched.check("normal", "999")
@@ -113,3 +131,39 @@ def test_real_machines_and_one_host_traffic_are_refused(tmp_path: Path) -> None:
     remote = replace(trial, traffic="", priority="fifo", inventory="/x/inventory.yaml")
     with pytest.raises(UserError, match="real machines over SSH cannot set them"):
         check_placement(get_backend("zenoh"), remote)
+
+
+TRAFFIC = """\
+name: traffic
+sweep:
+  backend: zenoh
+  rate_hz: 50
+  hosts: 2
+  link: ethernet
+  traffic: [none, normal]
+env:
+  verify_link: false
+  subnet: 10.239.0.0/24
+trial:
+  messages: 40
+  warmup: 5
+  drain_s: 1
+"""
+
+
+@pytest.mark.netns
+@pytest.mark.zenoh
+def test_traffic_levels_flow_between_two_emulated_hosts(
+    tmp_path: Path, root: None, zenoh: None
+) -> None:
+    spec = load_spec(_spec(tmp_path, TRAFFIC))
+    out = tmp_path / "run"
+    outcome = run_sweep(spec, plan(spec), out, TRAFFIC, "test", Console(quiet=True))
+    assert outcome.failed == 0
+    entries = json.loads((out / "summary.json").read_text())["trials"]
+    assert [(e["traffic"], e["load_net_mbit"], e["received"]) for e in entries] == [
+        ("none", 0.0, 40),
+        ("normal", 5.0, 40),
+    ]
+    left = subprocess.run(["pgrep", "-f", "roboscale.env.load udp"], capture_output=True)
+    assert left.stdout == b""  # the stream stopped with its trial

@@ -125,9 +125,9 @@ def render_finding(
         lines.append(f"- **By construction**: {f.by_construction}.")
     if f.cannot_run:
         lines.append(f"- Not run: {f.cannot_run}.")
-    needs = sorted({n for e in f.experiments for n in experiments[e].needs})
-    if needs:
-        lines.append(f"- Needs: {', '.join(needs)}.")
+    required = sorted({n for e in f.experiments for n in experiments[e].needs})
+    if required:
+        lines.append(f"- Needs: {', '.join(required)}.")
     for e in f.experiments:
         exp = experiments[e]
         if runs.get(e):

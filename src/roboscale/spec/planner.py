@@ -64,6 +64,7 @@ class TrialPlan:
     deque_len: int = 0  # facetrack: faces the aggregator averages
     kills: int = 0  # facetrack: workers killed at once during the run
     kill_method: str = ""  # facetrack: sigterm, sigkill or crash
+    kill_target: str = ""  # facetrack: worker, or one main process (aggregator, supervisors)
     dispatch: str = ""  # facetrack: how frames are given to workers
     graph: str = ""  # graph: the graph file's absolute path
     subject: str = ""  # what it runs as its id names it: the payload, or the variant (graph)

@@ -122,6 +122,11 @@ class Sweep(Strict):
     kill_method: Annotated[
         list[Literal["sigterm", "sigkill", "crash"]], BeforeValidator(_as_list), Field(min_length=1)
     ] = ["sigkill"]
+    kill_target: Annotated[
+        list[Literal["worker", "aggregator", "face_supervisor", "aggregator_supervisor"]],
+        BeforeValidator(_as_list),
+        Field(min_length=1),
+    ] = ["worker"]
     dispatch: Annotated[
         list[Literal["random", "round_robin", "least_loaded"]],
         BeforeValidator(_as_list),
@@ -235,7 +240,8 @@ ALLOWED: dict[str, str] = {
     "description": "free text",
     "sweep": "a mapping with backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
     "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
-    "deque_len, kills, kill_method, dispatch, priority, pin, cpu_load, traffic, graph",
+    "deque_len, kills, kill_method, kill_target, dispatch, priority, pin, cpu_load, traffic, "
+    "graph",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.rate_factor": "with replay: a speed-up of the recorded timing, above 0 and at most "
@@ -269,6 +275,9 @@ ALLOWED: dict[str, str] = {
     "sweep.deque_len": "faces the aggregator averages, 1 to 1000 (the paper: 1, 5, 10), or a list",
     "sweep.kills": "workers killed at once during the run, 0 to 50,000, or a list of them",
     "sweep.kill_method": "sigterm, sigkill or crash (in-process workers), or a list of them",
+    "sweep.kill_target": "worker (the paper's chaos monkey), or one main process killed once "
+    "(kills: 1): aggregator (ros1, erlang), face_supervisor or aggregator_supervisor "
+    "(erlang), or a list of them",
     "sweep.dispatch": "random (the paper's), round_robin or least_loaded, or a list of them",
     "sweep.priority": "normal or fifo (every node process under SCHED_FIFO; needs root, not "
     "on real machines), or a list of them",

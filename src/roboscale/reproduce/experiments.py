@@ -154,6 +154,22 @@ EXPERIMENTS = [
         full_differs="a simulated camera; restart from the kill to the new worker started",
     ),
     Experiment(
+        id="paper-restart-main",
+        spec="experiments/paper-restart-main.yaml",
+        needs=["ros1", "erlang"],
+        quick_differs="30 frames (full: 50)",
+        full_differs="the ROS main node's respawning part is the aggregator here (the "
+        "harness plays the camera); one kill per trial",
+    ),
+    Experiment(
+        id="paper-restart-supervisor",
+        spec="experiments/paper-restart-supervisor.yaml",
+        needs=["erlang"],
+        quick_differs="30 frames (full: 50)",
+        full_differs="SIGKILL's equivalent only: a supervisor traps exits, so the paper's "
+        "SIGTERM row cannot be reproduced by a shutdown from outside the tree",
+    ),
+    Experiment(
         id="paper-quality",
         spec="experiments/paper-quality.yaml",
         stacks=["ros1", "erlang"],

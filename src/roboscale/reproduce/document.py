@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -98,12 +99,19 @@ def _runs_line(exp: Experiment, runs: list[Run]) -> str:
     return f"`{command}` ({variant}; {exp.full_differs}): " + "; ".join(parts)
 
 
+def _short(text: str, limit: int = 160) -> str:
+    """A reason as a table cell holds it: one line, cut at `limit` (the kept summary.json
+    has it whole)."""
+    one = " ".join(text.replace("|", "/").split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
 def _check_row(r: CheckResult) -> str:
     c = r.check
     per_run = ", ".join(
         f"{number(v)}" + ("" if k in r.passed else "✗") for k, v in r.values.items()
     )
-    missing = "; ".join(f"run {k}: {why}" for k, why in r.missing.items())
+    missing = "; ".join(f"run {k}: {_short(why)}" for k, why in r.missing.items())
     shown = per_run + (f" (no figure: {missing})" if missing else "")
     return (
         f"| {c.label} | {c.seed_value} | {_interval(r.values, c.unit)} | {shown or '-'} | "
@@ -180,7 +188,10 @@ def render(findings: Sequence[Finding], experiments: Sequence[Experiment], ev: E
         text, verdict = render_finding(f, by_id, runs)
         sections[f.seed].append(text)
         table.append(f"| [{f.id}](#{f.id.lower()}-{_anchor(verdict)}) | {f.section} | {verdict} |")
-    out = [HEADER, "## Every finding", "", *table, ""]
+    counts = Counter(row.rsplit("|", 2)[1].strip() for row in table[2:])
+    tally = ", ".join(f"{verdict}: {n}" for verdict, n in sorted(counts.items()))
+    headline = f"**{len(findings)} findings: {tally}.**"
+    out = [HEADER, "## Every finding", "", headline, "", *table, ""]
     for seed, title in SEED_TITLES.items():
         out += [f"## {title}", "", *sections[seed]]
     return "\n".join(out).rstrip() + "\n"

@@ -76,7 +76,8 @@ def _interval(values: dict[int, float], unit: str) -> str:
     mid = statistics.median(v)
     if len(v) == 1:
         return f"{number(mid)}{unit} (1 run)"
-    return f"{number(mid)}{unit} ({number(min(v))}-{number(max(v))}, {len(v)} runs)"
+    dash = " to " if min(v) < 0 else "-"  # "-1.57 to 5.38", not "-1.57-5.38"
+    return f"{number(mid)}{unit} ({number(min(v))}{dash}{number(max(v))}, {len(v)} runs)"
 
 
 def _when(t: float) -> str:

@@ -100,13 +100,13 @@ def test_rules_and_their_words() -> None:
 def test_a_failure_limit_is_the_last_count_that_kept_up() -> None:
     def held(workers: int, lost: int, ms: float) -> dict[str, Any]:
         summary = {"frames_lost": lost, "latency_p50_ms": ms}
-        return {"stack": "s", "workers": workers, "facetrack": summary}
+        return {"stack": "s", "workers": workers, "facetrack": {"summary": summary}}
 
     run = {"h": [held(4, 0, 40.0), held(16, 0, 90.0), held(64, 0, 900.0), held(256, 0, 50.0)]}
-    bounds = {"facetrack.frames_lost": 0.0, "facetrack.latency_p50_ms": 500.0}
+    bounds = {"facetrack.summary.frames_lost": 0.0, "facetrack.summary.latency_p50_ms": 500.0}
     limit = Limit(experiment="h", where={"stack": "s"}, axis="workers", bounds=bounds)
     assert compute(run, limit) == 16  # 64 workers passed the latency bound; 256 does not count
-    run["h"][1]["facetrack"]["frames_lost"] = 1
+    run["h"][1]["facetrack"]["summary"]["frames_lost"] = 1
     assert compute(run, limit) == 4
     run["h"][0]["error"] = "did not start"
     assert compute(run, limit) == 0

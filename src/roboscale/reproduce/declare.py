@@ -25,5 +25,5 @@ EMULATED = "two emulated hosts (network namespaces) joined by the `{link}` link 
 
 
 def ft(experiment: str, metric: str, **where: Match) -> Pick:
-    """A figure of the face tracker's summary (facetrack.<metric>)."""
-    return pick(experiment, f"facetrack.{metric}", **where)
+    """A figure of the face tracker's summary (facetrack.summary.<metric>)."""
+    return pick(experiment, f"facetrack.summary.{metric}", **where)

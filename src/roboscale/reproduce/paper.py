@@ -19,7 +19,7 @@ from roboscale.reproduce.model import (
 )
 
 # Keeping up with the camera: no frame dropped, the median capture to command within 500 ms.
-KEEPS_UP = {"facetrack.frames_lost": 0.0, "facetrack.latency_p50_ms": 500.0}
+KEEPS_UP = {"facetrack.summary.frames_lost": 0.0, "facetrack.summary.latency_p50_ms": 500.0}
 
 
 def findings() -> list[Finding]:
@@ -41,10 +41,11 @@ def findings() -> list[Finding]:
             experiments=[restart],
             checks=[
                 Check(
-                    label=f"worker restart p50, ros1 / erlang, {method.upper()}",
+                    label="worker restart (kill to the new worker's init) p50, ros1 / erlang, "
+                    f"{method.upper()}",
                     figure=ratio(
-                        ft(restart, "restart_p50_ms", stack="ros1", kill_method=method),
-                        ft(restart, "restart_p50_ms", stack="erlang", kill_method=method),
+                        ft(restart, "restart_init_p50_ms", stack="ros1", kill_method=method),
+                        ft(restart, "restart_init_p50_ms", stack="erlang", kill_method=method),
                     ),
                     rule=Between(low=938, high=2083),
                     unit="x",
@@ -56,7 +57,8 @@ def findings() -> list[Finding]:
                 )
             ],
             reading="0.06-0.08 % is 1,250-1,667x; the rule allows ±25 % around that range "
-            "(938-2,083x), for each kill method",
+            "(938-2,083x), for each kill method. Restart is timed, as the paper's, from the "
+            "kill to the new worker's init (SEED-NOTES), not to its detector being ready",
         ),
         Finding(
             id="P-restart-main-supervisor",
@@ -72,7 +74,7 @@ def findings() -> list[Finding]:
                 *[
                     Check(
                         label=f"ros1 aggregator (main node) restart, {method.upper()}",
-                        figure=ft(main, "restart_p50_ms", stack="ros1", kill_method=method),
+                        figure=ft(main, "restart_init_p50_ms", stack="ros1", kill_method=method),
                         rule=Within(target=seed, tolerance=ABOUT_THE_SAME),
                         unit=" ms",
                         seed_value=f"{seed:g} ms (main node)",
@@ -82,7 +84,7 @@ def findings() -> list[Finding]:
                 *[
                     Check(
                         label=f"erlang aggregator restart, {method.upper()}",
-                        figure=ft(main, "restart_p50_ms", stack="erlang", kill_method=method),
+                        figure=ft(main, "restart_init_p50_ms", stack="erlang", kill_method=method),
                         rule=Within(target=seed, tolerance=ABOUT_THE_SAME),
                         unit=" ms",
                         seed_value=f"{seed:g} ms (worker and aggregator)",
@@ -92,7 +94,7 @@ def findings() -> list[Finding]:
                 *[
                     Check(
                         label=f"erlang {target} restart, SIGKILL",
-                        figure=ft(sup, "restart_p50_ms", kill_target=target),
+                        figure=ft(sup, "restart_init_p50_ms", kill_target=target),
                         rule=Within(target=0.352, tolerance=ABOUT_THE_SAME),
                         unit=" ms",
                         seed_value="0.352 ms (supervisor)",
@@ -100,7 +102,8 @@ def findings() -> list[Finding]:
                     for target in ("face_supervisor", "aggregator_supervisor")
                 ],
             ],
-            reading="each restart about the paper's (within ±25 %); the paper's SIGTERM "
+            reading="each restart (kill to the new process's init) about the paper's (within "
+            "±25 %); the paper's SIGTERM "
             "supervisor row (0.368 ms) has no counterpart: an OTP supervisor outlives a "
             "shutdown sent from outside its tree",
         ),

@@ -110,3 +110,6 @@ def test_a_failure_limit_is_the_last_count_that_kept_up() -> None:
     assert compute(run, limit) == 4
     run["h"][0]["error"] = "did not start"
     assert compute(run, limit) == 0
+    every = {"h": [held(4, 0, 40.0), held(16, 0, 90.0)]}
+    with pytest.raises(NoFigure, match="held every workers swept, up to 16: a lower bound"):
+        compute(every, limit)

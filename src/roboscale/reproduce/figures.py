@@ -145,9 +145,10 @@ def _limit(entries: Entries, f: Limit) -> float:
     limit = 0.0
     for entry in found:
         if not _holds(entry, f.bounds):
-            break
+            return limit
         limit = _number(entry.get(f.axis), f.axis)
-    return limit
+    # Every count swept held: the limit lies above the sweep, unknown.
+    raise NoFigure(f"{f.experiment}: held every {f.axis} swept, up to {limit:g}: a lower bound")
 
 
 def compute(entries: Entries, f: Figure) -> float:

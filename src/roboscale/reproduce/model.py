@@ -62,7 +62,8 @@ class Knee(Frozen):
 class Limit(Frozen):
     """The highest `axis` value at which this and every lower value's trial ran and kept
     each metric of `bounds` at or below its bound (a failure limit: "add workers until it
-    stops keeping up"); 0 when the lowest did not. The sweep's top is a lower bound."""
+    stops keeping up"); 0 when the lowest did not; no figure when every count held (the
+    limit lies above the sweep)."""
 
     kind: Literal["limit"] = "limit"
     experiment: str

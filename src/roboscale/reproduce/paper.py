@@ -246,7 +246,7 @@ def findings() -> list[Finding]:
                 ),
                 *[
                     Check(
-                        label=f"workers held by {stack} (the sweep's largest: a lower bound)",
+                        label=f"workers held by {stack}",
                         figure=Limit(
                             experiment=held, where={"stack": stack}, axis="workers", bounds=KEEPS_UP
                         ),

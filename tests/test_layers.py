@@ -37,6 +37,7 @@ LAYERS = [
     ("results",),
     ("lab",),
     ("capacity",),
+    ("reproduce",),  # the seeds' findings, run through the lab
     ("cli",),
 ]
 # What ros1 agents import in Debian's python3 (the face tracker's workload needs OpenCV).

@@ -103,9 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("stacks", help="list face-tracker stacks, whether each is installed, versions")
     from roboscale.capacity.cli import add_parser as add_capacity
     from roboscale.lab.hosts_cli import add_parser as add_hosts
+    from roboscale.reproduce.cli import add_parser as add_reproduce
 
     add_capacity(sub)
     add_hosts(sub)
+    add_reproduce(sub)
     from roboscale.runtime import cli as runtime_cli
 
     runtime_cli.add_parsers(sub)
@@ -284,6 +286,12 @@ def cmd_hosts(args: argparse.Namespace, console: Console) -> int:
     return hosts_main(args, console)
 
 
+def cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.reproduce.cli import main as reproduce_main
+
+    return reproduce_main(args, console)
+
+
 def cmd_capacity(args: argparse.Namespace, console: Console) -> int:
     from roboscale.capacity.cli import main as capacity_main
 
@@ -297,6 +305,7 @@ COMMANDS = {
     "stacks": cmd_stacks,
     "capacity": cmd_capacity,
     "hosts": cmd_hosts,
+    "reproduce": cmd_reproduce,
 }
 
 

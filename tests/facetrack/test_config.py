@@ -59,4 +59,24 @@ def test_config_is_plain_json() -> None:
         "count": 0,
         "method": "sigkill",
         "at_frame": 0,
+        "target": "worker",
     }
+
+
+def test_a_main_process_target_is_killed_once_and_only_where_the_stack_can() -> None:
+    from roboscale.facetrack.config import ConfigError, KillPlan, TrackerConfig
+    from roboscale.facetrack.stack import check_kills, get_stack
+
+    with pytest.raises(ConfigError, match=r"kills\.count: a aggregator is one process"):
+        KillPlan(count=2, target="aggregator")
+    with pytest.raises(ConfigError, match=r"kills\.target"):
+        KillPlan(count=1, target="camera")
+    cfg = TrackerConfig(kills=KillPlan(count=1, target="face_supervisor"))
+    with pytest.raises(ConfigError, match="stack ros1 cannot kill its face_supervisor"):
+        check_kills(get_stack("ros1"), cfg)
+    with pytest.raises(ConfigError, match="it can kill: worker"):
+        check_kills(get_stack("runtime"), cfg)
+    check_kills(get_stack("erlang"), cfg)
+    by_term = TrackerConfig(kills=KillPlan(count=1, method="sigterm", target="face_supervisor"))
+    with pytest.raises(ConfigError, match="traps exits and outlives 'sigterm'"):
+        check_kills(get_stack("erlang"), by_term)

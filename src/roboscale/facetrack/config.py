@@ -19,6 +19,7 @@ CONFIG_VERSION = 1
 DISPATCH_POLICIES = ("random", "round_robin", "least_loaded")
 CAMERA_MODES = ("scripted", "closed")
 KILL_METHODS = ("sigterm", "sigkill", "crash")
+KILL_TARGETS = ("worker", "aggregator", "face_supervisor", "aggregator_supervisor")
 MAX_WORKERS = 5000
 MAX_DEQUE = 1000
 MAX_FRAMES = 1_000_000
@@ -48,11 +49,18 @@ class KillPlan:
     count: int = 0
     method: str = "sigkill"
     at_frame: int = 0
+    # What is killed: workers (the paper's chaos monkey), or once one of the main processes
+    # (the aggregator: the ROS main node's part that respawns; an Erlang supervisor), as
+    # the paper's Table 5 did.
+    target: str = "worker"
 
     def __post_init__(self) -> None:
         _int_in("kills.count", self.count, 0, MAX_WORKERS * 10)
         _choice("kills.method", self.method, KILL_METHODS)
         _int_in("kills.at_frame", self.at_frame, 0, MAX_FRAMES)
+        _choice("kills.target", self.target, KILL_TARGETS)
+        if self.target != "worker" and self.count > 1:
+            raise ConfigError("kills.count", f"a {self.target} is one process: 0 or 1")
 
 
 @dataclass(frozen=True)
@@ -151,7 +159,7 @@ def _from_dict(cls: type[TrackerConfig], raw: dict[str, Any]) -> TrackerConfig:
                 raise ConfigError(f"kills.{key}", f"unknown setting; allowed: {allowed}")
         values["kills"] = KillPlan(**kills)
     elif kills is not None and not isinstance(kills, KillPlan):
-        raise ConfigError("kills", "must be a mapping with count, method, at_frame")
+        raise ConfigError("kills", "must be a mapping with count, method, at_frame, target")
     return cls(**values)
 
 

@@ -85,6 +85,7 @@ class KillRecord:
     frames_lost: int = 0
     frames_late: int = 0
     initialized_ns: int | None = None  # the new worker started, before it was ready
+    target: str = "worker"  # or the main process killed: aggregator, face_supervisor, ...
 
     @property
     def init_ms(self) -> float | None:

@@ -45,7 +45,7 @@ class RunningTracker(Protocol):
 
     def kill(self, worker: int, method: str) -> int:
         """Kill worker `worker` by `method` (one of the stack's `kill_methods`); the kill's
-        CLOCK_MONOTONIC ns."""
+        CLOCK_MONOTONIC ns. Other targets (`kills.target`) are killed by `run` itself."""
         ...
 
     def stop(self) -> None: ...
@@ -55,6 +55,7 @@ class Stack(Protocol):
     name: str
     summary: str  # one line: what runs where
     kill_methods: tuple[str, ...]
+    kill_targets: tuple[str, ...]  # of KILL_TARGETS: what `kills.target` may name
 
     def check(self) -> None: ...
 
@@ -91,6 +92,24 @@ def check_kills(stack: Stack, cfg: TrackerConfig) -> None:
         raise ConfigError(
             "kills.method",
             f"stack {stack.name} cannot kill by {cfg.kills.method!r}; it can: {allowed}",
+        )
+    if cfg.kills.count and cfg.kills.target not in stack.kill_targets:
+        allowed = ", ".join(stack.kill_targets)
+        raise ConfigError(
+            "kills.target",
+            f"stack {stack.name} cannot kill its {cfg.kills.target}; it can kill: {allowed}",
+        )
+    if (
+        cfg.kills.count
+        and cfg.kills.target.endswith("_supervisor")
+        and cfg.kills.method != "sigkill"
+    ):
+        # An OTP supervisor traps exits: a shutdown signal from outside its tree is a
+        # message to it, not its end. Only exit(Pid, kill) stops it.
+        raise ConfigError(
+            "kills.method",
+            f"a {cfg.kills.target} traps exits and outlives {cfg.kills.method!r}; it can be "
+            "killed by sigkill only",
         )
 
 

@@ -35,6 +35,7 @@ class Placement:
     zenoh_routers: bool = False
     infrastructure_host: int = 0
     machine: dict[str, Any] | None = None  # the real machines' facts; None: this machine
+    sched: list[str] = field(default_factory=list)  # the trial's priority and pinning wrapper
 
     @classmethod
     def of(cls, hostset: Any) -> Placement:
@@ -67,7 +68,7 @@ def spawn_node(
     """Start one agent on the host its config names."""
     host = cfg.host_index
     env = {**infra.env, **where.envs[host]}
-    return spawn(backend.python, cfg, raw, env, where.prefixes[host])
+    return spawn(backend.python, cfg, raw, env, [*where.prefixes[host], *where.sched])
 
 
 def run_stages(
@@ -115,12 +116,31 @@ def check_placement(backend: Backend, t: TrialPlan) -> None:
             f"for {t.hosts} hosts, link {t.link}, cpu {t.cpu})",
             hint=f"use hosts: 1, link: loopback and cpu: null with {t.workload}",
         )
+    _check_lab_axes(t)
     if backend.placement == "pair" and t.hosts > 1:
         raise UserError(
             f"backend {backend.name!r} runs each sender with its echoer in one process, so "
             f"it cannot spread a pair over {t.hosts} hosts",
             hint="use hosts: 1 with this backend, or a backend that crosses hosts (zenoh, ros1)",
         )
+
+
+def _check_lab_axes(t: TrialPlan) -> None:
+    """Priority, pinning and load levels: refused where they cannot apply."""
+    from roboscale.env import sched
+
+    if (t.priority != "normal" or t.pin is not None or t.cpu_load or t.traffic) and t.remote:
+        raise UserError(
+            f"trial {t.trial}: priority, pin, cpu_load and traffic apply on this machine and "
+            "its emulated hosts only; real machines over SSH cannot set them yet",
+            hint="drop these axes from a spec with env.inventory",
+        )
+    if t.traffic and t.traffic != "none" and t.hosts < 2:
+        raise UserError(
+            f"trial {t.trial}: traffic {t.traffic} flows between two hosts; it has {t.hosts}",
+            hint="use hosts: 2 or more with the traffic axis",
+        )
+    sched.check(t.priority, t.pin)
 
 
 class Environments:
@@ -150,6 +170,9 @@ class Environments:
                 self._placement = Placement.of_remote(self._remote)
             self._placement.zenoh_routers = t.zenoh_routers
             self._key = t.env_key
+        from roboscale.env.sched import prefix
+
+        self._placement.sched = prefix(t.priority, t.pin)
         return self._placement
 
     def infrastructure(self, t: TrialPlan) -> Infrastructure:

@@ -11,7 +11,7 @@ from typing import Any
 from roboscale.backends.qos import AXES as QOS_AXES
 from roboscale.backends.qos import label as qos_label
 from roboscale.spec.payloads import payload_kind
-from roboscale.spec.schema import Spec, Sweep
+from roboscale.spec.schema import CPU_LOAD_LEVELS, TRAFFIC_LEVELS_MBIT, Spec, Sweep
 from roboscale.workloads.base import DEFAULT_WORKLOAD, Variant, Workload, get_workload
 
 
@@ -47,6 +47,10 @@ class TrialPlan:
     zenoh_routers: bool = False  # zenoh-based nodes are clients of a router per host
     load_cpu: float = 0.0  # background busy-loop duty cycle on every host
     load_net_mbit: float = 0.0  # background UDP from the first to the last host
+    priority: str = "normal"  # fifo: every node process under SCHED_FIFO (env/sched.py)
+    pin: str | None = None  # the cores every node process runs on
+    cpu_load: str = ""  # the level load_cpu came from (sweep.cpu_load), "" for env.load_cpu
+    traffic: str = ""  # the level load_net_mbit came from (sweep.traffic)
     workload: str = DEFAULT_WORKLOAD
     listeners: int = 0  # fanout and ping: listeners on the topic
     chain_length: int = 0  # chain: nodes A -> B -> ..., the first one publishing
@@ -60,6 +64,7 @@ class TrialPlan:
     deque_len: int = 0  # facetrack: faces the aggregator averages
     kills: int = 0  # facetrack: workers killed at once during the run
     kill_method: str = ""  # facetrack: sigterm, sigkill or crash
+    kill_target: str = ""  # facetrack: worker, or one main process (aggregator, supervisors)
     dispatch: str = ""  # facetrack: how frames are given to workers
     graph: str = ""  # graph: the graph file's absolute path
     subject: str = ""  # what it runs as its id names it: the payload, or the variant (graph)
@@ -193,6 +198,7 @@ def count_trials(spec: Spec, backends: list[str] | None = None) -> int:
         backends or sw.backend,
         sw.rate_hz,
         *qos_axes(sw),
+        *lab_axes(sw),
     )
     return math.prod(len(a) for a in axes) * per_variant * spec.trial.runs
 
@@ -210,6 +216,11 @@ def rate_samples(spec: Spec, backends: list[str] | None = None) -> list[tuple[Tr
         (_trial(spec, chosen, var, sw.payload[0], first, sw.pairs[0], rate), each)
         for rate in sw.rate_hz
     ]
+
+
+def lab_axes(sw: Sweep) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The axes the lab applies around a trial: priority, pinning, load levels."""
+    return sw.priority, sw.pin, sw.cpu_load, sw.traffic
 
 
 def qos_axes(sw: Sweep) -> tuple[list[str | None], list[str | None], list[str | None]]:
@@ -234,17 +245,17 @@ def plan(
     t, sw = spec.trial, spec.sweep
     combos = itertools.product(
         sw.hosts, sw.link, sw.cpu, chosen, variants(sw), sw.payload, sw.pairs, sw.rate_hz,
-        itertools.product(*qos_axes(sw)),
+        itertools.product(*qos_axes(sw)), itertools.product(*lab_axes(sw)),
     )  # fmt: skip
     trials = []
-    for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate, qos in combos:
+    for hosts, link, cpu, backend, var, (payload, size), pairs_given, rate, qos, lab in combos:
         if not _has_pairs(var) and pairs_given != sw.pairs[0]:
             continue  # one publisher per trial when the workload has no pairs axis
         if not var[1].names_payload and (payload, size) != sw.payload[0]:
             continue  # its nodes have their own payloads: sweep.payload does not apply
         for run in range(t.runs):
             one = _trial(spec, backend, var, (payload, size), (hosts, link, cpu), pairs_given, rate)
-            trials.append(_with_qos(one, qos))
+            trials.append(_with_lab(_with_qos(one, qos), lab))
             trials[-1] = replace(
                 trials[-1], run=run, trial=trials[-1].trial + f"-r{run}", profiles=profiles
             )
@@ -349,6 +360,21 @@ def _with_qos(trial: TrialPlan, settings: tuple[str | None, ...]) -> TrialPlan:
         history=history,
         durability=durability,
     )
+
+
+def _with_lab(trial: TrialPlan, settings: tuple[Any, ...]) -> TrialPlan:
+    """The trial with the lab's axes (priority, pinning, load levels), named in its id."""
+    priority, pin, cpu_load, traffic = settings
+    suffix = "-fifo" if priority == "fifo" else ""
+    suffix += f"-pin{pin.replace(',', '_')}" if pin is not None else ""
+    fields: dict[str, Any] = {"priority": priority, "pin": pin}
+    if cpu_load is not None:
+        fields.update(cpu_load=cpu_load, load_cpu=CPU_LOAD_LEVELS[cpu_load])
+        suffix += f"-load{cpu_load}"
+    if traffic is not None:
+        fields.update(traffic=traffic, load_net_mbit=TRAFFIC_LEVELS_MBIT[traffic])
+        suffix += f"-traffic{traffic}"
+    return replace(trial, trial=trial.trial + suffix, **fields)
 
 
 def _with_index(trial: TrialPlan, index: int) -> TrialPlan:

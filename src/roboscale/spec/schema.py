@@ -82,6 +82,13 @@ Workers = Annotated[int, Field(ge=1, le=5000)]
 DequeLen = Annotated[int, Field(ge=1, le=1000)]
 Kills = Annotated[int, Field(ge=0, le=50_000)]
 LINK_NAME = r"^[A-Za-z][A-Za-z0-9_.-]*$"
+CORES = r"^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?){0,63}$"
+# Levels of the background-load axes (the lab report's none, normal and heavy extra work):
+# a busy-loop duty cycle on every host, and Mbit/s of UDP from the first host to the last
+# (heavy: the report's 15 Mbit/s download).
+CPU_LOAD_LEVELS = {"none": 0.0, "normal": 0.25, "heavy": 0.75}
+TRAFFIC_LEVELS_MBIT = {"none": 0.0, "normal": 5.0, "heavy": 15.0}
+Level = Literal["none", "normal", "heavy"]
 LOOPBACK = "loopback"
 
 
@@ -126,11 +133,28 @@ class Sweep(Strict):
     kill_method: Annotated[
         list[Literal["sigterm", "sigkill", "crash"]], BeforeValidator(_as_list), Field(min_length=1)
     ] = ["sigkill"]
+    kill_target: Annotated[
+        list[Literal["worker", "aggregator", "face_supervisor", "aggregator_supervisor"]],
+        BeforeValidator(_as_list),
+        Field(min_length=1),
+    ] = ["worker"]
     dispatch: Annotated[
         list[Literal["random", "round_robin", "least_loaded"]],
         BeforeValidator(_as_list),
         Field(min_length=1),
     ] = ["random"]
+    # The lab report's Q5/Q6 knobs: real-time priority (SCHED_FIFO) and core pinning of
+    # every node process, and background load levels (null: env.load_cpu/load_net_mbit).
+    priority: Annotated[
+        list[Literal["normal", "fifo"]], BeforeValidator(_as_list), Field(min_length=1)
+    ] = ["normal"]
+    pin: Annotated[
+        list[Annotated[str, Field(pattern=CORES)] | None],
+        BeforeValidator(_as_list),
+        Field(min_length=1),
+    ] = [None]
+    cpu_load: Annotated[list[Level | None], BeforeValidator(_as_list), Field(min_length=1)] = [None]
+    traffic: Annotated[list[Level | None], BeforeValidator(_as_list), Field(min_length=1)] = [None]
     # Graph files (workload graph), relative to the spec; absolute once loaded.
     graph: Annotated[list[str], BeforeValidator(_as_list)] = []
 
@@ -227,7 +251,8 @@ ALLOWED: dict[str, str] = {
     "description": "free text",
     "sweep": "a mapping with backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
     "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
-    "deque_len, kills, kill_method, dispatch, graph",
+    "deque_len, kills, kill_method, kill_target, dispatch, priority, pin, cpu_load, traffic, "
+    "graph",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.rate_factor": "with replay: a speed-up of the recorded timing, above 0 and at most "
@@ -261,7 +286,17 @@ ALLOWED: dict[str, str] = {
     "sweep.deque_len": "faces the aggregator averages, 1 to 1000 (the paper: 1, 5, 10), or a list",
     "sweep.kills": "workers killed at once during the run, 0 to 50,000, or a list of them",
     "sweep.kill_method": "sigterm, sigkill or crash (in-process workers), or a list of them",
+    "sweep.kill_target": "worker (the paper's chaos monkey), or one main process killed once "
+    "(kills: 1): aggregator (ros1, erlang), face_supervisor or aggregator_supervisor "
+    "(erlang), or a list of them",
     "sweep.dispatch": "random (the paper's), round_robin or least_loaded, or a list of them",
+    "sweep.priority": "normal or fifo (every node process under SCHED_FIFO; needs root, not "
+    "on real machines), or a list of them",
+    "sweep.pin": "cores every node process runs on ('0', '0-1', '0,2'; null: any), or a list",
+    "sweep.cpu_load": "none, normal or heavy background busy loops on every host (duty 0, "
+    "0.25, 0.75; null: env.load_cpu), or a list of them",
+    "sweep.traffic": "none, normal or heavy extra UDP from the first host to the last (0, 5, "
+    "15 Mbit/s; 2 hosts or more; null: env.load_net_mbit), or a list of them",
     "env": "a mapping of emulated-host settings",
     "env.topology": "star (a switch) or mesh (a link per host pair)",
     "env.profiles": "a YAML file of custom link profiles, relative to the spec",

@@ -34,7 +34,14 @@ def tighten_timer_slack() -> None:
 
 def usage() -> dict[str, float]:
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime, "max_rss_kb": ru.ru_maxrss}
+    return {
+        "cpu_user_s": ru.ru_utime,
+        "cpu_sys_s": ru.ru_stime,
+        "max_rss_kb": ru.ru_maxrss,
+        # How the lab's priority and pin axes left this process (env/sched.py).
+        "sched_fifo": float(os.sched_getscheduler(0) == os.SCHED_FIFO),
+        "cores": float(len(os.sched_getaffinity(0))),
+    }
 
 
 def say(line: str) -> None:

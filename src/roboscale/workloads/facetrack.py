@@ -18,6 +18,7 @@ summary entry as `facetrack`. Stdlib only at import, as every workload.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 from array import array
@@ -156,7 +157,7 @@ def node_name(t: TrialPlan) -> str:
 
 def tracker_config(t: TrialPlan) -> dict[str, Any]:
     """The TrackerConfig of a trial, as plain values (checked when the agent reads it)."""
-    kills = {"count": t.kills, "method": t.kill_method,
+    kills = {"count": t.kills, "method": t.kill_method, "target": t.kill_target or "worker",
              "at_frame": int(t.messages * KILL_AT_SHARE)}  # fmt: skip
     return {"workers": t.workers, "deque_len": t.deque_len, "dispatch": t.dispatch,
             "fps": t.rate_hz, "frames": t.messages, "seed": t.seed + t.run,
@@ -165,7 +166,7 @@ def tracker_config(t: TrialPlan) -> dict[str, Any]:
 
 class FaceTrackWorkload:
     name = NAME
-    axes = ("stack", "workers", "deque_len", "kills", "kill_method", "dispatch")
+    axes = ("stack", "workers", "deque_len", "kills", "kill_method", "kill_target", "dispatch")
     emulated_hosts = False
     log_words = ("rtt_us", "commanded", "capture to command")
     replays = False
@@ -177,10 +178,11 @@ class FaceTrackWorkload:
                 for deque_len in sweep.deque_len:
                     for kills in sweep.kills:
                         methods = sweep.kill_method if kills else sweep.kill_method[:1]
-                        for method in methods:
+                        targets = sweep.kill_target if kills else sweep.kill_target[:1]
+                        for method, target in itertools.product(methods, targets):
                             for dispatch in sweep.dispatch:
-                                out.append(_variant(stack, workers, deque_len, kills, method,
-                                                    dispatch))  # fmt: skip
+                                out.append(_variant(stack, workers, deque_len, kills,
+                                                    (method, target), dispatch))  # fmt: skip
         return out
 
     def measured_nodes(self, t: TrialPlan) -> int:
@@ -243,11 +245,13 @@ class FaceTrackWorkload:
         return plots.TABLES
 
 
-def _variant(stack: str, workers: int, deque_len: int, kills: int, method: str,
+def _variant(stack: str, workers: int, deque_len: int, kills: int, kill: tuple[str, str],
              dispatch: str) -> Variant:  # fmt: skip
+    method, target = kill
     fields = {"stack": stack, "workers": workers, "deque_len": deque_len, "kills": kills,
-              "kill_method": method, "dispatch": dispatch}  # fmt: skip
+              "kill_method": method, "kill_target": target, "dispatch": dispatch}  # fmt: skip
     label = f"{stack}-w{workers}-d{deque_len}" + (f"-k{kills}{method}" if kills else "")
+    label += f"-{target}" if kills and target != "worker" else ""
     label += "" if dispatch == "random" else f"-{dispatch}"
     return Variant(fields, label)
 

@@ -364,8 +364,12 @@ class OneWay:
         self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
     ) -> Entry:
         from roboscale.analysis.oneway import summarize_oneway
+        from roboscale.workloads.oneway_figures import flow_figures
 
-        return summarize_oneway(table, params, th)
+        entry = summarize_oneway(table, params, th)
+        if table.num_rows:
+            entry["flow"] = flow_figures(table, params)
+        return entry
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import flowplots

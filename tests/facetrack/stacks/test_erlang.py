@@ -34,3 +34,25 @@ def test_kills_during_a_run_leave_the_tree_alive(erlang: None, token: str, tmp_p
 def test_a_killed_harness_leaves_nothing_running(erlang: None, token: str, tmp_path: Path) -> None:
     kill_harness_midrun("erlang", tmp_path, timeout_s=120)
     # the token fixture checks that the VM and the port programs end
+
+
+@pytest.mark.parametrize(
+    ("target", "method"),
+    [
+        ("aggregator", "sigterm"),
+        ("aggregator", "sigkill"),
+        ("face_supervisor", "sigkill"),
+        ("aggregator_supervisor", "sigkill"),
+    ],
+)
+def test_a_main_process_killed_is_restarted_and_timed(
+    erlang: None, token: str, tmp_path: Path, target: str, method: str
+) -> None:
+    """The paper's Table 5 rows beyond workers: the aggregator and the supervisors."""
+    kills = KillPlan(count=1, method=method, at_frame=5, target=target)
+    cfg = TrackerConfig(workers=2, frames=40, fps=10, kills=kills)
+    run, _ = run_stack("erlang", cfg, tmp_path, token)
+    (kill,) = run.kills
+    assert kill.target == target and kill.worker == -1 and kill.method == method
+    assert kill.restart_ms is not None and 0 < kill.restart_ms < 30_000
+    assert run.alive_workers == 2

@@ -45,3 +45,16 @@ def test_kills_during_a_run_leave_the_nodes_alive(ros1: None, token: str, tmp_pa
 def test_a_killed_harness_leaves_nothing_running(ros1: None, token: str, tmp_path: Path) -> None:
     kill_harness_midrun("ros1", tmp_path, timeout_s=180)
     # the token fixture checks that roscore, roslaunch and every node end
+
+
+@pytest.mark.parametrize("method", ["sigterm", "sigkill"])
+def test_the_aggregator_killed_is_respawned_and_timed(
+    ros1: None, token: str, tmp_path: Path, method: str
+) -> None:
+    """The part of the paper's ROS main node that roslaunch respawns here."""
+    kills = KillPlan(count=1, method=method, at_frame=5, target="aggregator")
+    cfg = TrackerConfig(workers=2, frames=60, fps=10, kills=kills)
+    run, _ = run_stack("ros1", cfg, tmp_path, token)
+    (kill,) = run.kills
+    assert kill.target == "aggregator" and kill.method == method
+    assert kill.restart_ms is not None and 0 < kill.restart_ms < 60_000

@@ -78,12 +78,12 @@ class ErlangTracker(ExternalTracker):
         else:
             super().on_other(message)
 
-    def _kill(self, worker: int, method: str) -> int:
+    def _kill(self, role: Role, index: int, method: str) -> int:
         if method not in METHODS:
             allowed = ", ".join(METHODS)
             raise UserError(f"kills.method: the erlang stack cannot kill by {method!r}: {allowed}")
-        self.link.send(b"K" + KILL.pack(METHODS[method], Role.WORKER, worker))
-        event = self.instances.get((Role.WORKER, worker))
+        self.link.send(b"K" + KILL.pack(METHODS[method], role, index))
+        event = self.instances.get((role, index))
         return event.os_pid if event else 0
 
     def _memory_rows(self) -> tuple[int, int, list[tuple[Role, int, int]]]:
@@ -183,6 +183,7 @@ class ErlangStack:
     name = "erlang"
     summary = "Erlang/OTP: the paper's supervision tree, a Python port program per face_server"
     kill_methods = tuple(METHODS)
+    kill_targets = ("worker", "aggregator", "face_supervisor", "aggregator_supervisor")
 
     def check(self) -> None:
         for tool in ("erl", "erlc"):

@@ -29,12 +29,21 @@ DRAIN_MIN_S = 2.0  # after the last frame, answers are awaited at least this lon
 
 @dataclasses.dataclass
 class Kill:
-    worker: int
+    worker: int  # the index of the killed process within its role
     method: str
     kill_ns: int
     pid: int  # the killed instance's OS pid (0: unknown)
     initialized_ns: int | None = None
     restarted_ns: int | None = None
+    role: Role = Role.WORKER
+
+
+# kills.target -> the process the link numbers
+TARGET_ROLES = {
+    "aggregator": Role.AGGREGATOR,
+    "face_supervisor": Role.FACE_SUPERVISOR,
+    "aggregator_supervisor": Role.AGGREGATOR_SUPERVISOR,
+}
 
 
 class ExternalTracker(ABC):
@@ -55,8 +64,8 @@ class ExternalTracker(ABC):
     # ------------------------------------------------------------------ what stacks differ in
 
     @abstractmethod
-    def _kill(self, worker: int, method: str) -> int:
-        """Kill worker `worker` now; the killed instance's OS pid (0: unknown)."""
+    def _kill(self, role: Role, index: int, method: str) -> int:
+        """Kill process `index` of `role` now; the killed instance's OS pid (0: unknown)."""
 
     @abstractmethod
     def processes(self) -> list[ProcessUsage]: ...
@@ -72,9 +81,12 @@ class ExternalTracker(ABC):
     def kill(self, worker: int, method: str) -> int:
         if not 0 <= worker < self.cfg.workers:
             raise UserError(f"worker {worker} does not exist (0 to {self.cfg.workers - 1})")
+        return self._kill_now(Role.WORKER, worker, method)
+
+    def _kill_now(self, role: Role, index: int, method: str) -> int:
         kill_ns = time.monotonic_ns()
-        pid = self._kill(worker, method)
-        self.kills.append(Kill(worker, method, kill_ns, pid))
+        pid = self._kill(role, index, method)
+        self.kills.append(Kill(index, method, kill_ns, pid, role=role))
         return kill_ns
 
     def run(self, progress: Progress | None = None) -> TrackerRun:
@@ -87,7 +99,8 @@ class ExternalTracker(ABC):
 
     def _run(self, progress: Progress | None) -> TrackerRun:
         cfg = self.cfg
-        victims = pick_victims(cfg) if cfg.kills.count else []
+        target = TARGET_ROLES.get(cfg.kills.target)
+        victims = pick_victims(cfg) if cfg.kills.count and target is None else []
         start = time.monotonic_ns()
         for i in range(cfg.frames):
             self.pump_until(start + int(i * 1e9 / cfg.fps))
@@ -96,6 +109,8 @@ class ExternalTracker(ABC):
             if victims and i == cfg.kills.at_frame:
                 for victim in victims:  # no pause between them, as the paper's chaos runs
                     self.kill(victim, cfg.kills.method)
+            if target is not None and cfg.kills.count and i == cfg.kills.at_frame:
+                self._kill_now(target, 0, cfg.kills.method)  # one main process, once
             if progress is not None:
                 progress(i + 1, cfg.frames)
         self._drain()
@@ -135,10 +150,8 @@ class ExternalTracker(ABC):
 
     def on_event(self, event: ProcessEvent) -> None:
         self.instances[(event.role, event.index)] = event
-        if event.role != Role.WORKER:
-            return
         for kill in reversed(self.kills):
-            if kill.worker == event.index:
+            if kill.role == event.role and kill.worker == event.index:
                 self._time_restart(kill, event)
                 break
 
@@ -198,10 +211,11 @@ class ExternalTracker(ABC):
             self.cfg,
             self.camera.dispatched,
             self.handled,
-            [(k.worker, k.method, k.kill_ns, k.restarted_ns) for k in kills],
+            # A main process's kill is attributed no worker's frames (-1).
+            [(_worker_of(k), k.method, k.kill_ns, k.restarted_ns) for k in kills],
         )
         records = [
-            dataclasses.replace(r, initialized_ns=k.initialized_ns)
+            dataclasses.replace(r, initialized_ns=k.initialized_ns, target=k.role.name.lower())
             for r, k in zip(records, kills, strict=True)
         ]
         processes, alive = self.processes(), self.alive_workers()  # they add counters
@@ -210,3 +224,7 @@ class ExternalTracker(ABC):
             "malformed": self.counters["malformed"] + self.camera.malformed,
         }
         return TrackerRun(self.name, self.cfg, frames, records, processes, counters, alive)
+
+
+def _worker_of(kill: Kill) -> int:
+    return kill.worker if kill.role == Role.WORKER else -1

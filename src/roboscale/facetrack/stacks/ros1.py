@@ -67,11 +67,11 @@ class Ros1Tracker(ExternalTracker):
         if message[:1] != b"H":
             super().on_other(message)
 
-    def _kill(self, worker: int, method: str) -> int:
+    def _kill(self, role: Role, index: int, method: str) -> int:
         if method not in SIGNALS:
             allowed = ", ".join(SIGNALS)
             raise UserError(f"kills.method: the ros1 stack cannot kill by {method!r}: {allowed}")
-        event = self.instances.get((Role.WORKER, worker))
+        event = self.instances.get((role, index))
         if event is None or not _is_node(event.os_pid):
             self.counters["kills_missed"] += 1
             return 0
@@ -127,6 +127,9 @@ class Ros1Stack:
     name = "ros1"
     summary = "ROS 1: rospy nodes under roslaunch (respawn), one process per worker"
     kill_methods = tuple(SIGNALS)
+    # The aggregator is the part of the paper's main node that roslaunch respawns here (the
+    # harness plays the camera).
+    kill_targets = ("worker", "aggregator")
 
     def check(self) -> None:
         try:

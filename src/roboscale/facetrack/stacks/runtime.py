@@ -23,6 +23,7 @@ class RuntimeStack:
     mode: str  # runtime_host's MODE
     summary: str
     kill_methods: tuple[str, ...]
+    kill_targets: tuple[str, ...] = ("worker",)  # in-process: the tree's workers only, yet
 
     def check(self) -> None:
         _deps.cv2()

@@ -27,11 +27,10 @@ from roboscale.analysis.stats import (
     column,
     distribution,
     loss_of,
-    quarter_medians,
     trial_entry,
 )
 from roboscale.analysis.tables import us
-from roboscale.analysis.verdict import Thresholds, judge
+from roboscale.analysis.verdict import Thresholds, Trace, judge, period_of
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.graphfile import Graph, GraphPath
@@ -180,6 +179,8 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
             paths.append({"path": rest[0], "sources": part.num_rows,
                           "followed": int(np.count_nonzero(~np.isnan(lat))),
                           "e2e_us": distribution(lat), "_lat": lat,
+                          "_sent": column(part, "t_sent"),
+                          "_intended": column(part, "t_intended"),
                           "rate_hz": achieved_rate_hz(column(part, "t_sent"))})  # fmt: skip
             continue
         topic, publisher, subscriber = rest
@@ -192,16 +193,20 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
             "rate_hz": achieved_rate_hz(column(part, "t_sent")), "latency_us": distribution(lat),
         })  # fmt: skip
     head = paths[0]["_lat"] if paths else np.array([], dtype=float)
-    first, last = quarter_medians(head)
+    head_sent = paths[0]["_sent"] if paths else np.array([], dtype=float)
     headline = distribution(head)
-    verdict = judge(th, ratio, loss_of(sent, received), first, last, headline["p99"])
+    topic_rows = table.filter(pa.compute.starts_with(table.column("node"), "topic|"))
+    lag = (column(topic_rows, "t_sent") - column(topic_rows, "t_intended")) / 1e3
+    # The first path's period: the gap between its source's deadlines (graph files set
+    # rates per node, not per trial).
+    period = period_of(paths[0]["_intended"], None) if paths else None
+    trace = Trace(head_sent, head, lag, period, round_trip=False)
+    verdict = judge(th, trace, ratio, loss_of(sent, received))
     for p in paths:
-        del p["_lat"]
+        del p["_lat"], p["_sent"], p["_intended"]
     # The log's "Hz achieved": the first path's source (0 without paths or messages).
     rate = (paths[0]["rate_hz"] if paths else None) or 0.0
     rates = [c["rate_hz"] for c in topics if c["rate_hz"] is not None]
-    topic_rows = table.filter(pa.compute.starts_with(table.column("node"), "topic|"))
-    lag = (column(topic_rows, "t_sent") - column(topic_rows, "t_intended")) / 1e3
     figures = {
         "e2e_us": headline,
         "one_way_us": headline,  # the results' common keys: one way = end to end here

@@ -35,7 +35,7 @@ def _verdict(e: Entry) -> str:
     if e["sustained"]:
         return "yes"
     v = e.get("verdict") or {}
-    reasons = Verdict(**v).reasons() if v else []
+    reasons = Verdict.from_dict(v).reasons() if v else []
     return "no: " + ", ".join(reasons) if reasons else "no"
 
 

@@ -57,8 +57,8 @@ def test_fanout_loss_counts_messages_missing_at_any_listener() -> None:
     assert [n["received"] for n in e["per_node"]] == [4, 3]
     assert e["per_node"][1]["one_way_us"]["max"] == pytest.approx(400.0)
     assert not e["sustained"]
-    # 400 µs is late at 1 kHz (beyond 0.2 x 1 ms)
-    assert [r["rule"] for r in e["verdict"]["rules"] if not r["ok"]] == ["loss", "late"]
+    # 400 µs is late at 1 kHz (beyond 0.2 x 1 ms), but one of seven shows no late share
+    assert [r["rule"] for r in e["verdict"]["rules"] if not r["ok"]] == ["loss"]
 
 
 def test_chain_hops_and_end_to_end() -> None:

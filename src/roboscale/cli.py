@@ -113,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
-    from roboscale.analysis.report import render_report
+    from roboscale.analysis.report import render
     from roboscale.lab.runner import estimate_s, run_sweep
     from roboscale.spec.loader import load_spec, profiles_path
     from roboscale.spec.planner import count_trials, plan, rate_samples
@@ -152,7 +152,9 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     finally:
         if captures is not None:
             shutil.rmtree(captures, ignore_errors=True)
-    html, md = render_report(outcome.run_dir)
+    html, md, headline = render(outcome.run_dir)
+    for line in headline.lines():  # the answer first (no markup: intervals use brackets)
+        console.print(line, markup=False, highlight=False)
     if outcome.interrupted:
         console.print(
             f"[yellow]interrupted: {outcome.trials} of {len(trials)} trials kept[/yellow]"
@@ -238,9 +240,11 @@ def _check_names(names: list[str]) -> None:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from roboscale.analysis.report import render_report
+    from roboscale.analysis.report import render
 
-    html, md = render_report(args.results)
+    html, md, headline = render(args.results)
+    for line in headline.lines():
+        console.print(line, markup=False, highlight=False)
     console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
     return 0
 

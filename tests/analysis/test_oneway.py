@@ -103,11 +103,12 @@ def test_flow_figures_and_table() -> None:
     # The report gives each figure the entries of the workloads that draw it.
     drawn = {spec.title: given for spec, given in _figure_specs(groups)}
     assert drawn["One-way latency by payload size"] == [entry]
-    assert drawn["Round trip by payload size"] == [echo_only]
+    assert drawn["Latency by payload and rate"] == [echo_only]
+    assert drawn["Latency CDF"] == [echo_only, entry]  # the figures both draw are shared
     assert flow_means([entry], lambda _t: rows) is not None
     assert flow_boxes([entry], lambda _t: rows) is not None
     head, body = flow_table([entry]) or ([], [])
-    assert body[0][head.index("p50 per listener or hop")] == "50 / 70"
+    assert body[0][head.index("p50 per listener or hop µs")] == "50 / 70"
     assert body[0][head.index("reached all/sent")] == "4/4"
     # Echo's tables hold echo trials only; a chain alone has the one-way table only.
     assert [title for title, _, _ in _tables(by_workload([entry]))[0]] == [

@@ -56,11 +56,15 @@ def test_report_has_plots_tables_and_comparison(tmp_path: Path) -> None:
     make_run(tmp_path / "run")
     html, md = render_report(tmp_path / "run")
     page = html.read_text()
-    assert len(re.findall(r"src='data:image/png;base64,", page)) == 4
+    # Interactive figures, plotly.js once; no matplotlib picture left for echo.
+    assert page.count("class='fig'") == 5 and "src='data:image/png" not in page
+    assert page.count("Plotly.newPlot") == 1 and page.count("plotly.js v") == 1
     assert "Backends side by side" in page and "Percentiles per trial" in page
-    assert "http://" not in page and "https://" not in page  # opens offline
+    assert re.search(r"src=['\"]https?://", page) is None  # nothing fetched: opens offline
+    assert page.index("id='headline'") < page.index("id='toc'") < page.index("Backends side")
     text = md.read_text()
-    assert "| local | text | 10 | 1 |" in text and "ros1 p50 µs" in text
+    assert text.index("## Headline") < text.index("## This run")
+    assert "| local | text | 10 | 1 |" in text and "ros1 p50 µs [95 %]" in text
     assert TH.describe() in text
 
 

@@ -8,16 +8,16 @@ summary entry was not (a crash in between) is summarized again from its files.
 from __future__ import annotations
 
 import functools
-import time
-from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from roboscale.analysis import plots
+from roboscale.analysis import interactive
+from roboscale.analysis.headline import Headline, headline, markdown
+from roboscale.analysis.page import Figure, Page, Shown, facts, page_html, verdict_rows
 from roboscale.analysis.stats import summarize_trial
-from roboscale.analysis.tables import Table, to_html, to_markdown
+from roboscale.analysis.tables import to_markdown
 from roboscale.analysis.verdict import Thresholds
 from roboscale.errors import UserError
 from roboscale.records.schema import METADATA_FILE, RECORDS_FILE, TRIALS_DIR
@@ -37,7 +37,6 @@ from roboscale.workloads.base import (
 )
 
 Entry = dict[str, Any]
-Shown = tuple[str, Table, str]  # a table's title, its head and rows, and its caption
 
 
 def by_workload(entries: list[Entry]) -> dict[str, list[Entry]]:
@@ -68,7 +67,20 @@ def _tables(groups: dict[str, list[Entry]]) -> tuple[list[Shown], int]:
     return [(s.title, table, s.caption) for s, table in shown], sum(s.lead for s, _ in shown)
 
 
+class Rendered(NamedTuple):
+    html: Path
+    md: Path
+    headline: Headline
+
+
 def render_report(run_dir: Path) -> tuple[Path, Path]:
+    """Write report.html and summary.md; their paths."""
+    done = render(run_dir)
+    return done.html, done.md
+
+
+def render(run_dir: Path) -> Rendered:
+    """Write report.html and summary.md; their paths and the headline."""
     run = read_run(run_dir)
     summary = read_summary(run_dir)
     th = Thresholds.from_dict(summary.get("thresholds"), str(run_dir / "summary.json"))
@@ -76,17 +88,38 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     entries = _with_recovered(run_dir, summary["trials"], th)
     records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, run_dir))
     groups = by_workload(entries)
+    quick = "--quick" in str(run.get("command", ""))
+    head = headline(entries, records_of, quick)
     figures = _figures(groups, records_of)
+    usage = interactive.usage_by_node(entries, functools.partial(_nodes, run_dir))
+    if usage is not None:
+        figures.append(("CPU and memory per node", USAGE_CAPTION, usage))
     tables, leading = _tables(groups)
     tables += _clock_table(entries)
     html = run_dir / "report.html"
     md = run_dir / "summary.md"
+    page = Page(run, th, entries, head, figures, tables, leading)
     try:
-        html.write_text(_html(run, th, entries, figures, tables, leading))
-        md.write_text(_markdown(run, th, entries, tables))
+        html.write_text(page_html(page))
+        md.write_text(_markdown(page))
     except OSError as e:
         raise UserError(f"{run_dir}: cannot write the report ({e.strerror or e})") from None
-    return html, md
+    return Rendered(html, md, head)
+
+
+USAGE_CAPTION = (
+    "Per node of each trial: CPU time after the nodes were ready over the trial's length "
+    "(100 % = one core), and peak resident memory. Nodes sharing a process (native) show the "
+    "process's figures each."
+)
+
+
+def _nodes(run_dir: Path, trial: str) -> list[Entry]:
+    path = run_dir / TRIALS_DIR / trial / METADATA_FILE
+    if not path.exists():
+        return []
+    nodes = read_metadata(run_dir, trial).get("nodes", [])
+    return [n for n in nodes if isinstance(n, dict)]
 
 
 def _clock_table(entries: list[Entry]) -> list[Shown]:
@@ -146,99 +179,26 @@ def _with_recovered(run_dir: Path, entries: list[Entry], th: Thresholds) -> list
     return entries
 
 
-def _figures(groups: dict[str, list[Entry]], records_of: Any) -> list[tuple[str, str, str]]:
-    out = []
+def _figures(groups: dict[str, list[Entry]], records_of: Any) -> list[Figure]:
+    out: list[Figure] = []
     for spec, entries in _figure_specs(groups):
         fig = spec.draw(entries, records_of) if spec.needs_records else spec.draw(entries)
         if fig is not None:
-            out.append((spec.title, spec.caption, plots.to_data_uri(fig)))
+            out.append((spec.title, spec.caption, fig))
     return out
 
 
-def _facts(run: dict[str, Any], th: Thresholds, entries: list[Entry]) -> list[tuple[str, str]]:
-    host = run.get("host", {})
-    failed = sum(1 for e in entries if e.get("error"))
-    held = sum(1 for e in entries if e.get("sustained"))
-    created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.get("created_unix_s", 0)))
-    backends = run.get("backends", {})
-    return [
-        ("experiment", f"{run.get('spec_name', '?')}: {run.get('spec_description', '')}"),
-        ("command", str(run.get("command", ""))),
-        ("started", created),
-        ("trials", f"{len(entries)} finished, {held} sustained, {failed} failed"),
-        ("backends", ", ".join(f"{k} ({v})" for k, v in backends.items())),
-        ("host", f"{host.get('cpu_model', '?')}, {host.get('cores', '?')} cores, "
-                 f"kernel {host.get('kernel', '?')}, CPU quota {host.get('cpu_quota', '?')}, "
-                 f"link {host.get('link_profile', '?')}"),
-        ("sustained means", th.describe()),
-        ("times", "RTT = reply received - sent, on the sender's CLOCK_MONOTONIC, not halved; "
-                  "send lag = sent - intended deadline (open-loop pacing); one-way and "
-                  "end-to-end latencies as their tables say"),
-    ]  # fmt: skip
-
-
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1250px;color:#222}
-h1{margin-bottom:.2em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.25em 1em} dt{font-weight:600}
-table{border-collapse:collapse;font-size:.82em;margin:.5em 0} td,th{border:1px solid #ccc;
-padding:.2em .45em;text-align:right} th{background:#f3f3f3} td:first-child{text-align:left}
-img{max-width:100%} figcaption,.caption{color:#555;font-size:.9em} .err{color:#b00}
-"""
-
-
-def _html(
-    run: dict[str, Any],
-    th: Thresholds,
-    entries: list[Entry],
-    figures: list[tuple[str, str, str]],
-    tables: list[Shown],
-    leading: int,
-) -> str:
-    facts = "".join(
-        f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in _facts(run, th, entries)
-    )
-    parts = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>roboscale: "
-        f"{escape(str(run.get('spec_name', '')))}</title><style>{STYLE}</style></head><body>",
-        f"<h1>roboscale report: {escape(str(run.get('spec_name', '')))}</h1><dl>{facts}</dl>",
-    ]
-    if not entries:
-        parts.append("<p class='err'>No trial finished; nothing to show.</p>")
-    parts += [_table_html(shown) for shown in tables[:leading]]
-    for title, caption, uri in figures:
-        parts.append(
-            f"<h2>{escape(title)}</h2><figure><img alt='{escape(title)}' src='{uri}'>"
-            f"<figcaption>{escape(caption)}</figcaption></figure>"
-        )
-    parts += [_table_html(shown) for shown in tables[leading:]]
-    parts.append(_errors_html(entries))
-    parts.append("</body></html>\n")
-    return "".join(parts)
-
-
-def _table_html(shown: Shown) -> str:
-    title, table, caption = shown
-    note = f"<p class='caption'>{escape(caption)}</p>" if caption else ""
-    return f"<h2>{escape(title)}</h2>{note}{to_html(table)}"
-
-
-def _errors_html(entries: list[Entry]) -> str:
-    failed = [e for e in entries if e.get("error")]
-    if not failed:
-        return ""
-    items = "".join(f"<li><b>{escape(e['trial'])}</b>: {escape(e['error'])}</li>" for e in failed)
-    return f"<h2>Failed trials</h2><ul class='err'>{items}</ul>"
-
-
-def _markdown(
-    run: dict[str, Any], th: Thresholds, entries: list[Entry], tables: list[Shown]
-) -> str:
-    lines = [f"# roboscale summary: {run.get('spec_name', '')}", ""]
-    lines += [f"- **{k}**: {v}" for k, v in _facts(run, th, entries)]
-    for title, table, caption in tables:
+def _markdown(p: Page) -> str:
+    lines = [f"# roboscale summary: {p.run.get('spec_name', '')}", "", "## Headline", ""]
+    lines += markdown(p.headline)
+    unsustained = verdict_rows(p.entries)
+    if unsustained:
+        lines += ["", "## Not sustained", ""]
+        lines += [f"- `{trial}`: {'; '.join(reasons)}" for trial, reasons in unsustained]
+    lines += ["", "## This run", ""] + [f"- **{k}**: {v}" for k, v in facts(p)]
+    for title, table, caption in p.tables:
         lines += ["", f"## {title}", ""] + ([caption, ""] if caption else []) + [to_markdown(table)]
-    failed = [e for e in entries if e.get("error")]
+    failed = [e for e in p.entries if e.get("error")]
     if failed:
         lines += ["", "## Failed trials", ""] + [f"- `{e['trial']}`: {e['error']}" for e in failed]
     return "\n".join(lines) + "\n"

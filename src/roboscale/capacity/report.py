@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from roboscale.analysis.report import STYLE
+from roboscale.analysis.page import STYLE
 from roboscale.analysis.tables import Table, to_html
 from roboscale.capacity.data import Observation
 from roboscale.capacity.modelfile import CapacityModel

@@ -360,28 +360,19 @@ class EchoWorkload:
         return summarize_round_trips(table, params, th)
 
     def figures(self) -> list[FigureSpec]:
-        from roboscale.analysis import plots
+        from roboscale.analysis import interactive, plots
 
-        return [
-            FigureSpec("Latency against message id", "Thesis Figure 3.5 style: round trip of "
-                       "each message id, mean over runs and senders, one line per rate.",
-                       plots.latency_by_id),
-            FigureSpec("Mean latency against rate", "Mean round trip with one standard "
-                       "deviation; hollow markers are configurations that were not sustained.",
-                       plots.mean_vs_rate),
-            FigureSpec("Round trip by payload size", "Lab-report style box plots (median, "
-                       "quartiles, 1.5 IQR whiskers, outliers), backends side by side.",
-                       plots.box_by_size),
+        return [*interactive.stream_figures(), *[
+            FigureSpec("Latency by payload and rate", "Round trips per payload and rate, "
+                       "backends side by side: median, quartiles, whiskers at p1 and p99.",
+                       interactive.box_by_size),
             FigureSpec("Latency against node count", "Thesis Figure 4.4 style: mean round "
                        "trip (log scale) against nodes, N = 2 x pairs, one line per rate, with "
                        "one standard deviation.", plots.latency_vs_nodes),
             FigureSpec("Latency against host count", "Thesis Experiment 9: mean round trip "
                        "against the number of emulated hosts, half of them senders talking to "
                        "every echoer host.", plots.latency_vs_hosts),
-            FigureSpec("Achieved rate and loss", "Where a configuration stops keeping up: the "
-                       "slowest sender's achieved rate over the target, and the share of "
-                       "messages never echoed.", plots.rate_and_loss, needs_records=False),
-        ]  # fmt: skip
+        ]]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:
         from roboscale.analysis.tables import comparison_table, percentile_table

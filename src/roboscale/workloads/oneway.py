@@ -368,9 +368,10 @@ class OneWay:
         return summarize_oneway(table, params, th)
 
     def figures(self) -> list[FigureSpec]:
-        from roboscale.analysis import flowplots
+        from roboscale.analysis import flowplots, interactive
 
         return [
+            *interactive.stream_figures(),
             FigureSpec("One-way latency by payload size", "Lab-report style box plots of the "
                        "one-way workloads: a box per listener count (fan-out, pooled over "
                        "listeners), per ping mode (the ack's round trip beside it), or per chain "

@@ -1,0 +1,255 @@
+"""The answer first: what a results folder says, in sentences, for the top of the report,
+summary.md and the terminal after `bench`.
+
+- echo and one-way workloads: per configuration (workload, payload, rate, pairs, where)
+  the fastest backend by median latency and how many times faster it is than each other
+  one, with the ratio's 95 % interval (`uncertainty.ratio`: runs, then messages); the
+  highest rate each backend sustained per payload, and what stopped it there (the first
+  failed rule's figure);
+- graph workloads: each path's end-to-end median per backend, with its interval;
+- the face tracker: quality, latency and frames lost per stack.
+
+A ratio whose interval holds 1 says "no clear difference". Every sentence says how many
+runs it stands on ("single run" where one), and a quick run says it is quick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from roboscale.analysis.stats import FloatArray, column
+from roboscale.analysis.tables import env_label
+from roboscale.analysis.uncertainty import percentile, ratio
+from roboscale.analysis.verdict import Verdict
+from roboscale.workloads.base import name_of
+
+Entry = dict[str, Any]
+RecordsOf = Callable[[str], pa.Table | None]
+ONE_WAY = ("fanout", "ping", "chain")
+
+
+@dataclass(frozen=True)
+class Headline:
+    """Sentences under a heading per workload, and warnings that apply to all of them."""
+
+    sections: list[tuple[str, list[str]]]
+    warnings: list[str]
+
+    def lines(self) -> list[str]:
+        """Plain text, for the terminal and summary.md."""
+        out = [f"note: {w}" for w in self.warnings]
+        for title, sentences in self.sections:
+            out += [f"{title}:", *[f"  - {s}" for s in sentences]]
+        return out
+
+
+def latency_us(entry: Entry, table: pa.Table) -> FloatArray:
+    """A trial's headline latency per message (NaN where lost): the round trip of an echo,
+    the one-way (a chain's end-to-end) latency of the one-way workloads, the first path's
+    end to end of a graph."""
+    if "paths" in entry:
+        from roboscale.analysis.graph import latencies_by_node
+
+        paths = latencies_by_node(table, "path")
+        first = entry["paths"][0]["path"] if entry["paths"] else None
+        return paths.get(first, np.zeros(0)) if first else np.zeros(0)
+    if name_of(entry) in ONE_WAY:
+        from roboscale.analysis.oneway import flow_of, primary_us, shape_of
+
+        return primary_us(flow_of(table), shape_of(entry).relays)
+    rtt: FloatArray = (column(table, "t_received") - column(table, "t_sent")) / 1e3
+    return rtt
+
+
+def fmt_us(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 1000:
+        return f"{value / 1000:.3g} ms"
+    return f"{value:.3g} µs"
+
+
+def _rate(rate: float) -> str:
+    return f"{rate:g} Hz"
+
+
+def _config(e: Entry) -> tuple[str, str, int, float, int, str]:
+    return (name_of(e), str(e["payload"]), int(e.get("payload_bytes", 0)), float(e["rate_hz"]),
+            int(e.get("pairs", 1)), env_label(e))  # fmt: skip
+
+
+def _runs_note(runs: int, quick: bool) -> str:
+    parts = ["single run" if runs == 1 else f"{runs} runs"] + (["quick"] if quick else [])
+    return ", ".join(parts)
+
+
+def headline(entries: Sequence[Entry], records_of: RecordsOf, quick: bool) -> Headline:
+    good = [e for e in entries if not e.get("error")]
+    sections: list[tuple[str, list[str]]] = []
+    streams = [e for e in good if name_of(e) in ("echo", *ONE_WAY) and "paths" not in e]
+    if streams:
+        sections.append(("Fastest backend per configuration", _fastest(streams, records_of,
+                                                                       quick)))  # fmt: skip
+        sections.append(("Highest sustained rate", _sustained(streams)))
+    graphs = [e for e in good if "paths" in e]
+    if graphs:
+        sections.append(("Graph paths, end to end", _graph(graphs, quick)))
+    faces = [e for e in good if e.get("facetrack")]
+    if faces:
+        sections.append(("Face tracker per stack", _faces(faces)))
+    failed = [e for e in entries if e.get("error")]
+    if failed:
+        sections.append(("Failed", [f"{len(failed)} trial(s) failed: see the end of the "
+                                    "report"]))  # fmt: skip
+    warnings = ["quick run: short trials, figures are indicative only"] if quick else []
+    return Headline([(t, s) for t, s in sections if s], warnings)
+
+
+def _latencies(group: list[Entry], records_of: RecordsOf) -> list[FloatArray]:
+    out = []
+    for e in group:
+        table = records_of(e["trial"])
+        if table is not None:
+            out.append(latency_us(e, table))
+    return out
+
+
+def _fastest(entries: list[Entry], records_of: RecordsOf, quick: bool) -> list[str]:
+    configs: dict[tuple[str, str, int, float, int, str], dict[str, list[Entry]]] = {}
+    for e in entries:
+        configs.setdefault(_config(e), {}).setdefault(e["backend"], []).append(e)
+    out = []
+    for key in sorted(configs, key=lambda k: (k[0], k[2], k[3], k[4], k[5])):
+        workload, payload, _, rate, pairs, env = key
+        per = {b: _latencies(g, records_of) for b, g in configs[key].items()}
+        medians = {b: percentile(runs, 50.0) for b, runs in per.items()}
+        known = {b: m for b, m in medians.items() if m.value is not None}
+        where = ", ".join(
+            p
+            for p in (
+                payload,
+                _rate(rate),
+                f"{pairs} pairs" if pairs > 1 else "",
+                env,
+                "" if workload == "echo" else workload,
+            )
+            if p
+        )
+        kind = "RTT" if workload == "echo" else "latency"
+        if len(known) < 2:
+            for b, m in known.items():
+                out.append(f"{where}: {b} only, p50 {kind} {fmt_us(m.value)} "
+                           f"[{fmt_us(m.low)}, {fmt_us(m.high)}] "
+                           f"({_runs_note(m.runs, quick)})")  # fmt: skip
+            continue
+        fast = min(known, key=lambda b: known[b].value or 0.0)
+        unsustained = sorted(b for b, g in configs[key].items()
+                             if not all(e.get("sustained") for e in g))  # fmt: skip
+        note = f" [not sustained: {', '.join(unsustained)}]" if unsustained else ""
+        for slow in sorted(b for b in known if b != fast):
+            r = ratio(per[slow], per[fast])
+            out.append(_ratio_sentence(fast, slow, where, r, kind, known, quick) + note)
+    return out
+
+
+def _ratio_sentence(fast: str, slow: str, where: str, r: Any, kind: str,
+                    medians: dict[str, Any], quick: bool) -> str:  # fmt: skip
+    figures = (f"p50 {kind} {fmt_us(medians[fast].value)} vs {fmt_us(medians[slow].value)}; "
+               f"{_runs_note(r.runs, quick)}")  # fmt: skip
+    if r.value is None:
+        return f"{where}: {fast} and {slow} not compared ({r.note})"
+    interval = f"{times(r.value)}x [{times(r.low)}, {times(r.high)}]"
+    if r.low <= 1.0:
+        return f"{where}: no clear difference between {fast} and {slow} ({interval}; {figures})"
+    return f"{fast} {interval} faster than {slow} at {where} ({figures})"
+
+
+def times(value: float) -> str:
+    """A ratio: two significant digits, whole numbers from 100 up (never 8e+04)."""
+    return f"{value:.2g}" if value < 100 else f"{value:,.0f}"
+
+
+def _first_failure(e: Entry) -> str:
+    v = Verdict.from_dict(e["verdict"]) if isinstance(e.get("verdict"), dict) else None
+    reasons = v.reasons() if v else []
+    return reasons[0] if reasons else "not sustained"
+
+
+def _sustained(entries: list[Entry]) -> list[str]:
+    lines: dict[tuple[str, str, str, int, int, str], dict[float, list[Entry]]] = {}
+    for e in entries:
+        key = (e["backend"], name_of(e), str(e["payload"]), int(e.get("payload_bytes", 0)),
+               int(e.get("pairs", 1)), env_label(e))  # fmt: skip
+        lines.setdefault(key, {}).setdefault(float(e["rate_hz"]), []).append(e)
+    out = []
+    for key in sorted(lines, key=lambda k: (k[0], k[1], k[3], k[4], k[5])):
+        backend, workload, payload, _, pairs, env = key
+        by_rate = lines[key]
+        rates = sorted(by_rate)
+        held = [r for r in rates if all(e.get("sustained") for e in by_rate[r])]
+        who = " ".join(p for p in (backend, "" if workload == "echo" else workload, payload,
+                                   f"x{pairs}" if pairs > 1 else "", env) if p)  # fmt: skip
+        broke = [r for r in rates if r not in held]
+        if not broke:
+            out.append(f"{who}: sustained at every rate tried, up to {_rate(rates[-1])}")
+            continue
+        first_bad = broke[0]
+        bad = next(e for e in by_rate[first_bad] if not e.get("sustained"))
+        reason = _first_failure(bad)
+        if not held:
+            out.append(f"{who}: not sustained at any rate tried; at {_rate(first_bad)}: "
+                       f"{reason}")  # fmt: skip
+            continue
+        below = [r for r in held if r < first_bad]
+        top = _rate(below[-1]) if below else "none below it"
+        out.append(f"{who}: sustained up to {top}; at {_rate(first_bad)}: {reason}")
+    return out
+
+
+def _graph(entries: list[Entry], quick: bool) -> list[str]:
+    out = []
+    groups: dict[tuple[str, str, str], list[Entry]] = {}
+    for e in entries:
+        groups.setdefault((Path(str(e["graph"])).stem, env_label(e), e["backend"]), []).append(e)
+    for (graph, env, backend), group in sorted(groups.items()):
+        paths: dict[str, list[float]] = {}
+        for e in group:
+            for p in e["paths"]:
+                if p["e2e_us"]["p50"] is not None:
+                    paths.setdefault(p["path"], []).append(p["e2e_us"]["p50"])
+        where = " ".join(x for x in (graph, env) if x)
+        for path, p50s in paths.items():
+            runs = len(p50s)
+            spread = f" (runs {fmt_us(min(p50s))} to {fmt_us(max(p50s))})" if runs > 1 else ""
+            out.append(f"{where}, {backend}: path {path} p50 end to end "
+                       f"{fmt_us(float(np.median(p50s)))}{spread} "
+                       f"({_runs_note(runs, quick)})")  # fmt: skip
+    return out
+
+
+def _faces(entries: list[Entry]) -> list[str]:
+    out = []
+    for stack in sorted({e["stack"] for e in entries}):
+        mine = [e["facetrack"]["summary"] for e in entries if e["stack"] == stack]
+        jac = [s["mean_jaccard"] for s in mine if s.get("mean_jaccard") is not None]
+        lat = [s["latency_p50_ms"] for s in mine if s.get("latency_p50_ms") is not None]
+        lost = sum(int(s.get("frames_lost") or 0) for s in mine)
+        out.append(
+            f"{stack}: mean Jaccard {np.mean(jac):.3f}" if jac else f"{stack}: no quality figure"
+        )
+        out[-1] += (f", latency p50 {np.median(lat):.3g} ms" if lat else "") + \
+            f", {lost} frames lost over {len(mine)} trial(s)"  # fmt: skip
+    return out
+
+
+def markdown(h: Headline) -> list[str]:
+    out = [f"> {w}" for w in h.warnings]
+    for title, sentences in h.sections:
+        out += ["", f"**{title}**", "", *[f"- {s}" for s in sentences]]
+    return out

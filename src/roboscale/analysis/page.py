@@ -90,7 +90,8 @@ nav#toc{font-size:.92em} nav#toc ol{columns:2;margin:.2em 0}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.25em 1em} dt{font-weight:600}
 dd{margin:0;overflow-wrap:anywhere}
 table{border-collapse:collapse;font-size:.8em;margin:.5em 0;width:100%}
-td,th{border:1px solid #ccc;padding:.2em .4em;text-align:right;overflow-wrap:anywhere}
+td,th{border:1px solid #ccc;padding:.2em .4em;text-align:right}
+td:first-child{overflow-wrap:anywhere;min-width:9em}
 th{background:#f3f3f3;cursor:pointer;user-select:none} th:after{content:" \\2195";color:#aaa}
 td:first-child,th:first-child{text-align:left} tr.bad td{background:#fff0f0}
 img{max-width:100%} figure{margin:0} .plot{width:100%;min-height:300px}
@@ -218,6 +219,24 @@ def page_html(p: Page) -> str:
     )
 
 
+def compact(table: Table) -> tuple[Table, list[str]]:
+    """The table without the columns that hold one value in every row (but the first), and
+    those columns as "name: value", said once above it: fewer columns, no sideways
+    scrolling."""
+    head, rows = table
+    if len(rows) < 2:
+        return table, []
+    same = [i for i in range(1, len(head)) if len({r[i] for r in rows if i < len(r)}) == 1]
+    if len(head) - len(same) < 2:
+        return table, []
+    keep = [i for i in range(len(head)) if i not in same]
+    said = [f"{head[i]}: {rows[0][i]}" for i in same]
+    return ([head[i] for i in keep], [[r[i] for i in keep] for r in rows]), said
+
+
 def _table_body(table: Table, caption: str) -> str:
-    note = f"<p class='caption'>{escape(caption)}</p>" if caption else ""
-    return note + to_html(table).replace("<table>", "<table class='sortable'>", 1)
+    shown, said = compact(table)
+    every = f"Every row: {'; '.join(said)}." if said else ""
+    text = " ".join(t for t in (caption, every) if t)
+    note = f"<p class='caption'>{escape(text)}</p>" if text else ""
+    return note + to_html(shown).replace("<table>", "<table class='sortable'>", 1)

@@ -34,7 +34,7 @@ def pct(d: dict[str, Any], q: str) -> str:
     if value is None:
         n = d.get("n")
         need = {"p50": 2, "p90": 10, "p99": 100, "p999": 1000}.get(q)
-        return f"n={n}<{need}" if n is not None and need and n < need else "-"
+        return f"needs {need} (n={n})" if n is not None and need and n < need else "-"
     low, high = d.get(f"{q}_low"), d.get(f"{q}_high")
     if low is None or high is None:
         return us(value)

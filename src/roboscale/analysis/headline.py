@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from roboscale.analysis.stats import FloatArray, column
 from roboscale.analysis.tables import env_label
-from roboscale.analysis.uncertainty import percentile, ratio
+from roboscale.analysis.uncertainty import percentile, ratio, run_warnings
 from roboscale.analysis.verdict import Verdict
 from roboscale.workloads.base import name_of
 
@@ -93,9 +93,10 @@ def headline(entries: Sequence[Entry], records_of: RecordsOf, quick: bool) -> He
     good = [e for e in entries if not e.get("error")]
     sections: list[tuple[str, list[str]]] = []
     streams = [e for e in good if name_of(e) in ("echo", *ONE_WAY) and "paths" not in e]
+    warnings = ["quick run: short trials, figures are indicative only"] if quick else []
     if streams:
-        sections.append(("Fastest backend per configuration", _fastest(streams, records_of,
-                                                                       quick)))  # fmt: skip
+        fastest = _fastest(streams, records_of, quick, warnings)
+        sections.append(("Fastest backend per configuration", fastest))
         sections.append(("Highest sustained rate", _sustained(streams)))
     graphs = [e for e in good if "paths" in e]
     if graphs:
@@ -107,7 +108,6 @@ def headline(entries: Sequence[Entry], records_of: RecordsOf, quick: bool) -> He
     if failed:
         sections.append(("Failed", [f"{len(failed)} trial(s) failed: see the end of the "
                                     "report"]))  # fmt: skip
-    warnings = ["quick run: short trials, figures are indicative only"] if quick else []
     return Headline([(t, s) for t, s in sections if s], warnings)
 
 
@@ -120,7 +120,11 @@ def _latencies(group: list[Entry], records_of: RecordsOf) -> list[FloatArray]:
     return out
 
 
-def _fastest(entries: list[Entry], records_of: RecordsOf, quick: bool) -> list[str]:
+def _fastest(
+    entries: list[Entry], records_of: RecordsOf, quick: bool, warnings: list[str]
+) -> list[str]:
+    """Per configuration, the fastest backend and its ratio to each other one; hyperfine's
+    warnings about runs that disagree go to `warnings`."""
     configs: dict[tuple[str, str, int, float, int, str], dict[str, list[Entry]]] = {}
     for e in entries:
         configs.setdefault(_config(e), {}).setdefault(e["backend"], []).append(e)
@@ -141,6 +145,9 @@ def _fastest(entries: list[Entry], records_of: RecordsOf, quick: bool) -> list[s
             )
             if p
         )
+        for b, runs in per.items():
+            run_p50s = [float(np.nanmedian(r)) for r in runs if np.any(~np.isnan(r))]
+            warnings += [f"{b} at {where}: {w}" for w in run_warnings(run_p50s)]
         kind = "RTT" if workload == "echo" else "latency"
         if len(known) < 2:
             for b, m in known.items():

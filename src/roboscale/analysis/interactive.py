@@ -33,8 +33,9 @@ from roboscale.analysis.tables import env_label
 Entry = dict[str, Any]
 RecordsOf = Callable[[str], pa.Table | None]
 MAX_POINTS = 2000  # per trace of a timeline: 1,000 bins, each keeping its min and max
-CDF_POINTS = 300
-MAX_TIMELINES = 60  # trials in the timeline's menu (the unsustained ones first)
+CDF_POINTS = 300  # per line, fewer when there are many (CDF_BUDGET over all lines)
+CDF_BUDGET = 30_000
+MAX_TIMELINES = 24  # trials in the timeline's menu (the unsustained ones first)
 HEIGHT = 420
 
 
@@ -86,32 +87,40 @@ def _kind(entries: Sequence[Entry]) -> str:
 
 
 def latency_cdf(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | None:
-    """The share of messages at or below each latency, a line per trial."""
-    good = sorted(ok(entries), key=lambda e: (e["backend"], e["payload_bytes"], e["rate_hz"]))
+    """The share of messages at or below each latency, a line per configuration (runs
+    pooled), each line at most CDF_POINTS quantiles (the minimum and maximum kept)."""
+    good = ok(entries)
     if not good:
         return None
-    fig = go.Figure()
-    probs = np.linspace(0, 1, CDF_POINTS)
-    backends = sorted({e["backend"] for e in good})
+    configs: dict[tuple[Any, ...], list[Entry]] = {}
     for e in good:
-        table = records_of(e["trial"])
-        if table is None:
-            continue
-        lat = latency_us(e, table)
+        key = (e["backend"], e["payload_bytes"], e["rate_hz"], *series_key(e)[1:])
+        configs.setdefault(key, []).append(e)
+    fig = go.Figure()
+    points = max(20, min(CDF_POINTS, CDF_BUDGET // len(configs)))
+    probs = np.linspace(0, 1, points)
+    backends = sorted({e["backend"] for e in good})
+    for key in sorted(configs):
+        group = configs[key]
+        parts = [latency_us(e, t) for e in group if (t := records_of(e["trial"])) is not None]
+        lat = np.concatenate(parts) if parts else np.zeros(0)
         lat = lat[~np.isnan(lat)]
         if lat.size == 0:
             continue
-        xs = np.quantile(lat, probs) if lat.size > CDF_POINTS else np.sort(lat)
-        ys = probs if lat.size > CDF_POINTS else np.arange(1, lat.size + 1) / lat.size
+        xs = np.quantile(lat, probs) if lat.size > points else np.sort(lat)
+        ys = probs if lat.size > points else np.arange(1, lat.size + 1) / lat.size
+        e = group[0]
+        label = f"{series_label(series_key(e))} {e['rate_hz']:g} Hz" + (
+            f" ({len(group)} runs)" if len(group) > 1 else "")  # fmt: skip
         color = COLORS[backends.index(e["backend"]) % len(COLORS)]
         fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", name=_label(e), legendgroup=e["backend"],
+            x=xs, y=ys, mode="lines", name=label, legendgroup=e["backend"],
             line={"color": color, "width": 1.2, "dash": _dash(e, good)},
-            hovertemplate="%{x:.4g} µs: %{y:.1%}<extra>" + _label(e) + "</extra>",
+            hovertemplate="%{x:.4g} µs: %{y:.1%}<extra>" + label + "</extra>",
         ))  # fmt: skip
     fig.update_xaxes(type="log", title=f"{_kind(good)} (µs, log)")
     fig.update_yaxes(range=[0, 1.01], title="share of messages at or below", tickformat=".0%")
-    return _layout(fig, f"Latency CDF per trial ({_kind(good)})")
+    return _layout(fig, f"Latency CDF per configuration ({_kind(good)})")
 
 
 def _dash(e: Entry, entries: Sequence[Entry]) -> str:

@@ -86,7 +86,8 @@ def render(run_dir: Path) -> Rendered:
     th = Thresholds.from_dict(summary.get("thresholds"), str(run_dir / "summary.json"))
     _check_workloads(run_dir / "summary.json", summary["trials"])
     entries = _with_recovered(run_dir, summary["trials"], th)
-    records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, run_dir))
+    # Bounded: a thousand trials of records do not fit in memory at once.
+    records_of = functools.lru_cache(maxsize=32)(functools.partial(_records, run_dir))
     groups = by_workload(entries)
     quick = "--quick" in str(run.get("command", ""))
     head = headline(entries, records_of, quick)

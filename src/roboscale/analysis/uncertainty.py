@@ -91,16 +91,19 @@ def percentile_draws(
     runs: Sequence[FloatArray], q: float, rng: np.random.Generator, reps: int = REPS
 ) -> FloatArray:
     """Bootstrap draws of the pooled q-th percentile: runs, then messages in each run.
-    `runs` must be sorted and free of NaN (as `_clean` makes them)."""
+    `runs` must be sorted and free of NaN (as `_clean` makes them). A resample's
+    percentile is the order statistic at a binomial rank, so no message is redrawn."""
     p = q / 100.0
+    if len(runs) == 1:  # one run: every draw ranks the same sorted messages
+        only = runs[0]
+        ranks = np.clip(rng.binomial(only.size, p, size=reps), 0, only.size - 1)
+        return only[ranks].astype(np.float64)
     out = np.empty(reps)
     k = len(runs)
     for i in range(reps):
-        chosen = rng.integers(0, k, size=k) if k > 1 else np.zeros(1, dtype=np.int64)
-        pooled = np.sort(np.concatenate([runs[j] for j in chosen]))
-        # The resample's percentile is the order statistic at a binomial rank.
-        rank = rng.binomial(pooled.size, p)
-        out[i] = pooled[min(max(rank, 0), pooled.size - 1)]
+        pooled = np.concatenate([runs[j] for j in rng.integers(0, k, size=k)])
+        rank = min(max(int(rng.binomial(pooled.size, p)), 0), pooled.size - 1)
+        out[i] = np.partition(pooled, rank)[rank]
     return out
 
 

@@ -242,7 +242,7 @@ ALLOWED: dict[str, str] = {
     "sweep.workload": f"{either(list(WORKLOADS))}, or a list of them",
     "sweep.listeners": f"listeners of a fanout, 1 to {MAX_LISTENERS}, or a list of them",
     "sweep.chain_length": f"nodes in a chain (A -> B -> ...), 2 to {MAX_CHAIN}, or a list",
-    "sweep.graph": "a graph file (workload graph; see README, Graph files), relative to the "
+    "sweep.graph": "a graph file (workload graph; see docs/usage.md, graph files), relative to the "
     "spec, or a list of them",
     "sweep.ack": "false (one-way) or true (each listener acknowledges: ping-pong), or a list",
     "sweep.reliability": "reliable or best_effort (null: the backend's own), or a list; "

@@ -49,9 +49,10 @@ def test_graph_report_draws_paths_and_topics_by_backend(tmp_path: Path) -> None:
     make_graph_run(tmp_path / "run", ("native", "zenoh", "ros1"))
     html, md = render_report(tmp_path / "run")
     page = html.read_text()
-    assert len(re.findall(r"src='data:image/png;base64,", page)) == 2
+    assert "src='data:image/png" not in page  # every figure interactive
+    assert len(re.findall(r"class='fig'", page)) == 4
     assert "Graph paths: end-to-end latency by backend" in page
-    assert "Graph topics: hop latency and rate by backend" in page
+    assert "Graph topics: hop latency by backend" in page and "Node graph" in page
     text = md.read_text()
     # The tables say what they measure: a path end to end through lineage, a topic one hop.
     assert "followed node by node through each relay" in text
@@ -66,3 +67,16 @@ def test_a_topic_rate_sums_its_publishers_once_each() -> None:
         {"topic": "odom", "publisher": "c", "subscriber": "x", "rate_hz": None},
     ]}  # fmt: skip
     assert topic_rates(entry) == {"scan": 25.0, "odom": 0.0}
+
+
+def test_the_node_graph_is_laid_out_in_the_order_data_flows() -> None:
+    from roboscale.analysis.graphviews import layers
+
+    edges = [
+        ("lidar", "filter"),
+        ("filter", "fusion"),
+        ("camera", "fusion"),
+        ("fusion", "planner"),
+        ("planner", "filter"),
+    ]  # fmt: skip  (a cycle back)
+    assert layers(edges) == {"lidar": 0, "filter": 1, "fusion": 2, "camera": 0, "planner": 3}

@@ -220,23 +220,40 @@ def _sustained(entries: list[Entry]) -> list[str]:
 
 
 def _graph(entries: list[Entry], quick: bool) -> list[str]:
+    """Each path's end to end per backend: median (with its interval in one run, the runs'
+    range in several), mean and worst case, and the source messages that never reached
+    the path's end (dropped at a fusion or lost), as the reference system reports them."""
     out = []
     groups: dict[tuple[str, str, str], list[Entry]] = {}
     for e in entries:
         groups.setdefault((Path(str(e["graph"])).stem, env_label(e), e["backend"]), []).append(e)
     for (graph, env, backend), group in sorted(groups.items()):
-        paths: dict[str, list[float]] = {}
+        rows: dict[str, list[dict[str, Any]]] = {}
         for e in group:
             for p in e["paths"]:
-                if p["e2e_us"]["p50"] is not None:
-                    paths.setdefault(p["path"], []).append(p["e2e_us"]["p50"])
+                rows.setdefault(p["path"], []).append(p)
         where = " ".join(x for x in (graph, env) if x)
-        for path, p50s in paths.items():
-            runs = len(p50s)
-            spread = f" (runs {fmt_us(min(p50s))} to {fmt_us(max(p50s))})" if runs > 1 else ""
-            out.append(f"{where}, {backend}: path {path} p50 end to end "
-                       f"{fmt_us(float(np.median(p50s)))}{spread} "
-                       f"({_runs_note(runs, quick)})")  # fmt: skip
+        for path, runs in rows.items():
+            d = [r["e2e_us"] for r in runs if r["e2e_us"]["p50"] is not None]
+            sources = sum(int(r["sources"]) for r in runs)
+            dropped = sources - sum(int(r["followed"]) for r in runs)
+            if not d:
+                out.append(f"{where}, {backend}: path {path}: nothing followed to its end "
+                           f"({sources} sources)")  # fmt: skip
+                continue
+            p50s = [x["p50"] for x in d]
+            if len(d) == 1 and d[0].get("p50_low") is not None:
+                p50 = f"{fmt_us(p50s[0])} [{fmt_us(d[0]['p50_low'])}, {fmt_us(d[0]['p50_high'])}]"
+            elif len(d) > 1:
+                p50 = f"{fmt_us(float(np.median(p50s)))} (runs {fmt_us(min(p50s))} to " \
+                      f"{fmt_us(max(p50s))})"  # fmt: skip
+            else:
+                p50 = fmt_us(p50s[0])
+            mean = fmt_us(float(np.mean([x["mean"] for x in d])))
+            worst = fmt_us(max(x["max"] for x in d))
+            out.append(f"{where}, {backend}: path {path} end to end p50 {p50}, mean {mean}, "
+                       f"worst {worst}; {dropped} of {sources} source messages dropped "
+                       f"({_runs_note(len(d), quick)})")  # fmt: skip
     return out
 
 

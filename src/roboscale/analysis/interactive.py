@@ -141,9 +141,10 @@ def latency_timeline(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figu
         if table is None:
             continue
         lat = latency_us(e, table)
-        sent = np.broadcast_to(column(table, "t_sent"), lat.shape) if lat.size else lat
         if "per_node" in e or "paths" in e:
             sent = _sent_for(e, table, lat)
+        else:
+            sent = column(table, "t_sent")
         t0 = np.nanmin(sent) if sent.size else 0.0
         xs, ys = downsample((sent - t0) / 1e9, lat)
         first = len(fig.data)

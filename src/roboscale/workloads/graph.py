@@ -405,16 +405,19 @@ class GraphWorkload:
         return summarize_graph(table, params, th)
 
     def figures(self) -> list[FigureSpec]:
-        from roboscale.analysis.graphplots import path_latency, topic_latency_and_rate
+        from roboscale.analysis import graphviews, interactive
 
         return [
+            FigureSpec("Node graph", "The graph's nodes left to right in the order data flows "
+                       "through them; hover a topic (diamond) for its hop latency and rate per "
+                       "backend.", graphviews.node_graph, needs_records=False),
             FigureSpec("Graph paths: end-to-end latency by backend", PATH_MEANS + " Boxes: "
-                       "median, quartiles, 1.5 IQR whiskers, outliers; runs pooled.",
-                       path_latency),
-            FigureSpec("Graph topics: hop latency and rate by backend", TOPIC_MEANS + " Left: "
-                       "every delivery on the topic (all its publishers and subscribers) "
-                       "pooled; right: its publishers' achieved rate, summed.",
-                       topic_latency_and_rate),
+                       "median, quartiles, whiskers at p1 and p99; runs pooled.",
+                       graphviews.path_latency),
+            FigureSpec("Graph topics: hop latency by backend", TOPIC_MEANS + " Every delivery "
+                       "on the topic (all its publishers and subscribers) pooled.",
+                       graphviews.topic_latency),
+            interactive.stream_figures()[0],  # latency over time: the first path's
         ]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:

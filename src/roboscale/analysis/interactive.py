@@ -367,3 +367,50 @@ def stream_figures() -> list[Any]:
                    "slowest sender's achieved rate over the target (0 to 105 %), and the share "
                    "of messages lost (from 0).", rate_and_loss, needs_records=False),
     ]  # fmt: skip
+
+
+def latency_vs_nodes(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | None:
+    """Thesis Figure 4.4: latency against nodes (2 x pairs), a line per rate."""
+    return _against(entries, records_of, lambda e: 2 * int(e["pairs"]), "nodes (2 x pairs)",
+                    "Latency against node count (vertical scaling)", "pairs")  # fmt: skip
+
+
+def latency_vs_hosts(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | None:
+    """Thesis Experiment 9: latency against the number of hosts, a line per rate."""
+    return _against(entries, records_of, lambda e: int(e.get("hosts", 1)), "hosts",
+                    "Latency against host count (horizontal scaling)", "hosts")  # fmt: skip
+
+
+def _against(entries: Sequence[Entry], records_of: RecordsOf, x_of: Callable[[Entry], int],
+             xlabel: str, title: str, axis: str) -> go.Figure | None:  # fmt: skip
+    """p50 (solid) and p99 (dotted) of the runs pooled at each x, a line per backend,
+    payload, rate and environment; the 95 % interval in the hover (log axis: no bars)."""
+    from roboscale.analysis.uncertainty import interval_text, percentile
+
+    good = ok(entries)
+    if len({x_of(e) for e in good}) < 2:
+        return None
+    lines: dict[tuple[str, str, float, str], dict[int, list[Entry]]] = {}
+    for e in good:
+        key = (e["backend"], e["payload"], float(e["rate_hz"]), env_label({**e, axis: 1}))
+        lines.setdefault(key, {}).setdefault(x_of(e), []).append(e)
+    if all(len(points) < 2 for points in lines.values()):
+        return None  # every line is one point: the axis varies only with something else
+    fig = go.Figure()
+    for i, key in enumerate(sorted(lines)):
+        points = lines[key]
+        xs = sorted(points)
+        runs = [[latency_us(e, t) for e in points[x] if (t := records_of(e["trial"])) is not None]
+                for x in xs]  # fmt: skip
+        label = " ".join(p for p in (key[0], key[1], f"{key[2]:g} Hz", key[3]) if p)
+        for q, dash in ((50.0, "solid"), (99.0, "dot")):
+            est = [percentile(r, q) for r in runs]
+            fig.add_trace(go.Scatter(
+                x=xs, y=[e.value for e in est], mode="lines+markers", name=f"{label} p{q:g}",
+                line={"color": COLORS[i % len(COLORS)], "dash": dash},
+                text=[f"{label} p{q:g}: {interval_text(e, ' µs')}" for e in est],
+                hoverinfo="text",
+            ))  # fmt: skip
+    fig.update_xaxes(title=xlabel, type="log" if axis == "pairs" else "linear")
+    fig.update_yaxes(type="log", title=f"{_kind(good)} (µs, log)")
+    return _layout(fig, title + ": p50 solid, p99 dotted")

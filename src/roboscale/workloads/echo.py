@@ -360,18 +360,19 @@ class EchoWorkload:
         return summarize_round_trips(table, params, th)
 
     def figures(self) -> list[FigureSpec]:
-        from roboscale.analysis import interactive, plots
+        from roboscale.analysis import interactive
 
         return [*interactive.stream_figures(), *[
             FigureSpec("Latency by payload and rate", "Round trips per payload and rate, "
                        "backends side by side: median, quartiles, whiskers at p1 and p99.",
                        interactive.box_by_size),
-            FigureSpec("Latency against node count", "Thesis Figure 4.4 style: mean round "
-                       "trip (log scale) against nodes, N = 2 x pairs, one line per rate, with "
-                       "one standard deviation.", plots.latency_vs_nodes),
-            FigureSpec("Latency against host count", "Thesis Experiment 9: mean round trip "
-                       "against the number of emulated hosts, half of them senders talking to "
-                       "every echoer host.", plots.latency_vs_hosts),
+            FigureSpec("Latency against node count", "Thesis Figure 4.4 style: round trip "
+                       "(log scale) against nodes, N = 2 x pairs, one line per rate; runs "
+                       "pooled, the 95 % interval in the hover.", interactive.latency_vs_nodes),
+            FigureSpec("Latency against host count", "Thesis Experiment 9: round trip against "
+                       "the number of emulated hosts, half of them senders talking to every "
+                       "echoer host; the 95 % interval in the hover.",
+                       interactive.latency_vs_hosts),
         ]]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:

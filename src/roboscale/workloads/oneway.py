@@ -375,11 +375,8 @@ class OneWay:
             FigureSpec("One-way latency by payload size", "Lab-report style box plots of the "
                        "one-way workloads: a box per listener count (fan-out, pooled over "
                        "listeners), per ping mode (the ack's round trip beside it), or per chain "
-                       "hop (arrival minus the previous hop's) and end to end.",
-                       flowplots.flow_boxes),
-            FigureSpec("One-way mean latency with CI80", "Mean with its 80 % confidence "
-                       "interval per payload size, same series as the box plots.",
-                       flowplots.flow_means),
+                       "hop (arrival minus the previous hop's) and end to end; whiskers at p1 "
+                       "and p99.", flowplots.flow_boxes_interactive),
         ]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:

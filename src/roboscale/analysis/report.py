@@ -20,14 +20,9 @@ from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.tables import Table, to_html, to_markdown
 from roboscale.analysis.verdict import Thresholds
 from roboscale.errors import UserError
-from roboscale.records.schema import METADATA_FILE, RECORDS_FILE, TRIALS_DIR
-from roboscale.records.store import (
-    read_metadata,
-    read_records,
-    read_run,
-    read_summary,
-    write_json,
-)
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import FailedEntry, Summary, SummaryEntry
+from roboscale.safewrite import write_text
 from roboscale.workloads.base import (
     FigureSpec,
     TableSpec,
@@ -69,12 +64,14 @@ def _tables(groups: dict[str, list[Entry]]) -> tuple[list[Shown], int]:
 
 
 def render_report(run_dir: Path) -> tuple[Path, Path]:
-    run = read_run(run_dir)
-    summary = read_summary(run_dir)
-    th = Thresholds.from_dict(summary.get("thresholds"), str(run_dir / "summary.json"))
-    _check_workloads(run_dir / "summary.json", summary["trials"])
-    entries = _with_recovered(run_dir, summary["trials"], th)
-    records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, run_dir))
+    folder = ResultsFolder(run_dir)
+    run = folder.run().to_dict()
+    summary = folder.summary()
+    th = Thresholds.from_dict(summary.thresholds, str(folder.summary_file))
+    folder.check_trials(summary)
+    entries = _with_recovered(folder, summary, th)
+    _check_workloads(folder.summary_file, entries)
+    records_of = functools.lru_cache(maxsize=None)(functools.partial(_records, folder))
     groups = by_workload(entries)
     figures = _figures(groups, records_of)
     tables, leading = _tables(groups)
@@ -82,8 +79,8 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     html = run_dir / "report.html"
     md = run_dir / "summary.md"
     try:
-        html.write_text(_html(run, th, entries, figures, tables, leading))
-        md.write_text(_markdown(run, th, entries, tables))
+        write_text(html, _html(run, th, entries, figures, tables, leading))
+        write_text(md, _markdown(run, th, entries, tables))
     except OSError as e:
         raise UserError(f"{run_dir}: cannot write the report ({e.strerror or e})") from None
     return html, md
@@ -118,32 +115,31 @@ def _check_workloads(path: Path, entries: list[Entry]) -> None:
             )
 
 
-def _records(run_dir: Path, trial: str) -> pa.Table | None:
-    path = run_dir / TRIALS_DIR / trial / RECORDS_FILE
-    return read_records(run_dir, trial) if path.exists() else None
+def _records(folder: ResultsFolder, trial: str) -> pa.Table | None:
+    return folder.records(trial) if folder.has_records(trial) else None
 
 
-def _with_recovered(run_dir: Path, entries: list[Entry], th: Thresholds) -> list[Entry]:
-    """Summary entries, plus trials whose files exist but whose entry was never appended."""
-    known = {e["trial"] for e in entries}
-    added = []
-    trials = run_dir / TRIALS_DIR
-    for meta_path in sorted(trials.glob(f"*/{METADATA_FILE}")) if trials.is_dir() else []:
-        trial = meta_path.parent.name
-        if trial in known or not (meta_path.parent / RECORDS_FILE).exists():
+def _with_recovered(folder: ResultsFolder, summary: Summary, th: Thresholds) -> list[Entry]:
+    """Summary entries, plus trials whose files exist but whose entry was never appended
+    (then written back to summary.json)."""
+    known = {e.trial for e in summary.trials}
+    added: list[SummaryEntry] = []
+    for trial in folder.trials_on_disk():
+        if trial in known or not folder.has_records(trial):
             continue
-        meta = read_metadata(run_dir, trial)
-        if meta.get("error"):
-            added.append({**meta["params"], "error": meta["error"], "sustained": False})
+        meta = folder.metadata(trial)
+        if meta.error is not None:
+            params = meta.params.to_dict()
+            added.append(FailedEntry.model_validate({**params, "error": meta.error}))
         else:
-            records = read_records(run_dir, trial)
-            added.append(summarize_trial(records, meta["params"], th, meta.get("nodes", [])))
+            records = folder.records(trial)
+            added.append(summarize_trial(records, meta.params.to_dict(), th, meta.nodes))
+    trials = summary.trials
     if added:
-        path = run_dir / "summary.json"
-        all_entries = sorted(entries + added, key=lambda e: str(e["trial"]))
-        write_json(path, {"format_version": 1, "thresholds": th.to_dict(), "trials": all_entries})
-        return all_entries
-    return entries
+        trials = sorted([*trials, *added], key=lambda e: e.trial)
+        folder.write_summary(summary.model_copy(update={"thresholds": th.to_dict(),
+                                                        "trials": trials}))  # fmt: skip
+    return [e.to_dict() for e in trials]
 
 
 def _figures(groups: dict[str, list[Entry]], records_of: Any) -> list[tuple[str, str, str]]:

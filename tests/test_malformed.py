@@ -32,10 +32,13 @@ import pyarrow.parquet as pq
 import pytest
 from tests.conftest import trial_params
 
+from roboscale import safewrite
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
 from roboscale.cli import main
 from roboscale.records import store
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import RunInfo, TrialMetadata
 
 DATA = Path(__file__).parent / "data" / "malformed"
 BOUND_S = 60.0  # per input: a hang is caught; a loaded 2-core machine (load 14) stays far below
@@ -191,18 +194,19 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A valid results folder of one trial, as the lab writes it."""
     run_dir = tmp_path_factory.mktemp("results") / "run"
     run_dir.mkdir()
-    run = {"format_version": 1, "spec_name": "good", "spec": GOOD_SPEC, "command": "x"}
-    store.write_json(run_dir / "run.json", {**run, "host": {"cores": 2}, "backends": {}})
+    folder = ResultsFolder(run_dir)
+    run = {"format_version": 2, "spec_name": "good", "spec": GOOD_SPEC, "command": "x"}
+    folder.write_run(RunInfo.model_validate({**run, "host": {"cores": 2}, "backends": {}}))
     params = trial_params(trial="t0000")
     n = 20
     sent = np.arange(1, n + 1, dtype=np.int64) * 100_000_000
     cols = {"seq": np.arange(n), "t_intended": sent, "t_sent": sent,
             "t_echoed": sent + 1000, "t_received": sent + 2000}  # fmt: skip
     table = store.records_table("t0000", "sender_0", "local", 11, cols)
-    store.write_trial(run_dir, "t0000", [table], {"format_version": 1, "params": params,
-                                                  "host": {"cores": 2}})  # fmt: skip
-    store.append_summary(run_dir, summarize_trial(table, params, TH), TH.to_dict())
-    assert store.read_summary(run_dir)["trials"] and store.read_records(run_dir, "t0000")
+    meta = {"format_version": 2, "params": params, "host": {"cores": 2}}
+    folder.write_trial("t0000", [table], TrialMetadata.model_validate(meta))
+    folder.add_entry(summarize_trial(table, params, TH), TH.to_dict())
+    assert folder.summary().trials and folder.records("t0000")
     return run_dir
 
 
@@ -302,7 +306,7 @@ RESULTS: list[tuple[str, Callable[[Path], None], str, str]] = [
     ("entry-backend-number", _entry(lambda e: e.update(backend=7)), "summary.json",
      "trials[0].backend: Input should be a valid string"),
     ("entry-per-node-text", _entry(lambda e: e.update(per_node="all")), "summary.json",
-     "trials[0].per_node: Input should be a valid list"),
+     "trials[0]: Value error, 'per_node' is not a field of workload 'echo'"),
     ("thresholds-bad", _json("summary.json", lambda s: {**s, "thresholds": {"max_loss": 5}}),
      "summary.json", "thresholds.max_loss"),
     ("records-truncated", lambda d: (d / RECORDS).write_bytes((d / RECORDS).read_bytes()[:300]),
@@ -444,13 +448,13 @@ def files(tmp_path: Path) -> Iterator[dict[str, str]]:
     (tmp_path / "file").write_text("x")
     other = tmp_path / "other"
     other.mkdir()
-    store.write_json(other / "run.json", {"format_version": 1, "spec_name": "x", "spec": "y"})
+    safewrite.write_json(other / "run.json", {"format_version": 1, "spec_name": "x", "spec": "y"})
     same = tmp_path / "same"
     same.mkdir()
-    store.write_json(
+    safewrite.write_json(
         same / "run.json", {"format_version": 1, "spec_name": "good", "spec": GOOD_SPEC}
     )
-    store.write_json(same / "summary.json", {"format_version": 1, "trials": []})
+    safewrite.write_json(same / "summary.json", {"format_version": 1, "trials": []})
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("mine")
     yield {"spec": str(spec), "launch": str(launch), "tmp": str(tmp_path), "model": str(BASE_MODEL)}

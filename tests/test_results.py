@@ -52,7 +52,7 @@ def test_summary_is_one_row_per_trial_with_flat_figures(run_dir: Path) -> None:
     assert {"rtt_us.p50", "one_way_us.p99", "verdict.sustained", "usage.cpu_s_total"} <= set(
         summary.column_names
     )
-    assert run.run["spec_name"] == "notebook"
+    assert run.run.spec_name == "notebook"
 
 
 def test_per_node_holds_each_hop(run_dir: Path) -> None:

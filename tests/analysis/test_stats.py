@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from tests.conftest import trial_params
 
 from roboscale.analysis.stats import (
     Z80,
@@ -41,8 +43,8 @@ def table(rtt_us: list[float | None], period_ns: int = 10 * MS, node: str = "s0"
     return records_table("t", node, "local", 11, cols)
 
 
-def params(rate: float = 100.0) -> dict[str, object]:
-    return {"trial": "t", "backend": "zenoh", "rate_hz": rate, "payload": "text", "pairs": 1}
+def params(rate: float = 100.0) -> dict[str, Any]:
+    return trial_params(trial="t", backend="zenoh", rate_hz=rate, payload="text", pairs=1)
 
 
 def test_distribution_by_hand() -> None:
@@ -84,7 +86,7 @@ def ok(entry: dict[str, object], rule: str) -> bool:
 
 def test_summary_counts_loss_and_judges() -> None:
     rtt: list[float | None] = [100.0] * 96 + [None] * 4
-    e = summarize_trial(table(rtt), params(), Thresholds())
+    e = summarize_trial(table(rtt), params(), Thresholds()).to_dict()
     assert (e["sent"], e["received"], e["lost"]) == (100, 96, 4)
     assert e["loss"] == pytest.approx(0.04)
     assert e["achieved_rate_hz"] == pytest.approx(100.0)
@@ -97,13 +99,15 @@ def test_summary_counts_loss_and_judges() -> None:
 
 def test_summary_growth_fails_the_verdict() -> None:
     rtt: list[float | None] = [float(100 + 50 * i) for i in range(100)]
-    e = summarize_trial(table(rtt), params(), Thresholds())
+    e = summarize_trial(table(rtt), params(), Thresholds()).to_dict()
     assert not ok(e, "growth") and ok(e, "loss")
     assert not e["sustained"]
 
 
 def test_summary_slow_sender_fails_the_rate() -> None:
-    e = summarize_trial(table([100.0] * 50, period_ns=20 * MS), params(100.0), Thresholds())
+    e = summarize_trial(
+        table([100.0] * 50, period_ns=20 * MS), params(100.0), Thresholds()
+    ).to_dict()
     assert e["achieved_rate_hz"] == pytest.approx(50.0)
     assert not ok(e, "rate") and not e["sustained"]
 
@@ -112,7 +116,7 @@ def test_rate_verdict_uses_the_slowest_sender() -> None:
     both = pa.concat_tables(
         [table([100.0] * 50, node="a"), table([100.0] * 50, period_ns=20 * MS, node="b")]
     )
-    e = summarize_trial(both, params(100.0), Thresholds())
+    e = summarize_trial(both, params(100.0), Thresholds()).to_dict()
     assert e["achieved_rate_hz"] == pytest.approx(75.0)
     assert e["achieved_rate_min_hz"] == pytest.approx(50.0)
     assert not e["sustained"]

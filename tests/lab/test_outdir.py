@@ -9,7 +9,7 @@ from tests.conftest import distribution
 
 from roboscale.errors import UserError
 from roboscale.lab.outdir import claim
-from roboscale.records.store import write_json
+from roboscale.safewrite import write_json
 from roboscale.spec.loader import load_spec
 from roboscale.spec.planner import TrialPlan, plan
 

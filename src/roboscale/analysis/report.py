@@ -20,14 +20,9 @@ from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.tables import to_markdown
 from roboscale.analysis.verdict import Thresholds
 from roboscale.errors import UserError
-from roboscale.records.schema import METADATA_FILE, RECORDS_FILE, TRIALS_DIR
-from roboscale.records.store import (
-    read_metadata,
-    read_records,
-    read_run,
-    read_summary,
-    write_json,
-)
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import FailedEntry, Summary, SummaryEntry
+from roboscale.safewrite import write_text
 from roboscale.workloads.base import (
     FigureSpec,
     TableSpec,
@@ -81,18 +76,20 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
 
 def render(run_dir: Path) -> Rendered:
     """Write report.html and summary.md; their paths and the headline."""
-    run = read_run(run_dir)
-    summary = read_summary(run_dir)
-    th = Thresholds.from_dict(summary.get("thresholds"), str(run_dir / "summary.json"))
-    _check_workloads(run_dir / "summary.json", summary["trials"])
-    entries = _with_recovered(run_dir, summary["trials"], th)
+    folder = ResultsFolder(run_dir)
+    run = folder.run().to_dict()
+    summary = folder.summary()
+    th = Thresholds.from_dict(summary.thresholds, str(folder.summary_file))
+    folder.check_trials(summary)
+    entries = _with_recovered(folder, summary, th)
+    _check_workloads(folder.summary_file, entries)
     # Bounded: a thousand trials of records do not fit in memory at once.
-    records_of = functools.lru_cache(maxsize=32)(functools.partial(_records, run_dir))
+    records_of = functools.lru_cache(maxsize=32)(functools.partial(_records, folder))
     groups = by_workload(entries)
     quick = "--quick" in str(run.get("command", ""))
     head = headline(entries, records_of, quick)
     figures = _figures(groups, records_of)
-    usage = interactive.usage_by_node(entries, functools.partial(_nodes, run_dir))
+    usage = interactive.usage_by_node(entries, functools.partial(_nodes, folder))
     if usage is not None:
         figures.append(("CPU and memory per node", USAGE_CAPTION, usage))
     tables, leading = _tables(groups)
@@ -101,8 +98,8 @@ def render(run_dir: Path) -> Rendered:
     md = run_dir / "summary.md"
     page = Page(run, th, entries, head, figures, tables, leading)
     try:
-        html.write_text(page_html(page))
-        md.write_text(_markdown(page))
+        write_text(html, page_html(page))
+        write_text(md, _markdown(page))
     except OSError as e:
         raise UserError(f"{run_dir}: cannot write the report ({e.strerror or e})") from None
     return Rendered(html, md, head)
@@ -115,12 +112,12 @@ USAGE_CAPTION = (
 )
 
 
-def _nodes(run_dir: Path, trial: str) -> list[Entry]:
-    path = run_dir / TRIALS_DIR / trial / METADATA_FILE
-    if not path.exists():
+def _nodes(folder: ResultsFolder, trial: str) -> list[Entry]:
+    """Each node's header of a trial (its CPU and memory), none where the trial left no
+    records."""
+    if not folder.has_records(trial):
         return []
-    nodes = read_metadata(run_dir, trial).get("nodes", [])
-    return [n for n in nodes if isinstance(n, dict)]
+    return [n.to_dict() for n in folder.metadata(trial).nodes]
 
 
 def _clock_table(entries: list[Entry]) -> list[Shown]:
@@ -152,32 +149,31 @@ def _check_workloads(path: Path, entries: list[Entry]) -> None:
             )
 
 
-def _records(run_dir: Path, trial: str) -> pa.Table | None:
-    path = run_dir / TRIALS_DIR / trial / RECORDS_FILE
-    return read_records(run_dir, trial) if path.exists() else None
+def _records(folder: ResultsFolder, trial: str) -> pa.Table | None:
+    return folder.records(trial) if folder.has_records(trial) else None
 
 
-def _with_recovered(run_dir: Path, entries: list[Entry], th: Thresholds) -> list[Entry]:
-    """Summary entries, plus trials whose files exist but whose entry was never appended."""
-    known = {e["trial"] for e in entries}
-    added = []
-    trials = run_dir / TRIALS_DIR
-    for meta_path in sorted(trials.glob(f"*/{METADATA_FILE}")) if trials.is_dir() else []:
-        trial = meta_path.parent.name
-        if trial in known or not (meta_path.parent / RECORDS_FILE).exists():
+def _with_recovered(folder: ResultsFolder, summary: Summary, th: Thresholds) -> list[Entry]:
+    """Summary entries, plus trials whose files exist but whose entry was never appended
+    (then written back to summary.json)."""
+    known = {e.trial for e in summary.trials}
+    added: list[SummaryEntry] = []
+    for trial in folder.trials_on_disk():
+        if trial in known or not folder.has_records(trial):
             continue
-        meta = read_metadata(run_dir, trial)
-        if meta.get("error"):
-            added.append({**meta["params"], "error": meta["error"], "sustained": False})
+        meta = folder.metadata(trial)
+        if meta.error is not None:
+            params = meta.params.to_dict()
+            added.append(FailedEntry.model_validate({**params, "error": meta.error}))
         else:
-            records = read_records(run_dir, trial)
-            added.append(summarize_trial(records, meta["params"], th, meta.get("nodes", [])))
+            records = folder.records(trial)
+            added.append(summarize_trial(records, meta.params.to_dict(), th, meta.nodes))
+    trials = summary.trials
     if added:
-        path = run_dir / "summary.json"
-        all_entries = sorted(entries + added, key=lambda e: str(e["trial"]))
-        write_json(path, {"format_version": 1, "thresholds": th.to_dict(), "trials": all_entries})
-        return all_entries
-    return entries
+        trials = sorted([*trials, *added], key=lambda e: e.trial)
+        folder.write_summary(summary.model_copy(update={"thresholds": th.to_dict(),
+                                                        "trials": trials}))  # fmt: skip
+    return [e.to_dict() for e in trials]
 
 
 def _figures(groups: dict[str, list[Entry]], records_of: Any) -> list[Figure]:

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from roboscale.analysis.uncertainty import min_samples, percentile
 from roboscale.analysis.verdict import Thresholds, Trace, Verdict, judge, period_of
+from roboscale.records.models import NodeHeader, SummaryEntry
 from roboscale.workloads.base import workload_of
 
 FloatArray = npt.NDArray[np.float64]
@@ -73,8 +74,8 @@ def summarize_trial(
     table: pa.Table,
     params: dict[str, Any],
     th: Thresholds,
-    nodes: Sequence[dict[str, Any]] = (),
-) -> dict[str, Any]:
+    nodes: Sequence[NodeHeader] = (),
+) -> SummaryEntry:
     """One summary.json entry: the trial's parameters, its figures and its verdict, as the
     trial's workload summarizes its records and its nodes' headers."""
     return workload_of(params).summarize(table, params, th, nodes)

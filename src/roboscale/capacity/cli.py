@@ -273,7 +273,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         out["unseen_results"] = held.to_dict()
     if args.json:
         from roboscale.capacity.modelfile import encode
-        from roboscale.records.store import write_json
+        from roboscale.safewrite import write_json
 
         write_json(args.json, encode(out))  # strict JSON: infinities as "inf"
     if args.plots:
@@ -389,7 +389,7 @@ def _search_one(
 def run_search(args: argparse.Namespace, console: Console, open_lab: LabOpener) -> int:
     """Search every configuration of the spec, sharing the time budget between them."""
     from roboscale.capacity.search import Budget
-    from roboscale.records.store import write_json
+    from roboscale.safewrite import write_json
     from roboscale.spec.loader import load_spec
     from roboscale.yamlfile import read_text
 

@@ -9,12 +9,13 @@ all, is refused even with `--resume`, so one report never mixes two runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from roboscale.errors import UserError
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import FailedEntry, SummaryEntry
 from roboscale.records.schema import RUN_FILE
-from roboscale.records.store import read_run, read_summary
 from roboscale.spec.planner import TrialPlan
 
 ELSEWHERE = "choose another folder with --out"
@@ -26,20 +27,21 @@ def claim(out: Path, name: str, spec_text: str, trials: list[TrialPlan], resume:
         raise UserError(f"{out}: is a file; --out names a results folder", hint=ELSEWHERE)
     if not out.exists() or not any(out.iterdir()):
         return set()
-    if not (out / RUN_FILE).is_file():
+    folder = ResultsFolder(out)
+    if not folder.is_results():
         raise UserError(
             f"{out}: is not empty and holds no roboscale results (no {RUN_FILE}); "
             "allowed: a new or empty folder, or the folder of an unfinished run with --resume",
             hint=ELSEWHERE,
         )
-    run = read_run(out)
-    if run.get("spec_name") != name or run.get("spec") != spec_text:
+    run = folder.run()
+    if run.spec_name != name or run.spec != spec_text:
         raise UserError(
-            f"{out}: holds results of experiment {run.get('spec_name')!r} from another spec; "
+            f"{out}: holds results of experiment {run.spec_name!r} from another spec; "
             "two experiments are never mixed in one folder, even with --resume",
             hint=ELSEWHERE,
         )
-    finished = _finished(read_summary(out)["trials"], trials)
+    finished = _finished(folder.summary().trials, trials)
     if not resume:
         raise UserError(
             f"{out}: holds results of {name!r} already ({len(finished)} of {len(trials)} "
@@ -49,9 +51,9 @@ def claim(out: Path, name: str, spec_text: str, trials: list[TrialPlan], resume:
     return finished
 
 
-def _finished(entries: list[dict[str, Any]], trials: list[TrialPlan]) -> set[str]:
+def _finished(entries: Sequence[SummaryEntry], trials: list[TrialPlan]) -> set[str]:
     """Trials whose summary entry has no error and the very parameters planned now."""
-    by_id = {e["trial"]: e for e in entries if not e.get("error")}
+    by_id = {e.trial: e.to_dict() for e in entries if not isinstance(e, FailedEntry)}
     done = set()
     for t in trials:
         entry = by_id.get(t.trial)

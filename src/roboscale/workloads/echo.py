@@ -24,7 +24,6 @@ from roboscale.backends.base import Callback, MessageKind, Publisher, Session
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
+    from roboscale.records.models import EchoEntry, NodeHeader
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -353,11 +353,16 @@ class EchoWorkload:
         return tables, nodes
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: dict[str, Any],
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> EchoEntry:
         from roboscale.analysis.stats import summarize_round_trips
+        from roboscale.records.models import EchoEntry
 
-        return summarize_round_trips(table, params, th)
+        return EchoEntry.model_validate(summarize_round_trips(table, params, th))
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import interactive

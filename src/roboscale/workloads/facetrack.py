@@ -31,7 +31,6 @@ from roboscale.facetrack.wire import FRAME_HEAD
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from roboscale.analysis.verdict import Thresholds
     from roboscale.facetrack.records import TrackerRun
     from roboscale.facetrack.stack import RunningTracker
+    from roboscale.records.models import FacetrackEntry, NodeHeader
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -223,14 +223,21 @@ class FaceTrackWorkload:
         return [records_table(t.trial, head["node"], hosts[0], frame_bytes, arrays)], [head]
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: dict[str, Any],
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> FacetrackEntry:
+        """Round trips (capture to command) and the tracker's own figures, from its node's
+        header (null when the tracker reported none)."""
         from roboscale.analysis.stats import summarize_round_trips
+        from roboscale.records.models import FacetrackEntry
 
+        found = [getattr(n, "facetrack", None) for n in nodes]
+        tracker = next((f for f in found if f), None)
         entry = summarize_round_trips(table, params, th)
-        found = [n["facetrack"] for n in nodes if n.get("facetrack")]
-        entry["facetrack"] = found[0] if found else None
-        return entry
+        return FacetrackEntry.model_validate({**entry, "facetrack": tracker})
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import facetrack as plots

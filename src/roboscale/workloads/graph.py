@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from roboscale.backends.base import MessageKind, Publisher, Session, get_backend
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
+    from roboscale.records.models import GraphEntry, NodeHeader
     from roboscale.spec.graphfile import Graph, Replay
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
@@ -398,11 +398,16 @@ class GraphWorkload:
         )
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: dict[str, Any],
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> GraphEntry:
         from roboscale.analysis.graph import summarize_graph
+        from roboscale.records.models import GraphEntry
 
-        return summarize_graph(table, params, th)
+        return GraphEntry.model_validate(summarize_graph(table, params, th))
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import graphviews, interactive

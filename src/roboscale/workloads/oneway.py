@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
+    from roboscale.records.models import NodeHeader, OneWayEntry
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -361,11 +362,16 @@ class OneWay:
         return tables, heads
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: dict[str, Any],
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> OneWayEntry:
         from roboscale.analysis.oneway import summarize_oneway
+        from roboscale.records.models import OneWayEntry
 
-        return summarize_oneway(table, params, th)
+        return OneWayEntry.model_validate(summarize_oneway(table, params, th))
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import flowplots, interactive

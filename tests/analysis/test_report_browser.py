@@ -65,14 +65,14 @@ def open_in_chromium(html: Path, profile: Path) -> tuple[dict[str, object], str]
     return json.loads(text.replace("&amp;", "&")), done.stderr
 
 
-def check(seen: dict[str, object], log: str) -> None:
+def check(seen: dict[str, object], log: str, headline: str = "Fastest backend") -> None:
     assert seen["errors"] == [], seen["errors"]
     console = [line for line in log.splitlines() if "CONSOLE" in line and "error" in line.lower()]
     assert console == [], console
     assert seen["plots"] and seen["drawn"] == seen["plots"], seen
     assert isinstance(seen["toc"], int) and seen["toc"] >= 5
     assert seen["first"] == "Headline"
-    assert "Fastest backend per configuration" in str(seen["headline"])
+    assert headline in str(seen["headline"])
     assert seen["scroll_width"] <= seen["width"], seen  # no sideways scrolling at 1,280 px
 
 
@@ -82,6 +82,17 @@ def test_report_renders_in_chromium(tmp_path: Path) -> None:
     html, _ = render_report(tmp_path / "run")
     seen, log = open_in_chromium(html, tmp_path / "profile")
     check(seen, log)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make system)")
+def test_graph_report_renders_in_chromium(tmp_path: Path) -> None:
+    """The node graph (arrows as annotations), per-path and per-topic boxes, a timeline."""
+    from tests.analysis.test_graphplots import make_graph_run
+
+    make_graph_run(tmp_path / "run", ("native", "zenoh"))
+    html, _ = render_report(tmp_path / "run")
+    seen, log = open_in_chromium(html, tmp_path / "profile")
+    check(seen, log, headline="Graph paths, end to end")
 
 
 @pytest.mark.slow

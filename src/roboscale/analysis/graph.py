@@ -29,7 +29,7 @@ from roboscale.analysis.stats import (
     loss_of,
     trial_entry,
 )
-from roboscale.analysis.tables import us
+from roboscale.analysis.tables import pct, us
 from roboscale.analysis.verdict import Thresholds, Trace, judge, period_of
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
@@ -227,13 +227,13 @@ def graph_entries(entries: Sequence[Entry]) -> list[Entry]:
 def path_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] | None:
     rows = [
         [e["trial"], e["backend"], Path(e["graph"]).stem, p["path"],
-         f"{p['followed']}/{p['sources']}", us(p["e2e_us"]["p50"]), us(p["e2e_us"]["p90"]),
-         us(p["e2e_us"]["p99"]), us(p["e2e_us"]["max"]), us(p["e2e_us"]["mean"])]
+         f"{p['followed']}/{p['sources']}", pct(p["e2e_us"], "p50"), pct(p["e2e_us"], "p90"),
+         pct(p["e2e_us"], "p99"), us(p["e2e_us"]["max"]), us(p["e2e_us"]["mean"])]
         for e in graph_entries(entries)
         for p in e["paths"]
     ]  # fmt: skip
-    head = ["trial", "backend", "graph", "path", "followed/sources", "end-to-end p50 µs",
-            "p90", "p99", "max", "mean"]  # fmt: skip
+    head = ["trial", "backend", "graph", "path", "followed/sources",
+            "end-to-end p50 µs [95 %]", "p90 µs", "p99 µs [95 %]", "max µs", "mean µs"]  # fmt: skip
     return (head, rows) if rows else None
 
 
@@ -241,10 +241,10 @@ def topic_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] |
     rows = [
         [e["trial"], e["backend"], c["topic"], c["publisher"], c["subscriber"],
          f"{c['arrived']}/{c['sent']}", "-" if c["rate_hz"] is None else f"{c['rate_hz']:.1f}",
-         us(c["latency_us"]["p50"]), us(c["latency_us"]["p99"])]
+         pct(c["latency_us"], "p50"), pct(c["latency_us"], "p99")]
         for e in graph_entries(entries)
         for c in e["topics"]
     ]  # fmt: skip
     head = ["trial", "backend", "topic", "publisher", "subscriber", "arrived/sent", "rate Hz",
-            "hop latency p50 µs", "p99"]  # fmt: skip
+            "hop latency p50 µs [95 %]", "p99 µs [95 %]"]  # fmt: skip
     return (head, rows) if rows else None

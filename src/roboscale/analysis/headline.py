@@ -32,6 +32,7 @@ from roboscale.workloads.base import name_of
 Entry = dict[str, Any]
 RecordsOf = Callable[[str], pa.Table | None]
 ONE_WAY = ("fanout", "ping", "chain")
+SHOWN = 8  # sentences per section on the terminal and the report's first screen
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,13 @@ class Headline:
     sections: list[tuple[str, list[str]]]
     warnings: list[str]
 
-    def lines(self) -> list[str]:
-        """Plain text, for the terminal and summary.md."""
+    def lines(self, shown: int = SHOWN) -> list[str]:
+        """Plain text for the terminal: each section's first `shown` sentences."""
         out = [f"note: {w}" for w in self.warnings]
         for title, sentences in self.sections:
-            out += [f"{title}:", *[f"  - {s}" for s in sentences]]
+            out += [f"{title}:", *[f"  - {s}" for s in sentences[:shown]]]
+            if len(sentences) > shown:
+                out.append(f"  ... and {len(sentences) - shown} more in summary.md")
         return out
 
 
@@ -128,7 +131,8 @@ def _fastest(
     configs: dict[tuple[str, str, int, float, int, str], dict[str, list[Entry]]] = {}
     for e in entries:
         configs.setdefault(_config(e), {}).setdefault(e["backend"], []).append(e)
-    out = []
+    out: list[str] = []
+    wins: dict[str, int] = {}
     for key in sorted(configs, key=lambda k: (k[0], k[2], k[3], k[4], k[5])):
         workload, payload, _, rate, pairs, env = key
         per = {b: _latencies(g, records_of) for b, g in configs[key].items()}
@@ -156,12 +160,17 @@ def _fastest(
                            f"({_runs_note(m.runs, quick)})")  # fmt: skip
             continue
         fast = min(known, key=lambda b: known[b].value or 0.0)
+        wins[fast] = wins.get(fast, 0) + 1
         unsustained = sorted(b for b, g in configs[key].items()
                              if not all(e.get("sustained") for e in g))  # fmt: skip
         note = f" [not sustained: {', '.join(unsustained)}]" if unsustained else ""
         for slow in sorted(b for b in known if b != fast):
             r = ratio(per[slow], per[fast])
             out.append(_ratio_sentence(fast, slow, where, r, kind, known, quick) + note)
+    compared = sum(wins.values())
+    if compared > 1:
+        tally = ", ".join(f"{b} in {n}" for b, n in sorted(wins.items(), key=lambda w: -w[1]))
+        out.insert(0, f"fastest by median latency: {tally} of {compared} configurations")
     return out
 
 

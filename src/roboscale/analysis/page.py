@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from roboscale.analysis.headline import Headline
+from roboscale.analysis.headline import SHOWN, Headline
 from roboscale.analysis.tables import Table, to_html
 from roboscale.analysis.verdict import Thresholds, Verdict
 
@@ -160,7 +160,12 @@ def figure_html(fig: Any, slug: str, title: str) -> str:
 def _headline_html(h: Headline) -> str:
     parts = [f"<p class='warn'>{escape(w)}</p>" for w in h.warnings]
     for title, sentences in h.sections:
-        items = "".join(f"<li>{escape(s)}</li>" for s in sentences)
+        items = "".join(f"<li>{escape(s)}</li>" for s in sentences[:SHOWN])
+        more = sentences[SHOWN:]
+        if more:  # the first screen stays the answer; the rest one click away
+            rest = "".join(f"<li>{escape(s)}</li>" for s in more)
+            items += (f"<li><details><summary>{len(more)} more</summary><ul>{rest}</ul>"
+                      f"</details></li>")  # fmt: skip
         parts.append(f"<h3>{escape(title)}</h3><ul>{items}</ul>")
     if not h.sections:
         parts.append("<p>No trial finished; nothing to say yet.</p>")

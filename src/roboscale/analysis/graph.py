@@ -179,7 +179,6 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
             paths.append({"path": rest[0], "sources": part.num_rows,
                           "followed": int(np.count_nonzero(~np.isnan(lat))),
                           "e2e_us": distribution(lat), "_lat": lat,
-                          "_sent": column(part, "t_sent"),
                           "_intended": column(part, "t_intended"),
                           "rate_hz": achieved_rate_hz(column(part, "t_sent"))})  # fmt: skip
             continue
@@ -193,17 +192,19 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
             "rate_hz": achieved_rate_hz(column(part, "t_sent")), "latency_us": distribution(lat),
         })  # fmt: skip
     head = paths[0]["_lat"] if paths else np.array([], dtype=float)
-    head_sent = paths[0]["_sent"] if paths else np.array([], dtype=float)
     headline = distribution(head)
     topic_rows = table.filter(pa.compute.starts_with(table.column("node"), "topic|"))
     lag = (column(topic_rows, "t_sent") - column(topic_rows, "t_intended")) / 1e3
-    # The first path's period: the gap between its source's deadlines (graph files set
-    # rates per node, not per trial).
+    # The verdict judges deliveries (every hop), not the paths' end to end: a path through
+    # stages that work for 50 ms each takes longer than its period by design, while a hop
+    # slower than the period, or growing, is a queue. The period is the first path's
+    # source's (graph files set rates per node, not per trial).
     period = period_of(paths[0]["_intended"], None) if paths else None
-    trace = Trace(head_sent, head, lag, period, round_trip=False)
+    hops = _latency_us(topic_rows)
+    trace = Trace(column(topic_rows, "t_sent"), hops, lag, period, round_trip=False)
     verdict = judge(th, trace, ratio, loss_of(sent, received))
     for p in paths:
-        del p["_lat"], p["_sent"], p["_intended"]
+        del p["_lat"], p["_intended"]
     # The log's "Hz achieved": the first path's source (0 without paths or messages).
     rate = (paths[0]["rate_hz"] if paths else None) or 0.0
     rates = [c["rate_hz"] for c in topics if c["rate_hz"] is not None]
@@ -248,3 +249,22 @@ def topic_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] |
     head = ["trial", "backend", "topic", "publisher", "subscriber", "arrived/sent", "rate Hz",
             "hop latency p50 µs [95 %]", "p99 µs [95 %]"]  # fmt: skip
     return (head, rows) if rows else None
+
+
+def clock_jitter(table: pa.Table) -> dict[str, tuple[float, FloatArray]]:
+    """Publishers on a clock (paced sources and timers: their sends have deadlines of
+    their own), each with its period (s) and every send's lag behind its deadline (µs):
+    the reference system's jitter of a cyclic node against its period."""
+    out: dict[str, tuple[float, FloatArray]] = {}
+    for node, part in _groups(table).items():
+        kind, *rest = node.split("|")
+        if kind != "topic" or rest[1] in out:
+            continue
+        intended = np.unique(column(part, "t_intended"))
+        sent = np.unique(column(part, "t_sent"))
+        if intended.size < 3 or np.array_equal(intended, sent):
+            continue  # a relay or fusion sends when its input came: no clock of its own
+        period = float(np.median(np.diff(intended))) / 1e9
+        lag = (column(part, "t_sent") - column(part, "t_intended")) / 1e3
+        out[rest[1]] = (period, np.unique(lag[~np.isnan(lag)]))
+    return out

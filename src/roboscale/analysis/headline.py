@@ -104,6 +104,8 @@ def headline(entries: Sequence[Entry], records_of: RecordsOf, quick: bool) -> He
     graphs = [e for e in good if "paths" in e]
     if graphs:
         sections.append(("Graph paths, end to end", _graph(graphs, quick)))
+        jitter = _jitter(graphs, records_of)
+        sections.append(("Graph clocks: send jitter against the period", jitter))
     faces = [e for e in good if e.get("facetrack")]
     if faces:
         sections.append(("Face tracker per stack", _faces(faces)))
@@ -263,6 +265,39 @@ def _graph(entries: list[Entry], quick: bool) -> list[str]:
             out.append(f"{where}, {backend}: path {path} end to end p50 {p50}, mean {mean}, "
                        f"worst {worst}; {dropped} of {sources} source messages dropped "
                        f"({_runs_note(len(d), quick)})")  # fmt: skip
+    return out
+
+
+def _jitter(entries: list[Entry], records_of: RecordsOf) -> list[str]:
+    """Per backend, the publisher on a clock (source or timer) whose sends lag their
+    deadlines most: p99 and worst lag against its period, runs pooled."""
+    from roboscale.analysis.graph import clock_jitter
+
+    out = []
+    by: dict[tuple[str, str], dict[str, list[Any]]] = {}
+    for e in entries:
+        table = records_of(e["trial"])
+        if table is None:
+            continue
+        key = (Path(str(e["graph"])).stem, e["backend"])
+        for name, (period, lag) in clock_jitter(table).items():
+            by.setdefault(key, {}).setdefault(name, []).append((period, lag))
+    for (graph, backend), nodes in sorted(by.items()):
+        worst_name, worst = "", -1.0
+        for name, runs in nodes.items():
+            lag = np.concatenate([lag for _, lag in runs])
+            if lag.size and float(lag.max()) > worst:
+                worst_name, worst = name, float(lag.max())
+        if not worst_name:
+            continue
+        runs = nodes[worst_name]
+        lag = np.concatenate([lag for _, lag in runs])
+        period = float(np.median([p for p, _ in runs])) * 1e6
+        p99 = percentile([lag], 99.0)
+        p99_text = fmt_us(p99.value) if p99.value is not None else f"- ({p99.note})"
+        out.append(f"{graph}, {backend}: {worst_name} sends up to {fmt_us(worst)} late "
+                   f"({worst / period:.1%} of its {fmt_us(period)} period; p99 {p99_text}), "
+                   f"the most of {len(nodes)} clocked publishers")  # fmt: skip
     return out
 
 

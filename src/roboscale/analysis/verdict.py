@@ -226,7 +226,9 @@ def _trend_dict(t: Trend) -> dict[str, float]:
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1e3:.3g} ms" if abs(us) >= 1000 else f"{us:.0f} µs"
+    if abs(us) >= 1000:
+        return f"{us / 1e3:.3g} ms"
+    return f"{round(us) or 0:.0f} µs"  # never "-0 µs"
 
 
 def _lateness(th: Thresholds, trace: Trace) -> list[Rule]:

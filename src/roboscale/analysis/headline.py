@@ -70,10 +70,21 @@ def latency_us(entry: Entry, table: pa.Table) -> FloatArray:
     return rtt
 
 
+def workload_label(entry: Entry) -> str:
+    """The workload with its own axes ("fanout x4", "chain of 5 ack"); "" for echo."""
+    if name_of(entry) in ONE_WAY:
+        from roboscale.analysis.oneway import shape_of
+
+        return shape_of(entry).describe(entry)
+    return "" if name_of(entry) == "echo" else name_of(entry)
+
+
 def fmt_us(value: float | None) -> str:
     if value is None:
         return "-"
-    if value >= 1000:
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.3g} s"
+    if abs(value) >= 1000:
         return f"{value / 1000:.3g} ms"
     return f"{value:.3g} µs"
 
@@ -83,8 +94,8 @@ def _rate(rate: float) -> str:
 
 
 def _config(e: Entry) -> tuple[str, str, int, float, int, str]:
-    return (name_of(e), str(e["payload"]), int(e.get("payload_bytes", 0)), float(e["rate_hz"]),
-            int(e.get("pairs", 1)), env_label(e))  # fmt: skip
+    return (workload_label(e), str(e["payload"]), int(e.get("payload_bytes", 0)),
+            float(e["rate_hz"]), int(e.get("pairs", 1)), env_label(e))  # fmt: skip
 
 
 def _runs_note(runs: int, quick: bool) -> str:
@@ -147,14 +158,14 @@ def _fastest(
                 _rate(rate),
                 f"{pairs} pairs" if pairs > 1 else "",
                 env,
-                "" if workload == "echo" else workload,
+                workload,
             )
             if p
         )
         for b, runs in per.items():
             run_p50s = [float(np.nanmedian(r)) for r in runs if np.any(~np.isnan(r))]
             warnings += [f"{b} at {where}: {w}" for w in run_warnings(run_p50s)]
-        kind = "RTT" if workload == "echo" else "latency"
+        kind = "RTT" if not workload else "latency"
         if len(known) < 2:
             for b, m in known.items():
                 out.append(f"{where}: {b} only, p50 {kind} {fmt_us(m.value)} "
@@ -202,8 +213,8 @@ def _first_failure(e: Entry) -> str:
 def _sustained(entries: list[Entry]) -> list[str]:
     lines: dict[tuple[str, str, str, int, int, str], dict[float, list[Entry]]] = {}
     for e in entries:
-        key = (e["backend"], name_of(e), str(e["payload"]), int(e.get("payload_bytes", 0)),
-               int(e.get("pairs", 1)), env_label(e))  # fmt: skip
+        key = (e["backend"], workload_label(e), str(e["payload"]),
+               int(e.get("payload_bytes", 0)), int(e.get("pairs", 1)), env_label(e))  # fmt: skip
         lines.setdefault(key, {}).setdefault(float(e["rate_hz"]), []).append(e)
     out = []
     for key in sorted(lines, key=lambda k: (k[0], k[1], k[3], k[4], k[5])):
@@ -211,7 +222,7 @@ def _sustained(entries: list[Entry]) -> list[str]:
         by_rate = lines[key]
         rates = sorted(by_rate)
         held = [r for r in rates if all(e.get("sustained") for e in by_rate[r])]
-        who = " ".join(p for p in (backend, "" if workload == "echo" else workload, payload,
+        who = " ".join(p for p in (backend, workload, payload,
                                    f"x{pairs}" if pairs > 1 else "", env) if p)  # fmt: skip
         broke = [r for r in rates if r not in held]
         if not broke:
@@ -311,7 +322,7 @@ def _faces(entries: list[Entry]) -> list[str]:
         out.append(
             f"{stack}: mean Jaccard {np.mean(jac):.3f}" if jac else f"{stack}: no quality figure"
         )
-        out[-1] += (f", latency p50 {np.median(lat):.3g} ms" if lat else "") + \
+        out[-1] += (f", latency p50 {fmt_us(1e3 * float(np.median(lat)))}" if lat else "") + \
             f", {lost} frames lost over {len(mine)} trial(s)"  # fmt: skip
     return out
 

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from plotly import graph_objects as go
 from plotly.subplots import make_subplots
 
-from roboscale.analysis.headline import fmt_us, latency_us
+from roboscale.analysis.headline import fmt_us, latency_us, workload_label
 from roboscale.analysis.plots import COLORS, series_key, series_label
 from roboscale.analysis.stats import FloatArray, column
 from roboscale.analysis.tables import env_label
@@ -77,10 +77,17 @@ def ok(entries: Sequence[Entry]) -> list[Entry]:
     return [e for e in entries if not e.get("error") and e.get("received", 0) > 0]
 
 
+def _key(e: Entry) -> tuple[str, str, int, str, str]:
+    """A series: backend, payload, pairs, environment and the workload's own axes."""
+    return (*series_key(e), workload_label(e))
+
+
+def _name(key: tuple[str, str, int, str, str]) -> str:
+    return " ".join(p for p in (series_label(key[:4]), key[4]) if p)
+
+
 def _label(e: Entry) -> str:
-    return f"{series_label(series_key(e))} {e['rate_hz']:g} Hz" + (
-        f" run {e['run']}" if e.get("run", 0) else ""
-    )
+    return f"{_name(_key(e))} {e['rate_hz']:g} Hz" + (f" run {e['run']}" if e.get("run") else "")
 
 
 def _kind(entries: Sequence[Entry]) -> str:
@@ -95,7 +102,7 @@ def latency_cdf(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | 
         return None
     configs: dict[tuple[Any, ...], list[Entry]] = {}
     for e in good:
-        key = (e["backend"], e["payload_bytes"], e["rate_hz"], *series_key(e)[1:])
+        key = (e["backend"], e["payload_bytes"], e["rate_hz"], *_key(e)[1:])
         configs.setdefault(key, []).append(e)
     fig = go.Figure()
     points = max(20, min(CDF_POINTS, CDF_BUDGET // len(configs)))
@@ -111,7 +118,7 @@ def latency_cdf(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | 
         xs = np.quantile(lat, probs) if lat.size > points else np.sort(lat)
         ys = probs if lat.size > points else np.arange(1, lat.size + 1) / lat.size
         e = group[0]
-        label = f"{series_label(series_key(e))} {e['rate_hz']:g} Hz" + (
+        label = f"{_name(_key(e))} {e['rate_hz']:g} Hz" + (
             f" ({len(group)} runs)" if len(group) > 1 else "")  # fmt: skip
         color = COLORS[backends.index(e["backend"]) % len(COLORS)]
         fig.add_trace(go.Scatter(
@@ -151,7 +158,7 @@ def latency_timeline(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figu
         t0 = np.nanmin(sent) if sent.size else 0.0
         xs, ys = downsample((sent - t0) / 1e9, lat)
         first = len(fig.data)
-        fig.add_trace(go.Scattergl(
+        fig.add_trace(go.Scatter(
             x=xs, y=ys, mode="markers", name="messages", visible=i == 0,
             marker={"size": 3, "color": COLORS[0]},
             hovertemplate="sent at %{x:.3f} s: %{y:.4g} µs<extra></extra>",
@@ -203,9 +210,9 @@ def percentiles_by_rate(entries: Sequence[Entry]) -> go.Figure | None:
     """p50 and p99 against target rate per series; hollow: not sustained. Intervals in the
     hover text (a log axis takes no error bars)."""
     good = ok(entries)
-    groups: dict[tuple[str, str, int, str], list[Entry]] = {}
+    groups: dict[tuple[str, str, int, str, str], list[Entry]] = {}
     for e in good:
-        groups.setdefault(series_key(e), []).append(e)
+        groups.setdefault(_key(e), []).append(e)
     if not groups or all(len({e["rate_hz"] for e in g}) < 2 for g in groups.values()):
         return None
     key_name = "rtt_us" if _kind(good) == "round trip" else "one_way_us"
@@ -220,7 +227,7 @@ def percentiles_by_rate(entries: Sequence[Entry]) -> go.Figure | None:
                 continue
             fig.add_trace(go.Scatter(
                 x=[e["rate_hz"] for e, _ in pts], y=[v for _, v in pts],
-                mode="lines+markers", name=f"{series_label(key)} {q}",
+                mode="lines+markers", name=f"{_name(key)} {q}",
                 line={"color": color, "dash": dash},
                 marker={"size": 9, "symbol": ["circle" if e.get("sustained") else "circle-open"
                                               for e, _ in pts], "line": {"width": 2}},
@@ -242,9 +249,9 @@ def _hover(e: Entry, key: str, q: str) -> str:
 def rate_and_loss(entries: Sequence[Entry]) -> go.Figure | None:
     """Achieved over target rate (slowest sender) and loss, by target rate."""
     good = [e for e in entries if not e.get("error")]
-    groups: dict[tuple[str, str, int, str], list[Entry]] = {}
+    groups: dict[tuple[str, str, int, str, str], list[Entry]] = {}
     for e in good:
-        groups.setdefault(series_key(e), []).append(e)
+        groups.setdefault(_key(e), []).append(e)
     if not groups or all(len({e["rate_hz"] for e in g}) < 2 for g in groups.values()):
         return None
     fig = make_subplots(rows=1, cols=2, subplot_titles=("achieved / target (slowest sender)",
@@ -260,7 +267,7 @@ def rate_and_loss(entries: Sequence[Entry]) -> go.Figure | None:
         symbols = ["circle" if e.get("sustained") else "circle-open" for e in rows]
         for col, ys in ((1, ratio), (2, loss)):
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines+markers", name=series_label(key), legendgroup=str(key),
+                x=xs, y=ys, mode="lines+markers", name=_name(key), legendgroup=str(key),
                 showlegend=col == 1, line={"color": color},
                 marker={"size": 9, "symbol": symbols, "line": {"width": 2}},
                 text=[e["trial"] for e in rows],

@@ -226,6 +226,8 @@ def _trend_dict(t: Trend) -> dict[str, float]:
 
 
 def _ms(us: float) -> str:
+    if abs(us) >= 1e6:
+        return f"{us / 1e6:.3g} s"
     if abs(us) >= 1000:
         return f"{us / 1e3:.3g} ms"
     return f"{round(us) or 0:.0f} µs"  # never "-0 µs"

@@ -138,7 +138,7 @@ def _dash(e: Entry, entries: Sequence[Entry]) -> str:
 
 def latency_timeline(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | None:
     """Latency against send time, a trial at a time (menu), with the verdict's trend line."""
-    good = sorted(ok(entries), key=lambda e: (bool(e.get("sustained")), e["trial"]))
+    good = sorted(ok(entries), key=lambda e: (bool(e.get("sustained")), -_failed(e), e["trial"]))
     good = good[:MAX_TIMELINES]
     if not good:
         return None
@@ -165,7 +165,7 @@ def latency_timeline(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figu
         ))  # fmt: skip
         trend = (e.get("verdict") or {}).get("trend")
         if trend:
-            tx = np.array([0.0, trend["duration_s"]])
+            tx = np.linspace(0.0, trend["duration_s"], 60)  # a line curves on a log axis
             ty = trend["start_us"] + trend["slope_us_per_s"] * tx
             fig.add_trace(go.Scatter(
                 x=tx, y=np.maximum(ty, 1e-3), mode="lines", name="trend (Theil-Sen)",
@@ -189,6 +189,12 @@ def latency_timeline(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figu
     fig.update_yaxes(title=("hop latency, every topic" if "paths" in good[0] else _kind(good))
                      + " (µs, log)")  # fmt: skip
     return _layout(fig, _timeline_title(good[0]), height=460)
+
+
+def _failed(e: Entry) -> int:
+    """How many rules a trial failed: the most saturated trial is drawn first."""
+    rules = (e.get("verdict") or {}).get("rules") or []
+    return sum(1 for r in rules if isinstance(r, dict) and not r.get("ok", True))
 
 
 def _timeline_title(e: Entry) -> str:

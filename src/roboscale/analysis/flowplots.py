@@ -24,8 +24,8 @@ from roboscale.analysis.plots import (
 )
 from roboscale.analysis.stats import FloatArray, distribution
 from roboscale.analysis.tables import env_label
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 Panel = tuple[str, str, float, str]  # backend, workload, rate, environment
 Pooled = dict[Panel, dict[str, dict[int, FloatArray]]]  # panel -> series -> size -> values
 

@@ -35,10 +35,10 @@ from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.graphfile import Graph, GraphPath
 from roboscale.spec.planner import TrialPlan
+from roboscale.workloads.base import Entry
 
 ID_SLOTS = 64  # workloads/graph.py packs ids as seq * ID_SLOTS + publisher
 ARRIVAL, SENT, LINEAGE = 0, 1, 2
-Entry = dict[str, Any]
 
 
 @dataclass

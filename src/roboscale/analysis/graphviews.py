@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from plotly import graph_objects as go
@@ -21,8 +20,8 @@ from roboscale.analysis.headline import fmt_us
 from roboscale.analysis.interactive import HEIGHT, RecordsOf, _layout
 from roboscale.analysis.plots import COLORS
 from roboscale.analysis.stats import FloatArray
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 Edge = tuple[str, str, str]  # publisher, subscriber, topic
 
 

@@ -25,11 +25,10 @@ import pyarrow as pa
 
 from roboscale.analysis.stats import FloatArray, column
 from roboscale.analysis.tables import env_label
-from roboscale.analysis.uncertainty import percentile, ratio, run_warnings
+from roboscale.analysis.uncertainty import Estimate, percentile, ratio, run_warnings
 from roboscale.analysis.verdict import Verdict
-from roboscale.workloads.base import name_of
+from roboscale.workloads.base import Entry, name_of
 
-Entry = dict[str, Any]
 RecordsOf = Callable[[str], pa.Table | None]
 ONE_WAY = ("fanout", "ping", "chain")
 SHOWN = 8  # sentences per section on the terminal and the report's first screen
@@ -187,11 +186,11 @@ def _fastest(
     return out
 
 
-def _ratio_sentence(fast: str, slow: str, where: str, r: Any, kind: str,
-                    medians: dict[str, Any], quick: bool) -> str:  # fmt: skip
+def _ratio_sentence(fast: str, slow: str, where: str, r: Estimate, kind: str,
+                    medians: dict[str, Estimate], quick: bool) -> str:  # fmt: skip
     figures = (f"p50 {kind} {fmt_us(medians[fast].value)} vs {fmt_us(medians[slow].value)}; "
                f"{_runs_note(r.runs, quick)}")  # fmt: skip
-    if r.value is None:
+    if r.value is None or r.low is None or r.high is None:
         return f"{where}: {fast} and {slow} not compared ({r.note})"
     interval = f"{times(r.value)}x [{times(r.low)}, {times(r.high)}]"
     if r.low <= 1.0:
@@ -250,7 +249,7 @@ def _graph(entries: list[Entry], quick: bool) -> list[str]:
     for e in entries:
         groups.setdefault((Path(str(e["graph"])).stem, env_label(e), e["backend"]), []).append(e)
     for (graph, env, backend), group in sorted(groups.items()):
-        rows: dict[str, list[dict[str, Any]]] = {}
+        rows: dict[str, list[Entry]] = {}
         for e in group:
             for p in e["paths"]:
                 rows.setdefault(p["path"], []).append(p)

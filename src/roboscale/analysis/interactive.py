@@ -30,8 +30,8 @@ from roboscale.analysis.headline import fmt_us, latency_us, workload_label
 from roboscale.analysis.plots import COLORS, series_key, series_label
 from roboscale.analysis.stats import FloatArray, column
 from roboscale.analysis.tables import env_label
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 RecordsOf = Callable[[str], pa.Table | None]
 MAX_POINTS = 2000  # per trace of a timeline: 1,000 bins, each keeping its min and max
 CDF_POINTS = 300  # per line, fewer when there are many (CDF_BUDGET over all lines)

@@ -22,15 +22,15 @@ from typing import Any
 from roboscale.analysis.headline import SHOWN, Headline
 from roboscale.analysis.tables import Table, to_html
 from roboscale.analysis.verdict import Thresholds, Verdict
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 Shown = tuple[str, Table, str]  # a table's title, its head and rows, and its caption
 Figure = tuple[str, str, Any]  # title, caption, a plotly or matplotlib figure
 
 
 @dataclass(frozen=True)
 class Page:
-    run: dict[str, Any]
+    run: Entry  # run.json as the page shows it
     th: Thresholds
     entries: list[Entry]
     headline: Headline

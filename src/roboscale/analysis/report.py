@@ -24,14 +24,13 @@ from roboscale.records.folder import ResultsFolder
 from roboscale.records.models import FailedEntry, Summary, SummaryEntry
 from roboscale.safewrite import write_text
 from roboscale.workloads.base import (
+    Entry,
     FigureSpec,
     TableSpec,
     get_workload,
     known_workloads,
     name_of,
 )
-
-Entry = dict[str, Any]
 
 
 def by_workload(entries: list[Entry]) -> dict[str, list[Entry]]:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from roboscale.analysis.oneway import shape_of
 from roboscale.analysis.verdict import Verdict
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 Table = tuple[list[str], list[list[str]]]
 
 
@@ -28,7 +27,7 @@ def us(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.2g}"
 
 
-def pct(d: dict[str, Any], q: str) -> str:
+def pct(d: Entry, q: str) -> str:
     """A percentile with its 95 % interval where stored, or why it is missing."""
     value = d.get(q)
     if value is None:

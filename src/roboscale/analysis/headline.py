@@ -43,7 +43,9 @@ class Headline:
 
     def lines(self, shown: int = SHOWN) -> list[str]:
         """Plain text for the terminal: each section's first `shown` sentences."""
-        out = [f"note: {w}" for w in self.warnings]
+        out = [f"note: {w}" for w in self.warnings[:shown]]
+        if len(self.warnings) > shown:
+            out.append(f"note: ... and {len(self.warnings) - shown} more in summary.md")
         for title, sentences in self.sections:
             out += [f"{title}:", *[f"  - {s}" for s in sentences[:shown]]]
             if len(sentences) > shown:

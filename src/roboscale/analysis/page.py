@@ -158,7 +158,11 @@ def figure_html(fig: Any, slug: str, title: str) -> str:
 
 
 def _headline_html(h: Headline) -> str:
-    parts = [f"<p class='warn'>{escape(w)}</p>" for w in h.warnings]
+    parts = [f"<p class='warn'>{escape(w)}</p>" for w in h.warnings[:SHOWN]]
+    if len(h.warnings) > SHOWN:
+        rest = "".join(f"<li>{escape(w)}</li>" for w in h.warnings[SHOWN:])
+        parts.append(f"<details class='warn'><summary>{len(h.warnings) - SHOWN} more "
+                     f"warnings</summary><ul>{rest}</ul></details>")  # fmt: skip
     for title, sentences in h.sections:
         items = "".join(f"<li>{escape(s)}</li>" for s in sentences[:SHOWN])
         more = sentences[SHOWN:]

@@ -92,6 +92,40 @@ def check_trials(trials: list[TrialPlan], backends: dict[str, Backend]) -> None:
         require_root()
 
 
+def refusals(trials: list[TrialPlan]) -> dict[str, str]:
+    """Why each trial that would be refused before anything runs would be (--dry-run):
+    its backend or face-tracker stack missing (an extra, a service), root for emulated
+    hosts, a placement the backend or workload cannot do. Trial id -> the reason."""
+    from roboscale.env.netcmd import require_root
+
+    def reason(check: Any, *args: Any) -> str:
+        try:
+            check(*args)
+        except UserError as e:
+            return " ".join(str(e).split())
+        return ""
+
+    backends = {name: get_backend(name) for name in sorted({t.backend for t in trials})}
+    missing = {name: reason(b.check) for name, b in backends.items()}
+    stacks = {t.stack for t in trials if t.stack}
+    if stacks:
+        from roboscale.facetrack.stack import get_stack
+
+        missing |= {f"stack {s}": reason(lambda s=s: get_stack(s).check()) for s in stacks}
+    root = reason(require_root) if any(t.emulated for t in trials) else ""
+    found = {}
+    for t in trials:
+        why = (
+            missing[t.backend]
+            or (missing[f"stack {t.stack}"] if t.stack else "")
+            or (root if t.emulated else "")
+            or reason(check_placement, backends[t.backend], t)
+        )
+        if why:
+            found[t.trial] = why
+    return found
+
+
 def run_one(
     backend: Backend, envs: Environments, t: TrialPlan, folder: ResultsFolder, th: Thresholds
 ) -> SummaryEntry:

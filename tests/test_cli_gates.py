@@ -97,3 +97,21 @@ def test_fail_on_refuses_other_words(capsys: pytest.CaptureFixture[str]) -> None
     assert (
         done.value.code == 2 and "'slow'; allowed: unsustained, failed" in capsys.readouterr().err
     )
+
+
+def test_a_run_with_replace_can_run_again_in_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `make demo` does, twice in a row: the second run replaces the first's results."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: d\nsweep:\n  backend: native\n  rate_hz: 50\ntrial:\n  messages: 20\n")
+    argv = ["bench", str(spec), "--out", str(tmp_path / "demo"), "--replace"]
+    for _ in range(2):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0, capsys.readouterr()
+    summary = (tmp_path / "demo" / "summary.json").read_text()
+    assert summary.count('"trial": "t0000-native-50hz-text-p1-r0"') == 1
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--resume"])
+    assert done.value.code == 2 and "choose one" in capsys.readouterr().err

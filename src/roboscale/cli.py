@@ -82,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
         help="--out holds an unfinished run of this spec: keep its finished trials, run the rest",
     )
     b.add_argument(
+        "--replace",
+        action="store_true",
+        help="--out holds results of this very spec: remove them and run every trial again "
+        "(never another experiment's folder, nor files a run did not write)",
+    )
+    b.add_argument(
         "--yes",
         action="store_true",
         help=f"run a sweep above {LARGE_TRIALS:,} trials or {LARGE_HOURS:g} h without asking",
@@ -159,7 +165,11 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         captures = Path(tempfile.mkdtemp(prefix="roboscale-record-"))  # private: mode 0700
         trials = [replace(t, record=str(captures)) for t in trials]
     try:
-        outcome = run_sweep(spec, trials, out, text, command, console, resume=args.resume)
+        if args.resume and args.replace:
+            raise UserError("--resume keeps earlier trials, --replace removes them: choose one")
+        outcome = run_sweep(
+            spec, trials, out, text, command, console, resume=args.resume, replace=args.replace
+        )
         if captures is not None and spec.replay is not None:
             _write_recording(args.record, captures, spec.replay, console)
     finally:

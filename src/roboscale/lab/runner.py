@@ -264,11 +264,13 @@ def run_sweep(
     command: str,
     console: Console,
     resume: bool = False,
+    replace: bool = False,
 ) -> RunOutcome:
-    """Run the trials; with `resume`, those `run_dir` holds finished already are kept."""
+    """Run the trials; with `resume`, those `run_dir` holds finished already are kept, with
+    `replace`, its earlier results of this spec are removed."""
     backends = check_backends(sorted({t.backend for t in trials}))
     check_trials(trials, backends)
-    finished = claim(run_dir, spec.name, spec_text, trials, resume)
+    finished = claim(run_dir, spec.name, spec_text, trials, resume, replace)
     prepare_run_dir(run_dir)
     folder = ResultsFolder(run_dir)
     if not folder.is_results():

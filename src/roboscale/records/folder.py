@@ -43,6 +43,7 @@ from roboscale.records.schema import (
     READABLE_VERSIONS,
     RECORDS_FILE,
     RUN_FILE,
+    RUN_OUTPUTS,
     SUMMARY_FILE,
     TRIALS_DIR,
 )
@@ -191,8 +192,32 @@ class ResultsFolder:
         self.write_summary(new)
         return new
 
+    def clear(self) -> None:
+        """Remove what a run wrote here, and nothing else: a folder holding anything a run
+        does not write (a user's notes) is refused before anything is removed."""
+        entries = sorted(self.path.iterdir())
+        foreign = [p.name for p in entries if not _run_output(p.name)]
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise UserError(
+                f"{self.path}: holds {shown}, which no roboscale run wrote; a run replaces "
+                "only its own results",
+                hint="move those files away, or choose another folder with --out",
+            )
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
     def write_summary(self, summary: Summary) -> None:
         safewrite.write_json(self.summary_file, _current(summary))
+
+
+def _run_output(name: str) -> bool:
+    """A name a run writes: its files, or a scratch file of an interrupted write."""
+    scratch = name.startswith(".") and (name.endswith(".part") or name == ".write-test")
+    return name in RUN_OUTPUTS or scratch
 
 
 class _SummaryShape(BaseModel):

@@ -237,3 +237,11 @@ def test_fuzzed_entries_are_read_or_refused_clearly(
         assert str(e).startswith("s.json: trials[0]")
     else:
         assert parsed.trial == entry["trial"]
+
+
+def test_host_facts_of_several_real_machines_are_kept_joined(tmp_path: Path) -> None:
+    """lab/remote.py joins the facts of a trial's machines as text: "4+8" cores."""
+    joined = {"hostname": "laptop+robot", "cores": "4+8", "cpu_quota": "max+max"}
+    folder = folder_with_run(tmp_path)
+    folder.write_trial("t0", [], meta("t0", host=joined))
+    assert folder.metadata("t0").host.cores == "4+8"

@@ -7,7 +7,7 @@ no `t_received`, so loss is counted, never inferred from what arrived.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from roboscale.analysis.verdict import Thresholds, Verdict, judge
-from roboscale.records.models import NodeHeader, SummaryEntry
+from roboscale.records.models import NodeHeader, SummaryEntry, TrialParams
 from roboscale.workloads.base import workload_of
 
 FloatArray = npt.NDArray[np.float64]
@@ -66,13 +66,14 @@ def quarter_medians(rtt_us: FloatArray) -> tuple[float | None, float | None]:
 
 def summarize_trial(
     table: pa.Table,
-    params: dict[str, Any],
+    params: TrialParams | Mapping[str, Any],
     th: Thresholds,
     nodes: Sequence[NodeHeader] = (),
 ) -> SummaryEntry:
     """One summary.json entry: the trial's parameters, its figures and its verdict, as the
     trial's workload summarizes its records and its nodes' headers."""
-    return workload_of(params).summarize(table, params, th, nodes)
+    trial = params if isinstance(params, TrialParams) else TrialParams.model_validate(params)
+    return workload_of(trial).summarize(table, trial, th, nodes)
 
 
 def summarize_round_trips(

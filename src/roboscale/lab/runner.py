@@ -29,12 +29,13 @@ from roboscale.lab.outdir import claim
 from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
 from roboscale.records.folder import ResultsFolder
 from roboscale.records.models import (
-    ClockBound,
     FailedEntry,
     HostFacts,
+    JsonObject,
     ReplayedData,
     RunInfo,
     SummaryEntry,
+    TrialClocks,
     TrialMetadata,
 )
 from roboscale.records.raw import shift_times
@@ -132,9 +133,9 @@ def run_one(
     """Run one trial and write its files; a failure is recorded as a failed trial."""
     raw = folder.new_trial(t.trial)
     start = wall_clock()
-    host: dict[str, Any] = host_facts()
-    env: dict[str, Any] = {}
-    clocks: dict[str, Any] | None = None
+    host = HostFacts.model_validate(host_facts())
+    env: JsonObject = {}  # where it ran, as lab/envs.py describes it
+    clocks: TrialClocks | None = None
     replayed = replayed_data(t.replay) if t.replay else None
 
     def metadata(**more: Any) -> TrialMetadata:
@@ -149,9 +150,9 @@ def run_one(
         where = envs.placement(t)
         env = where.facts
         if where.machine is not None:  # real machines: theirs, not the controller's facts
-            host = dict(where.machine)
-        host["link_profile"] = t.link_crossed
-        host["cpu_quota"] = t.cpu if t.cpu is not None else host.get("cpu_quota")
+            host = HostFacts.model_validate(where.machine)
+        quota = t.cpu if t.cpu is not None else host.cpu_quota
+        host = host.model_copy(update={"link_profile": t.link_crossed, "cpu_quota": quota})
         infra = envs.infrastructure(t)
         clocks_before = envs.clocks()
         with envs.background_load(t):
@@ -167,8 +168,8 @@ def run_one(
     meta = metadata(nodes=nodes, usage=node_usage(nodes))
     folder.write_trial(t.trial, tables, meta)
     shutil.rmtree(raw)
-    entry = summarize_trial(folder.records(t.trial), t.params(), th, meta.nodes)
-    clock = ClockBound.model_validate(clocks["one_way"]) if clocks else None
+    entry = summarize_trial(folder.records(t.trial), meta.params, th, meta.nodes)
+    clock = clocks.one_way if clocks else None
     return entry.model_copy(update={"usage": meta.usage, "clock": clock})
 
 
@@ -204,7 +205,7 @@ def to_local_clock(
     where: Placement,
     before: dict[str, OffsetEstimate],
     after: dict[str, OffsetEstimate],
-) -> dict[str, Any]:
+) -> TrialClocks:
     """Put every node's timestamps on this machine's clock, with the offset of its host
     measured before and after the trial, and say how far one-way figures can be off:
     the bounds of the two hosts a message crosses, added."""
@@ -216,14 +217,13 @@ def to_local_clock(
                 shift_times(raw / f"{node.name}.raw", clocks[where.names[node.host]].offset_ns)
     bounds = sorted((c.bound_ns for c in clocks.values()), reverse=True)
     bound_us = (sum(bounds[:2]) if len(bounds) > 1 else 0) / 1e3
-    return {
-        "hosts": {host: c.as_dict() for host, c in clocks.items()},
-        "one_way": {
-            "bound_us": round(bound_us, 1),
-            "valid": bound_us <= t.clock_max_bound_us,
-            "max_bound_us": t.clock_max_bound_us,
-        },
+    one_way = {
+        "bound_us": round(bound_us, 1),
+        "valid": bound_us <= t.clock_max_bound_us,
+        "max_bound_us": t.clock_max_bound_us,
     }
+    hosts = {host: c.as_dict() for host, c in clocks.items()}
+    return TrialClocks.model_validate({"hosts": hosts, "one_way": one_way})
 
 
 def package_versions() -> dict[str, str]:

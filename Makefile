@@ -38,7 +38,7 @@ $(EXTRAS_STAMP): $(STAMP) $(BUILD_FILES)
 extras: $(EXTRAS_STAMP)
 
 demo: $(STAMP)
-	$(BIN)/roboscale bench experiments/demo.yaml --quick --out results/demo
+	$(BIN)/roboscale bench experiments/demo.yaml --quick --out results/demo --replace
 
 # system first: the extras' install builds the dds backend's C part with its compiler.
 test: system $(EXTRAS_STAMP) lint

@@ -118,7 +118,8 @@ def run_trial(tmp_path: Path) -> RunTrial:
         raw.mkdir()
         try:
             run_nodes(backend, infra, t, raw)
-            return collect(t, raw)
+            tables, nodes = collect(t, raw)
+            return tables, [n.to_dict() for n in nodes]  # the headers as agents wrote them
         finally:
             infra.stop()
 

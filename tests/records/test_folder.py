@@ -237,3 +237,44 @@ def test_fuzzed_entries_are_read_or_refused_clearly(
         assert str(e).startswith("s.json: trials[0]")
     else:
         assert parsed.trial == entry["trial"]
+
+
+def test_host_facts_of_several_real_machines_are_kept_joined(tmp_path: Path) -> None:
+    """lab/remote.py joins the facts of a trial's machines as text: "4+8" cores."""
+    joined = {"hostname": "laptop+robot", "cores": "4+8", "cpu_quota": "max+max"}
+    folder = folder_with_run(tmp_path)
+    folder.write_trial("t0", [], meta("t0", host=joined))
+    assert folder.metadata("t0").host.cores == "4+8"
+
+
+RUN_KEYS = st.sampled_from(["format_version", "spec_name", "spec", "command", "host",
+                            "backends", "packages", "created_unix_s", "x"])  # fmt: skip
+META_KEYS = st.sampled_from(["format_version", "params", "host", "nodes", "usage", "clocks",
+                             "replayed", "error", "start", "env"])  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(run=st.dictionaries(RUN_KEYS, JSON, max_size=5),
+       meta=st.dictionaries(META_KEYS, JSON, max_size=5),
+       text=st.text(max_size=30))  # fmt: skip
+def test_fuzzed_run_and_metadata_files_are_read_or_refused_clearly(
+    tmp_path_factory: pytest.TempPathFactory,
+    run: dict[str, Any],
+    meta: dict[str, Any],
+    text: str,
+) -> None:
+    folder = ResultsFolder(tmp_path_factory.mktemp("fuzz"))
+    for doc in ({**run, "format_version": 2}, run, text):
+        folder.run_file.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        try:
+            folder.run()
+        except UserError as e:
+            assert str(e).startswith(str(folder.run_file))
+    folder.trial_dir("t").mkdir(parents=True, exist_ok=True)
+    good = {"format_version": 2, "params": trial_params(trial="t"), "host": {}}
+    for doc in ({**good, **meta}, meta):
+        (folder.trial_dir("t") / "metadata.json").write_text(json.dumps(doc))
+        try:
+            folder.metadata("t")
+        except UserError as e:
+            assert "metadata.json" in str(e)

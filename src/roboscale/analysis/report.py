@@ -166,7 +166,7 @@ def _with_recovered(folder: ResultsFolder, summary: Summary, th: Thresholds) -> 
             added.append(FailedEntry.model_validate({**params, "error": meta.error}))
         else:
             records = folder.records(trial)
-            added.append(summarize_trial(records, meta.params.to_dict(), th, meta.nodes))
+            added.append(summarize_trial(records, meta.params, th, meta.nodes))
     trials = summary.trials
     if added:
         trials = sorted([*trials, *added], key=lambda e: e.trial)

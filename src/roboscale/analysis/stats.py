@@ -10,7 +10,7 @@ p50 and p99 carry their 95 % interval within the trial (`uncertainty.percentile`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from roboscale.analysis.uncertainty import min_samples, percentile
 from roboscale.analysis.verdict import Thresholds, Trace, Verdict, judge, period_of
-from roboscale.records.models import NodeHeader, SummaryEntry
+from roboscale.records.models import NodeHeader, SummaryEntry, TrialParams
 from roboscale.workloads.base import workload_of
 
 FloatArray = npt.NDArray[np.float64]
@@ -72,13 +72,14 @@ def achieved_rate_hz(t_sent_ns: FloatArray) -> float | None:
 
 def summarize_trial(
     table: pa.Table,
-    params: dict[str, Any],
+    params: TrialParams | Mapping[str, Any],
     th: Thresholds,
     nodes: Sequence[NodeHeader] = (),
 ) -> SummaryEntry:
     """One summary.json entry: the trial's parameters, its figures and its verdict, as the
     trial's workload summarizes its records and its nodes' headers."""
-    return workload_of(params).summarize(table, params, th, nodes)
+    trial = params if isinstance(params, TrialParams) else TrialParams.model_validate(params)
+    return workload_of(trial).summarize(table, trial, th, nodes)
 
 
 def summarize_round_trips(

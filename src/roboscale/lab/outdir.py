@@ -2,9 +2,10 @@
 
 A folder is taken when it is new or empty. A folder that already holds results of
 the same spec (same name, same text) is taken only with `--resume`: the trials it
-finished are kept and skipped, the others (failed or never run) run again. A
-folder holding another experiment's results, or files that are no results at
-all, is refused even with `--resume`, so one report never mixes two runs.
+finished are kept and skipped, the others (failed or never run) run again; or with
+`--replace`: its earlier results are removed (`make demo` run twice). A folder
+holding another experiment's results, or files that are no results at all, is
+refused even then, so one report never mixes two runs and nothing else is removed.
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ from roboscale.spec.planner import TrialPlan
 ELSEWHERE = "choose another folder with --out"
 
 
-def claim(out: Path, name: str, spec_text: str, trials: list[TrialPlan], resume: bool) -> set[str]:
-    """Check that the run may write into `out`; the ids of trials already finished there."""
+def claim(
+    out: Path,
+    name: str,
+    spec_text: str,
+    trials: list[TrialPlan],
+    resume: bool,
+    replace: bool = False,
+) -> set[str]:
+    """Check that the run may write into `out`; the ids of trials already finished there.
+    With `replace`, earlier results of the same spec are removed first."""
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: is a file; --out names a results folder", hint=ELSEWHERE)
     if not out.exists() or not any(out.iterdir()):
@@ -41,11 +50,15 @@ def claim(out: Path, name: str, spec_text: str, trials: list[TrialPlan], resume:
             "two experiments are never mixed in one folder, even with --resume",
             hint=ELSEWHERE,
         )
+    if replace:
+        folder.clear()
+        return set()
     finished = _finished(folder.summary().trials, trials)
     if not resume:
         raise UserError(
             f"{out}: holds results of {name!r} already ({len(finished)} of {len(trials)} "
-            "trials finished); --resume keeps them and runs the others",
+            "trials finished); --resume keeps them and runs the others, --replace runs all "
+            "again in their place",
             hint=ELSEWHERE,
         )
     return finished

@@ -29,12 +29,13 @@ from roboscale.lab.outdir import claim
 from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
 from roboscale.records.folder import ResultsFolder
 from roboscale.records.models import (
-    ClockBound,
     FailedEntry,
     HostFacts,
+    JsonObject,
     ReplayedData,
     RunInfo,
     SummaryEntry,
+    TrialClocks,
     TrialMetadata,
 )
 from roboscale.records.raw import shift_times
@@ -92,15 +93,49 @@ def check_trials(trials: list[TrialPlan], backends: dict[str, Backend]) -> None:
         require_root()
 
 
+def refusals(trials: list[TrialPlan]) -> dict[str, str]:
+    """Why each trial that would be refused before anything runs would be (--dry-run):
+    its backend or face-tracker stack missing (an extra, a service), root for emulated
+    hosts, a placement the backend or workload cannot do. Trial id -> the reason."""
+    from roboscale.env.netcmd import require_root
+
+    def reason(check: Any, *args: Any) -> str:
+        try:
+            check(*args)
+        except UserError as e:
+            return " ".join(str(e).split())
+        return ""
+
+    backends = {name: get_backend(name) for name in sorted({t.backend for t in trials})}
+    missing = {name: reason(b.check) for name, b in backends.items()}
+    stacks = {t.stack for t in trials if t.stack}
+    if stacks:
+        from roboscale.facetrack.stack import get_stack
+
+        missing |= {f"stack {s}": reason(lambda s=s: get_stack(s).check()) for s in stacks}
+    root = reason(require_root) if any(t.emulated for t in trials) else ""
+    found = {}
+    for t in trials:
+        why = (
+            missing[t.backend]
+            or (missing[f"stack {t.stack}"] if t.stack else "")
+            or (root if t.emulated else "")
+            or reason(check_placement, backends[t.backend], t)
+        )
+        if why:
+            found[t.trial] = why
+    return found
+
+
 def run_one(
     backend: Backend, envs: Environments, t: TrialPlan, folder: ResultsFolder, th: Thresholds
 ) -> SummaryEntry:
     """Run one trial and write its files; a failure is recorded as a failed trial."""
     raw = folder.new_trial(t.trial)
     start = wall_clock()
-    host: dict[str, Any] = host_facts()
-    env: dict[str, Any] = {}
-    clocks: dict[str, Any] | None = None
+    host = HostFacts.model_validate(host_facts())
+    env: JsonObject = {}  # where it ran, as lab/envs.py describes it
+    clocks: TrialClocks | None = None
     replayed = replayed_data(t.replay) if t.replay else None
 
     def metadata(**more: Any) -> TrialMetadata:
@@ -115,9 +150,9 @@ def run_one(
         where = envs.placement(t)
         env = where.facts
         if where.machine is not None:  # real machines: theirs, not the controller's facts
-            host = dict(where.machine)
-        host["link_profile"] = t.link_crossed
-        host["cpu_quota"] = t.cpu if t.cpu is not None else host.get("cpu_quota")
+            host = HostFacts.model_validate(where.machine)
+        quota = t.cpu if t.cpu is not None else host.cpu_quota
+        host = host.model_copy(update={"link_profile": t.link_crossed, "cpu_quota": quota})
         infra = envs.infrastructure(t)
         clocks_before = envs.clocks()
         with envs.background_load(t):
@@ -133,8 +168,8 @@ def run_one(
     meta = metadata(nodes=nodes, usage=node_usage(nodes))
     folder.write_trial(t.trial, tables, meta)
     shutil.rmtree(raw)
-    entry = summarize_trial(folder.records(t.trial), t.params(), th, meta.nodes)
-    clock = ClockBound.model_validate(clocks["one_way"]) if clocks else None
+    entry = summarize_trial(folder.records(t.trial), meta.params, th, meta.nodes)
+    clock = clocks.one_way if clocks else None
     return entry.model_copy(update={"usage": meta.usage, "clock": clock})
 
 
@@ -170,7 +205,7 @@ def to_local_clock(
     where: Placement,
     before: dict[str, OffsetEstimate],
     after: dict[str, OffsetEstimate],
-) -> dict[str, Any]:
+) -> TrialClocks:
     """Put every node's timestamps on this machine's clock, with the offset of its host
     measured before and after the trial, and say how far one-way figures can be off:
     the bounds of the two hosts a message crosses, added."""
@@ -182,14 +217,13 @@ def to_local_clock(
                 shift_times(raw / f"{node.name}.raw", clocks[where.names[node.host]].offset_ns)
     bounds = sorted((c.bound_ns for c in clocks.values()), reverse=True)
     bound_us = (sum(bounds[:2]) if len(bounds) > 1 else 0) / 1e3
-    return {
-        "hosts": {host: c.as_dict() for host, c in clocks.items()},
-        "one_way": {
-            "bound_us": round(bound_us, 1),
-            "valid": bound_us <= t.clock_max_bound_us,
-            "max_bound_us": t.clock_max_bound_us,
-        },
+    one_way = {
+        "bound_us": round(bound_us, 1),
+        "valid": bound_us <= t.clock_max_bound_us,
+        "max_bound_us": t.clock_max_bound_us,
     }
+    hosts = {host: c.as_dict() for host, c in clocks.items()}
+    return TrialClocks.model_validate({"hosts": hosts, "one_way": one_way})
 
 
 def package_versions() -> dict[str, str]:
@@ -230,11 +264,13 @@ def run_sweep(
     command: str,
     console: Console,
     resume: bool = False,
+    replace: bool = False,
 ) -> RunOutcome:
-    """Run the trials; with `resume`, those `run_dir` holds finished already are kept."""
+    """Run the trials; with `resume`, those `run_dir` holds finished already are kept, with
+    `replace`, its earlier results of this spec are removed."""
     backends = check_backends(sorted({t.backend for t in trials}))
     check_trials(trials, backends)
-    finished = claim(run_dir, spec.name, spec_text, trials, resume)
+    finished = claim(run_dir, spec.name, spec_text, trials, resume, replace)
     prepare_run_dir(run_dir)
     folder = ResultsFolder(run_dir)
     if not folder.is_results():

@@ -92,10 +92,9 @@ def run_nodes(
 def collect(
     t: TrialPlan, raw: Path, where: Placement | None = None
 ) -> tuple[list[pa.Table], list[NodeHeader]]:
-    """The trial's record tables and its nodes' raw headers (checked: a header that is
-    not as agents write it is a ValueError, and fails the trial)."""
-    tables, heads = get_workload(t.workload).collect(t, raw, (where or Placement()).names)
-    return tables, [NodeHeader.model_validate(h) for h in heads]
+    """The trial's record tables and its nodes' headers (checked: a header that is not as
+    agents write it is a ValueError, and fails the trial)."""
+    return get_workload(t.workload).collect(t, raw, (where or Placement()).names)
 
 
 def _cpu_s(usage: ProcessTimes) -> float:

@@ -15,6 +15,7 @@ through a link planted in the folder.
 
 from __future__ import annotations
 
+import functools
 import io
 import shutil
 from collections.abc import Sequence
@@ -43,6 +44,7 @@ from roboscale.records.schema import (
     READABLE_VERSIONS,
     RECORDS_FILE,
     RUN_FILE,
+    RUN_OUTPUTS,
     SUMMARY_FILE,
     TRIALS_DIR,
 )
@@ -191,8 +193,32 @@ class ResultsFolder:
         self.write_summary(new)
         return new
 
+    def clear(self) -> None:
+        """Remove what a run wrote here, and nothing else: a folder holding anything a run
+        does not write (a user's notes) is refused before anything is removed."""
+        entries = sorted(self.path.iterdir())
+        foreign = [p.name for p in entries if not _run_output(p.name)]
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise UserError(
+                f"{self.path}: holds {shown}, which no roboscale run wrote; a run replaces "
+                "only its own results",
+                hint="move those files away, or choose another folder with --out",
+            )
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
     def write_summary(self, summary: Summary) -> None:
         safewrite.write_json(self.summary_file, _current(summary))
+
+
+def _run_output(name: str) -> bool:
+    """A name a run writes: its files, or a scratch file of an interrupted write."""
+    scratch = name.startswith(".") and (name.endswith(".part") or name == ".write-test")
+    return name in RUN_OUTPUTS or scratch
 
 
 class _SummaryShape(BaseModel):
@@ -215,13 +241,13 @@ def parse_entry(path: Path, index: int, data: JsonObject) -> SummaryEntry:
         workload = data.get("workload")
         if workload is None:
             raise UserError(f"{path}: {where}.workload: required field is missing")
-        model = ENTRY_MODELS.get(str(workload), FailedEntry)
-        if workload not in ENTRY_MODELS:
+        if not isinstance(workload, str) or workload not in ENTRY_MODELS:
             raise UserError(
                 f"{path}: {where}.workload: {workload!r} is not a workload of this roboscale; "
                 f"allowed: {', '.join(ENTRY_MODELS)}",
                 hint=REWRITE_HINT,
             )
+        model = ENTRY_MODELS[workload]
     entry: SummaryEntry = _parse(path, model, data, where)  # type: ignore[assignment]
     return entry
 
@@ -240,7 +266,11 @@ def _read_versioned(path: Path) -> JsonObject:
     if not isinstance(data, dict):
         raise UserError(f"{path}: must be a JSON object, got {type(data).__name__}")
     version = data.get("format_version")
-    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+    if (
+        not isinstance(version, int)
+        or isinstance(version, bool)
+        or (version not in READABLE_VERSIONS)
+    ):
         allowed = ", ".join(str(v) for v in sorted(READABLE_VERSIONS))
         newer = isinstance(version, int) and version > FORMAT_VERSION
         raise UserError(
@@ -253,6 +283,17 @@ def _read_versioned(path: Path) -> JsonObject:
     # Version 1 lacks what version 2 added (run.packages, metadata.replayed): read as
     # absent. Nothing was renamed, so the fields are taken as they are.
     return data
+
+
+@functools.cache
+def _model_names() -> frozenset[str]:
+    found: set[str] = set()
+    pending: list[type] = [BaseModel]
+    while pending:
+        cls = pending.pop()
+        found.add(cls.__name__)
+        pending += cls.__subclasses__()
+    return frozenset(found)
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
@@ -270,7 +311,8 @@ def _parse(path: Path, model: type[M], data: Any, prefix: str = "") -> M:
         return model.model_validate(data)
     except ValidationError as e:
         first = e.errors()[0]
-        loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p[0].isupper()))
+        # A union's member is named in the location by its model's name: left out.
+        loc = tuple(p for p in first["loc"] if p not in _model_names())
         field = _where(((prefix,) if prefix else ()) + loc)
         missing = first["type"] == "missing"
         problem = "required field is missing" if missing else str(first["msg"])

@@ -9,6 +9,7 @@ topics, a face-tracker trial its tracker figures, a one-way trial its per-node f
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,13 +31,14 @@ class Record(BaseModel):
 
 
 class HostFacts(Record):
-    """The machine a run or a trial ran on (env/hostfacts.py; a real machine's own)."""
+    """The machine a run or a trial ran on (env/hostfacts.py; a real machine's own). A
+    trial across several real machines joins their facts as text ("4+8" cores)."""
 
     hostname: str = "?"
     cpu_model: str = "?"
-    cores: int | None = None
-    cpu_affinity: int | None = None
-    mem_total_kb: int | None = None
+    cores: int | str | None = None
+    cpu_affinity: int | str | None = None
+    mem_total_kb: int | str | None = None
     kernel: str = "?"
     os: str = "?"
     python: str = "?"
@@ -330,6 +332,36 @@ class NodeHeader(Record):
     malformed: Count = 0
 
 
+def node_headers(heads: Iterable[Mapping[str, Any]]) -> list[NodeHeader]:
+    """Nodes' raw headers (written by agents in another process), checked: one that is not
+    as agents write it is a ValidationError (a ValueError), which fails the trial."""
+    return [NodeHeader.model_validate(dict(h)) for h in heads]
+
+
+class ClockOffset(Record):
+    """One estimate of a host's clock offset (env/clock.py)."""
+
+    offset_ns: int
+    bound_ns: int
+    delay_ns: int
+    exchanges: Count
+
+
+class HostClock(Record):
+    start: ClockOffset  # measured before the trial
+    end: ClockOffset  # and after it
+    offset_ns: int  # applied to the host's timestamps
+    bound_ns: int
+
+
+class TrialClocks(Record):
+    """Real machines: each host's clock offset before and after the trial, and the bound
+    this puts on one-way figures (lab/runner.py to_local_clock)."""
+
+    hosts: dict[str, HostClock]
+    one_way: ClockBound
+
+
 class TrialMetadata(Record):
     """trials/<id>/metadata.json: everything needed to rerun and judge one trial."""
 
@@ -343,7 +375,7 @@ class TrialMetadata(Record):
     start: WallClock | None = None
     end: WallClock | None = None
     env: JsonObject = {}  # where it ran: emulated hosts, links, real machines
-    clocks: JsonObject | None = None  # real machines: each host's clock offsets
+    clocks: TrialClocks | None = None
     nodes: list[NodeHeader] = []
     usage: Usage | None = None
     replayed: ReplayedData | None = None

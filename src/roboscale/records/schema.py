@@ -53,3 +53,7 @@ SUMMARY_FILE = "summary.json"
 TRIALS_DIR = "trials"
 RECORDS_FILE = "records.parquet"
 METADATA_FILE = "metadata.json"
+REPORT_FILES = ("report.html", "summary.md")  # rendered by `roboscale report`
+# What a run writes at the top of its folder: all that `bench --replace` removes (infra:
+# the middleware services' logs, lab/envs.py; hosts: real machines' files, lab/remote.py).
+RUN_OUTPUTS = frozenset({RUN_FILE, SUMMARY_FILE, TRIALS_DIR, *REPORT_FILES, "infra", "hosts"})

@@ -164,12 +164,12 @@ class Workload(Protocol):
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]: ...
+    ) -> tuple[list[pa.Table], list[NodeHeader]]: ...
 
     def summarize(
         self,
         table: pa.Table,
-        params: dict[str, Any],
+        params: TrialParams,
         th: Thresholds,
         nodes: Sequence[NodeHeader] = (),
     ) -> SummaryEntry: ...

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
-    from roboscale.records.models import EchoEntry, NodeHeader
+    from roboscale.records.models import EchoEntry, NodeHeader, TrialParams
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -334,10 +334,11 @@ class EchoWorkload:
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    ) -> tuple[list[pa.Table], list[NodeHeader]]:
         """Join each sender's rows with its echoer's arrival times into record tables."""
         import numpy as np
 
+        from roboscale.records.models import node_headers
         from roboscale.records.raw import read_raw
         from roboscale.records.store import records_table
 
@@ -350,19 +351,19 @@ class EchoWorkload:
             host = hosts[t.host_of("sender", pair)]
             tables.append(records_table(t.trial, s_head["node"], host, t.payload_bytes, cols))
             nodes += [s_head, e_head]
-        return tables, nodes
+        return tables, node_headers(nodes)
 
     def summarize(
         self,
         table: pa.Table,
-        params: dict[str, Any],
+        params: TrialParams,
         th: Thresholds,
         nodes: Sequence[NodeHeader] = (),
     ) -> EchoEntry:
         from roboscale.analysis.stats import summarize_round_trips
         from roboscale.records.models import EchoEntry
 
-        return EchoEntry.model_validate(summarize_round_trips(table, params, th))
+        return EchoEntry.model_validate(summarize_round_trips(table, params.to_dict(), th))
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import interactive

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
-    from roboscale.records.models import GraphEntry, NodeHeader
+    from roboscale.records.models import GraphEntry, NodeHeader, TrialParams
     from roboscale.spec.graphfile import Graph, Replay
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
@@ -388,26 +388,27 @@ class GraphWorkload:
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    ) -> tuple[list[pa.Table], list[NodeHeader]]:
         from roboscale.analysis.graph import collect_graph
+        from roboscale.records.models import node_headers
 
         keys = range(self.measured_nodes(t))
         names = [self.node_name(t, k) for k in keys]
-        return collect_graph(
-            t, self.graph(t), names, [hosts[self.host_of(t, k)] for k in keys], raw
-        )
+        where = [hosts[self.host_of(t, k)] for k in keys]
+        tables, heads = collect_graph(t, self.graph(t), names, where, raw)
+        return tables, node_headers(heads)
 
     def summarize(
         self,
         table: pa.Table,
-        params: dict[str, Any],
+        params: TrialParams,
         th: Thresholds,
         nodes: Sequence[NodeHeader] = (),
     ) -> GraphEntry:
         from roboscale.analysis.graph import summarize_graph
         from roboscale.records.models import GraphEntry
 
-        return GraphEntry.model_validate(summarize_graph(table, params, th))
+        return GraphEntry.model_validate(summarize_graph(table, params.to_dict(), th))
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import graphviews, interactive

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
-    from roboscale.records.models import NodeHeader, OneWayEntry
+    from roboscale.records.models import NodeHeader, OneWayEntry, TrialParams
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -333,11 +333,12 @@ class OneWay:
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    ) -> tuple[list[pa.Table], list[NodeHeader]]:
         """One record table per measuring node, joined with the publisher's send times:
         `t_echoed` = arrival at node k, `t_received` = node k's ack back (null without)."""
         import numpy as np
 
+        from roboscale.records.models import node_headers
         from roboscale.records.raw import read_raw
         from roboscale.records.store import records_table
 
@@ -359,19 +360,19 @@ class OneWay:
             host = hosts[self.host_of(t, k)]
             tables.append(records_table(t.trial, head["node"], host, t.payload_bytes, columns))
             heads.append(head)
-        return tables, heads
+        return tables, node_headers(heads)
 
     def summarize(
         self,
         table: pa.Table,
-        params: dict[str, Any],
+        params: TrialParams,
         th: Thresholds,
         nodes: Sequence[NodeHeader] = (),
     ) -> OneWayEntry:
         from roboscale.analysis.oneway import summarize_oneway
         from roboscale.records.models import OneWayEntry
 
-        return OneWayEntry.model_validate(summarize_oneway(table, params, th))
+        return OneWayEntry.model_validate(summarize_oneway(table, params.to_dict(), th))
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import flowplots, interactive

@@ -238,7 +238,9 @@ def _sustained(entries: list[Entry]) -> list[str]:
             continue
         below = [r for r in held if r < first_bad]
         top = _rate(below[-1]) if below else "none below it"
-        out.append(f"{who}: sustained up to {top}; at {_rate(first_bad)}: {reason}")
+        above = [_rate(r) for r in held if r > first_bad]  # a noisy machine: say so
+        again = f" (held again at {', '.join(above)})" if above else ""
+        out.append(f"{who}: sustained up to {top}; at {_rate(first_bad)}: {reason}{again}")
     return out
 
 

@@ -16,10 +16,13 @@ UV_VERSION := 0.13.9
 # iptables for link loss on emulated hosts; cyclonedds-tools for ddsperf, the DDS
 # anchor; openssh-server for the SSH hosts test; stress-ng for the loaded-machine
 # check; openssl for the TLS test's certificates; gcc and Python's headers for the dds
-# backend's C part (setup.py; optional, ctypes without). All from Debian's own packages.
+# backend's C part (setup.py; optional, ctypes without); chromium for the test that opens
+# the report in a real browser. All from Debian's own packages.
 SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
-	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl gcc python3-dev
-SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl gcc
+	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl gcc python3-dev \
+	chromium
+SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl gcc \
+	chromium
 # make test installs the optional extras too (DDS, face tracker, bags, pandas); make demo does not.
 EXTRAS := dev,dds,facetrack,data,notebook
 comma := ,
@@ -56,7 +59,7 @@ lock: $(STAMP)
 extras: $(EXTRAS_STAMP)
 
 demo: $(STAMP)
-	$(BIN)/roboscale bench experiments/demo.yaml --quick --out results/demo
+	$(BIN)/roboscale bench experiments/demo.yaml --quick --out results/demo --replace
 
 # system first: the extras' install builds the dds backend's C part with its compiler.
 test: system $(EXTRAS_STAMP) lint

@@ -48,7 +48,16 @@ from typing import Any
 
 import numpy as np
 
-from common import attempt, counted_args, finish, header, ratio_text, stop_group, table
+from common import (
+    attempt,
+    counted_args,
+    finish,
+    header,
+    judge_rounds,
+    ratio_text,
+    stop_group,
+    table,
+)
 from roboscale.backends.base import get_backend
 from roboscale.backends.dds import cyclone_xml, lease_domain
 from roboscale.lab.envs import Placement
@@ -245,19 +254,21 @@ def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
     out = []
     for size in (s for s in sizes if s >= GOAL_FROM):
         ours, anchor = by_system.get(("dds", size)), by_system.get(("ddsperf", size))
-        ratio, by_round = None, "-"
+        ratio, by_round, ratios = None, "-", []
         if ours is not None and anchor is not None and anchor["p50_us"]:
             ratio = ours["p50_us"] / anchor["p50_us"]
             pairs = zip(ours["round_p50s_us"], anchor["round_p50s_us"], strict=False)
             ratios = [a / b for a, b in pairs if b]
             met = sum(r <= GOAL_RATIO for r in ratios)
             by_round = "/".join(map(round_ratio, ratios)) + f" ({met} of {len(ratios)} met)"
+        judged, interval = judge_rounds(ratio, ratios, lambda r: r <= GOAL_RATIO)
         out.append(
             {
                 "goal": f"dds p50 / ddsperf p50, {format_size(size)}",
                 "measured": ratio,
+                "interval": interval,
                 "target": f"<= {GOAL_RATIO}",
-                "met": ratio is not None and ratio <= GOAL_RATIO,
+                "met": judged,
                 "by_round": by_round,
             }
         )

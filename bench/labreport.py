@@ -20,20 +20,21 @@ hop / ping ratio lies within 0.5-2 at every size.
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 from common import header, parser, ratio_text, save, table
+from roboscale.records.folder import ResultsFolder
 
 Entry = dict[str, Any]
 
 
 def entries(folders: list[Path]) -> list[Entry]:
+    """Every finished trial's summary entry, read and checked by ResultsFolder."""
     out: list[Entry] = []
     for folder in folders:
-        out += json.loads((folder / "summary.json").read_text())["trials"]
+        out += [e.to_dict() for e in ResultsFolder(folder).summary().trials]
     return [e for e in out if e.get("received")]
 
 

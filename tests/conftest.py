@@ -118,7 +118,8 @@ def run_trial(tmp_path: Path) -> RunTrial:
         raw.mkdir()
         try:
             run_nodes(backend, infra, t, raw)
-            return collect(t, raw)
+            tables, nodes = collect(t, raw)
+            return tables, [n.to_dict() for n in nodes]  # the headers as agents wrote them
         finally:
             infra.stop()
 
@@ -139,3 +140,33 @@ def distribution(**given: float | None) -> dict[str, float | None]:
     """A latency distribution as summaries hold it; the keys not given are null."""
     keys = ("p50", "p90", "p99", "p999", "max", "mean", "std", "ci80_low", "ci80_high")
     return {k: given.get(k) for k in keys}
+
+
+def write_run(run_dir: Path, **fields: Any) -> None:
+    """A results folder's run.json, as the lab writes it (fields not given: defaults)."""
+    from roboscale.records.folder import ResultsFolder
+    from roboscale.records.models import RunInfo
+    from roboscale.records.schema import FORMAT_VERSION
+
+    ResultsFolder(run_dir).write_run(RunInfo.model_validate({"format_version": FORMAT_VERSION,
+                                                             **fields}))  # fmt: skip
+
+
+def write_trial(run_dir: Path, trial: str, tables: list[Any], params: dict[str, Any]) -> None:
+    """A trial's records and metadata, as the lab writes them."""
+    from roboscale.records.folder import ResultsFolder
+    from roboscale.records.models import TrialMetadata
+    from roboscale.records.schema import FORMAT_VERSION
+
+    meta = {"format_version": FORMAT_VERSION, "params": params, "host": {"cores": 2}}
+    ResultsFolder(run_dir).write_trial(trial, tables, TrialMetadata.model_validate(meta))
+
+
+def add_entry(run_dir: Path, entry: Any, thresholds: dict[str, float | None]) -> None:
+    """A summary entry (a model, or a failed trial's parameters and error) added."""
+    from roboscale.records.folder import ResultsFolder
+    from roboscale.records.models import FailedEntry
+
+    if isinstance(entry, dict):
+        entry = FailedEntry.model_validate(entry)
+    ResultsFolder(run_dir).add_entry(entry, thresholds)

@@ -139,7 +139,7 @@ def test_thesis_e5_replays_a_bag_built_here(
         main(["bench", str(e5_with(tmp_path, "my.bag")), "--quick", "--backend", "native",
               "--out", str(out)])  # fmt: skip
     assert done.value.code in (0, None), capsys.readouterr().err
-    entries = load(out).entries
+    entries = [e.to_dict() for e in load(out).entries]
     assert [e["payload"] for e in entries] == ["my", "my"]
     assert [e["received"] for e in entries] == [150, 150]
     assert [e["rate_factor"] for e in entries] == pytest.approx([1.0, 2.0])

@@ -32,10 +32,13 @@ import pyarrow.parquet as pq
 import pytest
 from tests.conftest import trial_params
 
+from roboscale import safewrite
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
 from roboscale.cli import main
 from roboscale.records import store
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import RunInfo, TrialMetadata
 
 DATA = Path(__file__).parent / "data" / "malformed"
 BOUND_S = 60.0  # per input: a hang is caught; a loaded 2-core machine (load 14) stays far below
@@ -191,18 +194,19 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A valid results folder of one trial, as the lab writes it."""
     run_dir = tmp_path_factory.mktemp("results") / "run"
     run_dir.mkdir()
-    run = {"format_version": 1, "spec_name": "good", "spec": GOOD_SPEC, "command": "x"}
-    store.write_json(run_dir / "run.json", {**run, "host": {"cores": 2}, "backends": {}})
+    folder = ResultsFolder(run_dir)
+    run = {"format_version": 2, "spec_name": "good", "spec": GOOD_SPEC, "command": "x"}
+    folder.write_run(RunInfo.model_validate({**run, "host": {"cores": 2}, "backends": {}}))
     params = trial_params(trial="t0000")
     n = 20
     sent = np.arange(1, n + 1, dtype=np.int64) * 100_000_000
     cols = {"seq": np.arange(n), "t_intended": sent, "t_sent": sent,
             "t_echoed": sent + 1000, "t_received": sent + 2000}  # fmt: skip
     table = store.records_table("t0000", "sender_0", "local", 11, cols)
-    store.write_trial(run_dir, "t0000", [table], {"format_version": 1, "params": params,
-                                                  "host": {"cores": 2}})  # fmt: skip
-    store.append_summary(run_dir, summarize_trial(table, params, TH), TH.to_dict())
-    assert store.read_summary(run_dir)["trials"] and store.read_records(run_dir, "t0000")
+    meta = {"format_version": 2, "params": params, "host": {"cores": 2}}
+    folder.write_trial("t0000", [table], TrialMetadata.model_validate(meta))
+    folder.add_entry(summarize_trial(table, params, TH), TH.to_dict())
+    assert folder.summary().trials and folder.records("t0000")
     return run_dir
 
 
@@ -302,7 +306,7 @@ RESULTS: list[tuple[str, Callable[[Path], None], str, str]] = [
     ("entry-backend-number", _entry(lambda e: e.update(backend=7)), "summary.json",
      "trials[0].backend: Input should be a valid string"),
     ("entry-per-node-text", _entry(lambda e: e.update(per_node="all")), "summary.json",
-     "trials[0].per_node: Input should be a valid list"),
+     "trials[0]: Value error, 'per_node' is not a field of workload 'echo'"),
     ("thresholds-bad", _json("summary.json", lambda s: {**s, "thresholds": {"max_loss": 5}}),
      "summary.json", "thresholds.max_loss"),
     ("records-truncated", lambda d: (d / RECORDS).write_bytes((d / RECORDS).read_bytes()[:300]),
@@ -358,6 +362,118 @@ def test_results_path_is_a_file_or_missing(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     check(["report", str(tmp_path / "f")], f"{tmp_path / 'f'}: is a file")
     check(["report", str(tmp_path / "nope")], f"{tmp_path / 'nope'}: no such results directory")
+
+
+def test_results_trial_folder_missing_or_trials_a_file(results: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(results, run_dir)
+    shutil.rmtree(run_dir / "trials" / "t0000")
+    check(["report", str(run_dir)], "trials/t0000: missing; summary.json lists trial 't0000'")
+    shutil.rmtree(run_dir / "trials")
+    (run_dir / "trials").write_text("x")
+    check(["report", str(run_dir)], "/trials: is not a folder")
+    check(["export", str(run_dir)], "/trials: is not a folder")
+
+
+# Graph and face-tracker results folders: each entry is read by its workload's own model.
+GRAPH_NODES = ("path|scan_to_base", "topic|scan|lidar|filter", "topic|points|filter|base")
+
+
+def _graph_trial(run_dir: Path) -> None:
+    params = trial_params(trial="t0000", workload="graph", graph="/x/robot.yaml",
+                          subject="robot")  # fmt: skip
+    tables = []
+    for node in GRAPH_NODES:
+        sent = np.arange(1, 41, dtype=np.int64) * 50_000_000
+        cols = {"seq": np.arange(40), "t_intended": sent, "t_sent": sent,
+                "t_echoed": sent + 300_000, "t_received": np.zeros(40, np.int64)}  # fmt: skip
+        tables.append(store.records_table("t0000", node, "local", 64, cols))
+    table = pa.concat_tables(tables)
+    _write_one(run_dir, params, table, summarize_trial(table, params, TH))
+
+
+def _facetrack_trial(run_dir: Path) -> None:
+    from roboscale.records.models import NodeHeader
+
+    params = trial_params(trial="t0000", workload="facetrack", stack="runtime", workers=2,
+                          deque_len=5, dispatch="random")  # fmt: skip
+    sent = np.arange(1, 31, dtype=np.int64) * 100_000_000
+    cols = {"seq": np.arange(30), "t_intended": sent, "t_sent": sent,
+            "t_echoed": sent + 1_000_000, "t_received": sent + 2_000_000}  # fmt: skip
+    table = store.records_table("t0000", "tracker_runtime_t0000", "local", 76_812, cols)
+    figures = {"frames": 30, "frames_lost": 0, "frames_late": 0, "mean_jaccard": 0.6,
+               "latency_p50_ms": 2.0, "latency_p99_ms": 2.0, "latency_mean_ms": 2.0,
+               "pss_total_mb": 40.0, "pss_per_worker_mb": 20.0, "alive_workers": 2}  # fmt: skip
+    tracker = {"stack": "runtime", "summary": figures, "kills": [], "processes": [],
+               "counters": {}, "kill_at": 15, "jaccard": [0.6] * 30,
+               "tracking_error": [1.0] * 30, "worker": [0, 1] * 15}  # fmt: skip
+    times = {"cpu_user_s": 0.1, "cpu_sys_s": 0.1, "max_rss_kb": 1000}
+    node = NodeHeader.model_validate({"node": "tracker_runtime_t0000", "pid": 1, "usage": times,
+                                      "usage_ready": times, "facetrack": tracker})  # fmt: skip
+    _write_one(run_dir, params, table, summarize_trial(table, params, TH, [node]))
+
+
+def _write_one(run_dir: Path, params: dict[str, Any], table: pa.Table, entry: Any) -> None:
+    folder = ResultsFolder(run_dir)
+    run = {"format_version": 2, "spec_name": "w", "spec": "", "command": "x"}
+    folder.write_run(RunInfo.model_validate(run))
+    meta = {"format_version": 2, "params": params, "host": {"cores": 2}}
+    folder.write_trial("t0000", [table], TrialMetadata.model_validate(meta))
+    folder.add_entry(entry, TH.to_dict())
+
+
+def _graph_path(change: Callable[[dict[str, Any]], Any]) -> Callable[[Path], None]:
+    return _entry(lambda e: change(e["paths"][0]))
+
+
+WORKLOAD_RESULTS: list[tuple[str, Callable[[Path], None], Callable[[Path], None], str]] = [
+    ("graph-no-paths", _graph_trial, _entry(lambda e: e.pop("paths")),
+     "trials[0].paths: required field is missing"),
+    ("graph-topics-mapping", _graph_trial, _entry(lambda e: e.update(topics={})),
+     "trials[0].topics: Input should be a valid list"),
+    ("graph-path-step-list", _graph_trial, _graph_path(lambda p: p.update(path=["a", "b"])),
+     "trials[0].paths[0].path: Input should be a valid string"),
+    ("graph-followed-negative", _graph_trial, _graph_path(lambda p: p.update(followed=-3)),
+     "trials[0].paths[0].followed: Input should be greater than or equal to 0"),
+    ("graph-e2e-text", _graph_trial, _entry(lambda e: e["e2e_us"].update(p50="fast")),
+     "trials[0].e2e_us.p50: Input should be a valid number"),
+    ("graph-topic-rate-text", _graph_trial,
+     _entry(lambda e: e["topics"][0].update(rate_hz="10 Hz")),
+     "trials[0].topics[0].rate_hz: Input should be a valid number"),
+    ("facetrack-missing", _facetrack_trial, _entry(lambda e: e.pop("facetrack")),
+     "trials[0].facetrack: required field is missing"),
+    ("facetrack-summary-list", _facetrack_trial,
+     _entry(lambda e: e["facetrack"].update(summary=[1])),
+     "trials[0].facetrack.summary: Input should be a valid dictionary"),
+    ("facetrack-lost-text", _facetrack_trial,
+     _entry(lambda e: e["facetrack"]["summary"].update(frames_lost="none")),
+     "trials[0].facetrack.summary.frames_lost: Input should be a valid integer"),
+    ("facetrack-kills-mapping", _facetrack_trial,
+     _entry(lambda e: e["facetrack"].update(kills={"worker": 1})),
+     "trials[0].facetrack.kills: Input should be a valid list"),
+    ("facetrack-jaccard-text", _facetrack_trial,
+     _entry(lambda e: e["facetrack"].update(jaccard=["good"])),
+     "trials[0].facetrack.jaccard[0]: Input should be a valid number"),
+    ("facetrack-in-an-echo-entry", _facetrack_trial, _entry(lambda e: e.update(workload="echo")),
+     "trials[0]: Value error, 'facetrack' is not a field of workload 'echo'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("make", "damage", "expected"), [c[1:] for c in WORKLOAD_RESULTS],
+                         ids=[c[0] for c in WORKLOAD_RESULTS])  # fmt: skip
+def test_workload_results_folder(
+    tmp_path: Path,
+    make: Callable[[Path], None],
+    damage: Callable[[Path], None],
+    expected: str,
+) -> None:
+    run_dir = tmp_path / "run"
+    make(run_dir)
+    code, err = run(["report", str(run_dir)])
+    assert code == 0, err  # undamaged, it renders
+    damage(run_dir)
+    check(["report", str(run_dir)], "summary.json", expected)
+    check(["export", str(run_dir)], "summary.json", expected)
 
 
 # -- capacity model files -------------------------------------------------------------------
@@ -444,13 +560,13 @@ def files(tmp_path: Path) -> Iterator[dict[str, str]]:
     (tmp_path / "file").write_text("x")
     other = tmp_path / "other"
     other.mkdir()
-    store.write_json(other / "run.json", {"format_version": 1, "spec_name": "x", "spec": "y"})
+    safewrite.write_json(other / "run.json", {"format_version": 1, "spec_name": "x", "spec": "y"})
     same = tmp_path / "same"
     same.mkdir()
-    store.write_json(
+    safewrite.write_json(
         same / "run.json", {"format_version": 1, "spec_name": "good", "spec": GOOD_SPEC}
     )
-    store.write_json(same / "summary.json", {"format_version": 1, "trials": []})
+    safewrite.write_json(same / "summary.json", {"format_version": 1, "trials": []})
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("mine")
     yield {"spec": str(spec), "launch": str(launch), "tmp": str(tmp_path), "model": str(BASE_MODEL)}

@@ -82,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
         help="--out holds an unfinished run of this spec: keep its finished trials, run the rest",
     )
     b.add_argument(
+        "--replace",
+        action="store_true",
+        help="--out holds results of this very spec: remove them and run every trial again "
+        "(never another experiment's folder, nor files a run did not write)",
+    )
+    b.add_argument(
         "--yes",
         action="store_true",
         help=f"run a sweep above {LARGE_TRIALS:,} trials or {LARGE_HOURS:g} h without asking",
@@ -94,11 +100,27 @@ def _parser() -> argparse.ArgumentParser:
         "one MCAP file for Foxglove or `ros2 bag`",
     )
     b.add_argument("--quick", action="store_true", help="apply the spec's quick: overrides")
-    b.add_argument("--dry-run", action="store_true", help="print the planned trials and exit")
+    b.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the planned trials, marking those that would be refused and why, and exit",
+    )
+    b.add_argument(
+        "--fail-on",
+        type=_fail_on,
+        default=(),
+        metavar="unsustained|failed",
+        help="exit 1 when a trial was not sustained (failed ones included) or failed, for CI "
+        "jobs; both: --fail-on unsustained,failed",
+    )
 
     r = sub.add_parser("report", help="render report.html and summary.md from a results folder")
     r.add_argument("results", type=path, help="a results folder written by `roboscale bench`")
 
+    from roboscale.results import compare, export
+
+    compare.add_parser(sub)
+    export.add_parser(sub)
     sub.add_parser("backends", help="list backends, whether each is installed, and versions")
     sub.add_parser("stacks", help="list face-tracker stacks, whether each is installed, versions")
     from roboscale.capacity.cli import add_parser as add_capacity
@@ -115,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_bench(args: argparse.Namespace, console: Console) -> int:
-    from roboscale.analysis.report import render_report
+    from roboscale.analysis.report import render
     from roboscale.lab.runner import estimate_s, run_sweep
     from roboscale.spec.loader import load_spec, profiles_path
     from roboscale.spec.planner import count_trials, plan, rate_samples
@@ -138,10 +160,7 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     if args.record is not None:
         _check_record(args.record, spec.replay)
     if args.dry_run:
-        for t in trials:
-            msgs = f"{t.messages} msgs + {t.warmup} warm-up"
-            console.print(f"  {t.trial}  {msgs}, ~{estimate_s(t):.1f} s")
-        return 0
+        return _dry_run(trials, console)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.out or Path("results") / f"{spec.name}-{stamp}"
     command = shlex.join(["roboscale", *sys.argv[1:]])
@@ -151,13 +170,19 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
         captures = Path(tempfile.mkdtemp(prefix="roboscale-record-"))  # private: mode 0700
         trials = [replace(t, record=str(captures)) for t in trials]
     try:
-        outcome = run_sweep(spec, trials, out, text, command, console, resume=args.resume)
+        if args.resume and args.replace:
+            raise UserError("--resume keeps earlier trials, --replace removes them: choose one")
+        outcome = run_sweep(
+            spec, trials, out, text, command, console, resume=args.resume, replace=args.replace
+        )
         if captures is not None and spec.replay is not None:
             _write_recording(args.record, captures, spec.replay, console)
     finally:
         if captures is not None:
             shutil.rmtree(captures, ignore_errors=True)
-    html, md = render_report(outcome.run_dir)
+    html, md, headline = render(outcome.run_dir)
+    for line in headline.lines():  # the answer first (no markup: intervals use brackets)
+        console.print(line, markup=False, highlight=False)
     if outcome.interrupted:
         console.print(
             f"[yellow]interrupted: {outcome.trials} of {len(trials)} trials kept[/yellow]"
@@ -165,7 +190,59 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     if outcome.failed:
         console.print(f"[red]{outcome.failed} trial(s) failed; see summary.md[/red]")
     console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
-    return 130 if outcome.interrupted else (1 if outcome.failed == len(trials) else 0)
+    if outcome.interrupted:
+        return 130
+    gate = _gate(outcome.run_dir, args.fail_on, console)
+    return 1 if outcome.failed == len(trials) or gate else 0
+
+
+FAIL_ON = ("unsustained", "failed")
+
+
+def _fail_on(text: str) -> tuple[str, ...]:
+    chosen = tuple(w.strip() for w in text.split(",") if w.strip())
+    for word in chosen:
+        if word not in FAIL_ON:
+            raise argparse.ArgumentTypeError(f"{word!r}; allowed: {', '.join(FAIL_ON)}")
+    return chosen
+
+
+def _gate(run_dir: Path, fail_on: tuple[str, ...], console: Console) -> bool:
+    """Whether --fail-on fails the run: the trials that were not sustained or failed."""
+    from roboscale.records.folder import ResultsFolder
+    from roboscale.records.models import FailedEntry
+
+    if not fail_on:
+        return False
+    entries = ResultsFolder(run_dir).summary().trials
+    failed = [e.trial for e in entries if isinstance(e, FailedEntry)]
+    held = [e.trial for e in entries if not isinstance(e, FailedEntry) and not e.sustained]
+    bad = (failed if "failed" in fail_on or "unsustained" in fail_on else []) + (
+        held if "unsustained" in fail_on else []
+    )
+    if bad:
+        console.print(f"[red]--fail-on {','.join(fail_on)}: {len(bad)} trial(s): "
+                      f"{escape(', '.join(sorted(bad)))}[/red]")  # fmt: skip
+    return bool(bad)
+
+
+def _dry_run(trials: list[Any], console: Console) -> int:
+    """The planned trials; those that would be refused are marked, with the reason."""
+    from roboscale.lab.runner import estimate_s, refusals
+
+    refused = refusals(trials)
+    for t in trials:
+        msgs = f"{t.messages} msgs + {t.warmup} warm-up"
+        line = f"  {escape(t.trial)}  {msgs}, ~{estimate_s(t):.1f} s"
+        if t.trial in refused:
+            line += f"  [yellow]would be refused: {escape(refused[t.trial])}[/yellow]"
+        console.print(line)
+    if refused:
+        console.print(
+            f"[yellow]{len(refused)} of {len(trials)} trials would be refused; `roboscale "
+            "bench` refuses the whole sweep until they can run[/yellow]"
+        )
+    return 0
 
 
 def _check_record(record: Path, replay: str | None) -> None:
@@ -243,9 +320,11 @@ def _check_names(names: list[str]) -> None:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from roboscale.analysis.report import render_report
+    from roboscale.analysis.report import render
 
-    html, md = render_report(args.results)
+    html, md, headline = render(args.results)
+    for line in headline.lines():
+        console.print(line, markup=False, highlight=False)
     console.print(f"[bold]report:[/bold] {html}\n[bold]summary:[/bold] {md}")
     return 0
 
@@ -258,9 +337,9 @@ def cmd_stacks(args: argparse.Namespace, console: Console) -> int:
         stack = get_stack(name)
         try:
             stack.check()
-            table.add_row(name, "[green]yes[/green]", f"{stack.summary}; {stack.version()}")
+            table.add_row(name, "[green]yes[/green]", escape(f"{stack.summary}; {stack.version()}"))
         except UserError as e:
-            table.add_row(name, "[red]no[/red]", str(e))
+            table.add_row(name, "[red]no[/red]", escape(str(e)))
     console.print(table)
     return 0
 
@@ -273,11 +352,23 @@ def cmd_backends(args: argparse.Namespace, console: Console) -> int:
         backend = get_backend(name)
         try:
             backend.check()
-            table.add_row(name, "[green]yes[/green]", backend.version())
+            table.add_row(name, "[green]yes[/green]", escape(backend.version()))
         except UserError as e:
-            table.add_row(name, "[red]no[/red]", str(e))
+            table.add_row(name, "[red]no[/red]", escape(str(e)))
     console.print(table)
     return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.results.compare import main as compare_main
+
+    return compare_main(args, console)
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    from roboscale.results.export import main as export_main
+
+    return export_main(args, console)
 
 
 def cmd_hosts(args: argparse.Namespace, console: Console) -> int:
@@ -301,6 +392,8 @@ def cmd_capacity(args: argparse.Namespace, console: Console) -> int:
 COMMANDS = {
     "bench": cmd_bench,
     "report": cmd_report,
+    "compare": cmd_compare,
+    "export": cmd_export,
     "backends": cmd_backends,
     "stacks": cmd_stacks,
     "capacity": cmd_capacity,

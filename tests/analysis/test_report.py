@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.conftest import trial_params
+from tests.conftest import add_entry, trial_params, write_run, write_trial
 
 from roboscale.analysis.report import render_report
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
 from roboscale.errors import UserError
-from roboscale.records.store import append_summary, records_table, write_json, write_trial
+from roboscale.records.store import records_table
+from roboscale.safewrite import write_json
 
 TH = Thresholds()
 
@@ -28,7 +29,7 @@ def make_run(
     """A results folder; `scale` lists (hosts, pairs) configurations of each series."""
     run_dir.mkdir(parents=True)
     run = {"format_version": 1, "spec_name": "unit", "command": "roboscale bench x.yaml"}
-    write_json(run_dir / "run.json", {**run, "backends": dict.fromkeys(backends, "v1")})
+    write_run(run_dir, **run, backends=dict.fromkeys(backends, "v1"))
     rng = np.random.default_rng(1)
     trials = []
     for backend in backends:
@@ -45,9 +46,8 @@ def make_run(
                 cols = {"seq": np.arange(n), "t_intended": sent, "t_sent": sent,
                         "t_echoed": sent + rtt // 2, "t_received": sent + rtt}  # fmt: skip
                 table = records_table(trial, "sender_0", "local", size, cols)
-                meta = {"format_version": 1, "params": params, "host": {}}
-                write_trial(run_dir, trial, [table], meta)
-                append_summary(run_dir, summarize_trial(table, params, TH), TH.to_dict())
+                write_trial(run_dir, trial, [table], params)
+                add_entry(run_dir, summarize_trial(table, params, TH), TH.to_dict())
                 trials.append(trial)
     return trials
 
@@ -56,11 +56,15 @@ def test_report_has_plots_tables_and_comparison(tmp_path: Path) -> None:
     make_run(tmp_path / "run")
     html, md = render_report(tmp_path / "run")
     page = html.read_text()
-    assert len(re.findall(r"src='data:image/png;base64,", page)) == 4
+    # Interactive figures, plotly.js once; no matplotlib picture left for echo.
+    assert page.count("class='fig'") == 5 and "src='data:image/png" not in page
+    assert page.count("Plotly.newPlot") == 1 and page.count("plotly.js v") == 1
     assert "Backends side by side" in page and "Percentiles per trial" in page
-    assert "http://" not in page and "https://" not in page  # opens offline
+    assert re.search(r"src=['\"]https?://", page) is None  # nothing fetched: opens offline
+    assert page.index("id='headline'") < page.index("id='toc'") < page.index("Backends side")
     text = md.read_text()
-    assert "| local | text | 10 | 1 |" in text and "ros1 p50 µs" in text
+    assert text.index("## Headline") < text.index("## This run")
+    assert "| local | text | 10 | 1 |" in text and "ros1 p50 µs [95 %]" in text
     assert TH.describe() in text
 
 
@@ -89,7 +93,8 @@ def test_failed_trial_is_listed(tmp_path: Path) -> None:
     make_run(run_dir, backends=("zenoh",))
     failed = trial_params(trial="t9999-zenoh", backend="zenoh", rate_hz=5.0,
                           error="echoer_0: no READY")  # fmt: skip
-    append_summary(run_dir, {**failed, "sustained": False}, TH.to_dict())
+    write_trial(run_dir, failed["trial"], [], failed)  # the lab keeps a failed trial's folder
+    add_entry(run_dir, {**failed, "sustained": False}, TH.to_dict())
     html, md = render_report(run_dir)
     assert "echoer_0: no READY" in html.read_text() and "Failed trials" in md.read_text()
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from tests.conftest import trial_params
 
 from roboscale.analysis.stats import (
     Z80,
     achieved_rate_hz,
     distribution,
-    quarter_medians,
     rtt_by_id,
     summarize_trial,
 )
@@ -42,14 +43,15 @@ def table(rtt_us: list[float | None], period_ns: int = 10 * MS, node: str = "s0"
     return records_table("t", node, "local", 11, cols)
 
 
-def params(rate: float = 100.0) -> dict[str, object]:
-    return {"trial": "t", "backend": "zenoh", "rate_hz": rate, "payload": "text", "pairs": 1}
+def params(rate: float = 100.0) -> dict[str, Any]:
+    return trial_params(trial="t", backend="zenoh", rate_hz=rate, payload="text", pairs=1)
 
 
 def test_distribution_by_hand() -> None:
     d = distribution(np.array([100.0, 200.0, 300.0, 400.0, np.nan]))
     assert d["p50"] == 250.0  # linear interpolation between 200 and 300
-    assert d["p90"] == pytest.approx(370.0)  # 300 + 0.7 * 100
+    assert d["p90"] is None and d["p99"] is None  # four messages support only the median
+    assert d["n"] == 4
     assert d["max"] == 400.0 and d["mean"] == 250.0
     std = math.sqrt((150**2 + 50**2 + 50**2 + 150**2) / 3)
     assert d["std"] == pytest.approx(std)
@@ -58,7 +60,17 @@ def test_distribution_by_hand() -> None:
 
 
 def test_distribution_of_nothing_is_all_none() -> None:
-    assert set(distribution(np.array([np.nan])).values()) == {None}
+    d = distribution(np.array([np.nan]))
+    assert d.pop("n") == 0 and set(d.values()) == {None}
+
+
+def test_percentiles_only_where_the_sample_supports_them() -> None:
+    values = np.arange(1.0, 1001.0)
+    assert distribution(values[:99])["p99"] is None
+    d = distribution(values[:100])
+    assert d["p99"] == pytest.approx(99.01) and d["p999"] is None
+    assert d["p99_low"] is not None and d["p99_low"] <= d["p99"] <= d["p99_high"]
+    assert distribution(values)["p999"] == pytest.approx(999.001)
 
 
 def test_achieved_rate() -> None:
@@ -67,43 +79,44 @@ def test_achieved_rate() -> None:
     assert achieved_rate_hz(np.array([5.0])) is None
 
 
-def test_quarter_medians_skip_lost() -> None:
-    rtt = np.array([1.0, 3.0, np.nan, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0])
-    assert quarter_medians(rtt) == (2.0, 55.0)  # 8 received: quarters of 2
-    assert quarter_medians(np.array([1.0, 2.0, 3.0])) == (None, None)
+def ok(entry: dict[str, object], rule: str) -> bool:
+    rules = entry["verdict"]["rules"]  # type: ignore[index]
+    return bool(next(r for r in rules if r["rule"] == rule)["ok"])
 
 
 def test_summary_counts_loss_and_judges() -> None:
     rtt: list[float | None] = [100.0] * 96 + [None] * 4
-    e = summarize_trial(table(rtt), params(), Thresholds())
+    e = summarize_trial(table(rtt), params(), Thresholds()).to_dict()
     assert (e["sent"], e["received"], e["lost"]) == (100, 96, 4)
     assert e["loss"] == pytest.approx(0.04)
     assert e["achieved_rate_hz"] == pytest.approx(100.0)
     assert e["rtt_us"]["p50"] == pytest.approx(100.0)
     assert e["one_way_us"]["p50"] == pytest.approx(50.0)
     assert e["send_lag_us"]["max"] == pytest.approx(1.0)
-    assert not e["sustained"] and not e["verdict"]["loss_ok"] and e["verdict"]["rate_ok"]
+    assert not e["sustained"] and not ok(e, "loss") and ok(e, "rate")
     assert e["thresholds"] == Thresholds().to_dict()
 
 
 def test_summary_growth_fails_the_verdict() -> None:
     rtt: list[float | None] = [float(100 + 50 * i) for i in range(100)]
-    e = summarize_trial(table(rtt), params(), Thresholds())
-    assert not e["verdict"]["growth_ok"] and e["verdict"]["loss_ok"]
+    e = summarize_trial(table(rtt), params(), Thresholds()).to_dict()
+    assert not ok(e, "growth") and ok(e, "loss")
     assert not e["sustained"]
 
 
 def test_summary_slow_sender_fails_the_rate() -> None:
-    e = summarize_trial(table([100.0] * 50, period_ns=20 * MS), params(100.0), Thresholds())
+    e = summarize_trial(
+        table([100.0] * 50, period_ns=20 * MS), params(100.0), Thresholds()
+    ).to_dict()
     assert e["achieved_rate_hz"] == pytest.approx(50.0)
-    assert not e["verdict"]["rate_ok"] and not e["sustained"]
+    assert not ok(e, "rate") and not e["sustained"]
 
 
 def test_rate_verdict_uses_the_slowest_sender() -> None:
     both = pa.concat_tables(
         [table([100.0] * 50, node="a"), table([100.0] * 50, period_ns=20 * MS, node="b")]
     )
-    e = summarize_trial(both, params(100.0), Thresholds())
+    e = summarize_trial(both, params(100.0), Thresholds()).to_dict()
     assert e["achieved_rate_hz"] == pytest.approx(75.0)
     assert e["achieved_rate_min_hz"] == pytest.approx(50.0)
     assert not e["sustained"]

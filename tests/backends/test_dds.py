@@ -212,7 +212,7 @@ def test_dds_fanout_across_emulated_hosts(tmp_path: Path, root: None, dds: None)
     from roboscale.env.cleanup import PREFIX
     from roboscale.env.netcmd import netns_names
     from roboscale.lab.runner import run_sweep
-    from roboscale.records.store import read_records
+    from roboscale.records.folder import ResultsFolder
     from roboscale.spec.loader import load_spec
     from roboscale.spec.planner import plan
 
@@ -225,7 +225,7 @@ def test_dds_fanout_across_emulated_hosts(tmp_path: Path, root: None, dds: None)
     (entry,) = json.loads((out / "summary.json").read_text())["trials"]
     assert entry["backend"] == "dds" and entry["workload"] == "fanout"
     assert entry["sent"] == entry["received"] == 100 and entry["lost"] == 0
-    records = read_records(out, entry["trial"]).to_pydict()
+    records = ResultsFolder(out).records(entry["trial"]).to_pydict()
     assert sorted(set(records["host"])) == ["h1", "h2"]  # the listeners' hosts
     meta = json.loads((out / "trials" / entry["trial"] / "metadata.json").read_text())
     assert meta["env"]["link_profile"]["name"] == "ethernet"

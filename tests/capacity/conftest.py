@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import distribution, trial_params
 
 from roboscale.capacity.data import Observation
-from roboscale.records.store import write_json
+from roboscale.safewrite import write_json
 
 
 @dataclass(frozen=True)

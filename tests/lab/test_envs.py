@@ -13,7 +13,7 @@ from roboscale.env.cleanup import PREFIX
 from roboscale.env.netcmd import netns_names
 from roboscale.errors import UserError
 from roboscale.lab.runner import run_sweep
-from roboscale.records.store import read_records
+from roboscale.records.folder import ResultsFolder
 from roboscale.spec.loader import load_spec
 from roboscale.spec.planner import plan
 
@@ -55,7 +55,7 @@ def test_echo_across_three_wifi_hosts(tmp_path: Path, root: None, ros1: None, ze
         # Two hops of the wifi profile's 2 ms delay each way: the RTT cannot be below 8 ms
         # of added delay minus jitter (4 x 1 ms).
         assert e["rtt_us"]["p50"] > 4000
-        records = read_records(out, e["trial"]).to_pydict()
+        records = ResultsFolder(out).records(e["trial"]).to_pydict()
         assert set(records["host"]) == {"h0"}  # one sender host of three: h0; echoers h1, h2
         meta = json.loads((out / "trials" / e["trial"] / "metadata.json").read_text())
         assert meta["env"]["link_profile"]["name"] == "wifi"

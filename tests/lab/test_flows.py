@@ -73,7 +73,7 @@ def check_fanout(t: TrialPlan, table: pa.Table) -> None:
         assert all(r is not None and r > e for r, e in zip(received, echoed, strict=True))
     else:
         assert received == [None] * len(received)
-    entry = summarize_trial(table, t.params(), Thresholds())
+    entry = summarize_trial(table, t.params(), Thresholds()).to_dict()
     assert (entry["sent"], entry["received"], entry["lost"]) == (MESSAGES, MESSAGES, 0)
 
 
@@ -85,7 +85,7 @@ def check_chain(t: TrialPlan, table: pa.Table) -> None:
     for got in per_node.values():  # each hop after the one before it
         assert np.all(got > previous)
         previous = got
-    entry = summarize_trial(table, t.params(), Thresholds())
+    entry = summarize_trial(table, t.params(), Thresholds()).to_dict()
     assert entry["received"] == MESSAGES
     assert [h["node"] for h in entry["per_node"]] == list(per_node)
 

@@ -9,7 +9,7 @@ from tests.conftest import distribution
 
 from roboscale.errors import UserError
 from roboscale.lab.outdir import claim
-from roboscale.records.store import write_json
+from roboscale.safewrite import write_json
 from roboscale.spec.loader import load_spec
 from roboscale.spec.planner import TrialPlan, plan
 
@@ -75,3 +75,30 @@ def test_files_that_are_no_results_are_refused(tmp_path: Path) -> None:
         claim(tmp_path, "exp", TEXT, [], resume=True)
     with pytest.raises(UserError, match="is a file; --out names a results folder"):
         claim(tmp_path / "notes.txt", "exp", TEXT, [], resume=False)
+
+
+def test_replace_removes_only_a_runs_own_results_of_the_same_spec(tmp_path: Path) -> None:
+    planned = trials(tmp_path)
+    out = results(tmp_path / "r", "exp", TEXT, [measured(planned[0].params())])
+    (out / "trials" / planned[0].trial).mkdir(parents=True)
+    (out / "report.html").write_text("old")
+    (out / ".summary.json.abc.part").write_text("")  # a write cut short
+    assert claim(out, "exp", TEXT, planned, resume=False, replace=True) == set()
+    assert list(out.iterdir()) == []
+
+
+def test_replace_never_removes_anything_else(tmp_path: Path) -> None:
+    planned = trials(tmp_path)
+    other = results(tmp_path / "other", "another", "name: another\n", [])
+    with pytest.raises(UserError, match="holds results of experiment 'another'"):
+        claim(other, "exp", TEXT, planned, resume=False, replace=True)
+    assert (other / "run.json").exists()
+    mine = results(tmp_path / "mine", "exp", TEXT, [])
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"holds notes.txt, which no roboscale run wrote"):
+        claim(mine, "exp", TEXT, planned, resume=False, replace=True)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "run.json", "summary.json"]
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "a.txt").write_text("x")
+    with pytest.raises(UserError, match="holds no roboscale results"):
+        claim(tmp_path / "files", "exp", TEXT, planned, resume=False, replace=True)

@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.figure import Figure
+from plotly import graph_objects as go
+from plotly.subplots import make_subplots
 
+from roboscale.analysis.interactive import _layout
 from roboscale.analysis.plots import COLORS
 from roboscale.analysis.tables import Table
 from roboscale.workloads.base import Entry, FigureSpec, TableSpec
@@ -53,74 +55,87 @@ def _series(
     return out
 
 
-def _line_figure(entries: Sequence[Entry], x: str, y: Callable[[Entry], float | None],
-                 labels: tuple[str, str, str], log_x: bool = False) -> Figure | None:  # fmt: skip
+def _line_figure(
+    entries: Sequence[Entry],
+    x: str,
+    y: Callable[[Entry], float | None],
+    labels: tuple[str, str, str],
+    log_x: bool = False,
+) -> go.Figure | None:
     calm = [e for e in measured(entries) if e["kills"] == 0]
     if len({e[x] for e in calm}) < 2:
         return None
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
-    ax = fig.subplots()
+    fig = go.Figure()
     for i, (stack, (xs, ys)) in enumerate(_series(calm, x, y).items()):
-        ax.plot(xs, ys, "o-", color=COLORS[i % len(COLORS)], label=stack)
-    ax.set(xlabel=labels[0], ylabel=labels[1], title=labels[2])
-    if log_x:
-        ax.set_xscale("log")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return fig
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=stack,
+                                 line={"color": COLORS[i % len(COLORS)]}))  # fmt: skip
+    fig.update_xaxes(title=labels[0], type="log" if log_x else "linear")
+    fig.update_yaxes(title=labels[1], rangemode="tozero")
+    return _layout(fig, labels[2])
 
 
-def quality_vs_deque(entries: Sequence[Entry]) -> Figure | None:
+def quality_vs_deque(entries: Sequence[Entry]) -> go.Figure | None:
     fig = _line_figure(entries, "deque_len", lambda e: figure(e, "mean_jaccard"),
                        ("aggregator deque length", "mean Jaccard", "Face quality by deque "
                         "length (paper Table 4)"))  # fmt: skip
     if fig is not None:
-        ax = fig.axes[0]
         for name, points in PAPER_QUALITY.items():
             xs = sorted(points)
-            ax.plot(xs, [points[v] for v in xs], "x--", color="grey", alpha=0.7, label=name)
-        ax.legend(fontsize=8)
+            fig.add_trace(go.Scatter(x=xs, y=[points[v] for v in xs], mode="lines+markers",
+                                     name=name, line={"color": "grey", "dash": "dash"},
+                                     marker={"symbol": "x"}))  # fmt: skip
+        fig.update_yaxes(range=[0, 1])
     return fig
 
 
-def latency_vs_workers(entries: Sequence[Entry]) -> Figure | None:
+def latency_vs_workers(entries: Sequence[Entry]) -> go.Figure | None:
     return _line_figure(entries, "workers", lambda e: figure(e, "latency_mean_ms"),
                         ("workers", "capture to command, mean (ms)",
                          "Latency by workers (paper Figure 5: about 37 ms up to 9)"),
                         log_x=True)  # fmt: skip
 
 
-def memory_vs_workers(entries: Sequence[Entry]) -> Figure | None:
+def memory_vs_workers(entries: Sequence[Entry]) -> go.Figure | None:
     return _line_figure(entries, "workers", lambda e: figure(e, "pss_total_mb"),
                         ("workers", "PSS of the stack's processes (MB)",
                          "Memory by workers (paper Table 3: ROS 2,564 MB, Erlang 1,300 MB "
                          "at 50)"), log_x=True)  # fmt: skip
 
 
-def quality_after_kills(entries: Sequence[Entry]) -> Figure | None:
+def quality_after_kills(entries: Sequence[Entry]) -> go.Figure | None:
     """Per-frame Jaccard (rolling mean) of each kill trial, one panel per kill count; the
     dotted line is the kill (paper Figures 6-10)."""
     chaos = [e for e in measured(entries) if e["kills"] > 0]
     if not chaos:
         return None
     counts = sorted({e["kills"] for e in chaos})
-    fig = Figure(figsize=(7, 2.6 * len(counts)), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(len(counts), 1, sharex=True))
+    fig = make_subplots(rows=len(counts), cols=1, shared_xaxes=True,
+                        subplot_titles=[f"{c} workers killed at once" for c in counts])  # fmt: skip
     keys = sorted({(e["stack"], e["kill_method"]) for e in chaos})
-    for ax, count in zip(axes, counts, strict=True):
+    for row, count in enumerate(counts, start=1):
         for i, key in enumerate(keys):
             runs = [e for e in chaos if (e["stack"], e["kill_method"]) == key
                     and e["kills"] == count]  # fmt: skip
             if not runs:
                 continue
-            ax.plot(_rolling(runs[0]["facetrack"]["jaccard"]), color=COLORS[i % len(COLORS)],
-                    label=f"{key[0]} {key[1]}")  # fmt: skip
-            ax.axvline(runs[0]["facetrack"]["kill_at"], color="purple", linestyle=":")
-        ax.set(ylabel="Jaccard", ylim=(0, 1), title=f"{count} workers killed at once")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
-    axes[-1].set_xlabel("frame")
-    return fig
+            fig.add_trace(
+                go.Scatter(
+                    y=_rolling(runs[0]["facetrack"]["jaccard"]),
+                    mode="lines",
+                    name=f"{key[0]} {key[1]}",
+                    legendgroup=f"{key}",
+                    showlegend=row == 1,
+                    line={"color": COLORS[i % len(COLORS)]},
+                ),
+                row=row,
+                col=1,
+            )
+            fig.add_vline(x=runs[0]["facetrack"]["kill_at"], line={"color": "purple",
+                          "dash": "dot"}, row=row, col=1)  # fmt: skip
+        fig.update_yaxes(title="Jaccard", range=[0, 1], row=row, col=1)
+    fig.update_xaxes(title="frame", row=len(counts), col=1)
+    return _layout(fig, "Face quality after kills (rolling mean of 5 frames)",
+                   height=120 + 220 * len(counts))  # fmt: skip
 
 
 def _rolling(values: Sequence[float | None]) -> list[float]:
@@ -133,19 +148,19 @@ def _rolling(values: Sequence[float | None]) -> list[float]:
     return out
 
 
-def restart_times(entries: Sequence[Entry]) -> Figure | None:
+def restart_times(entries: Sequence[Entry]) -> go.Figure | None:
     rows = restart_rows(entries)
     if not rows:
         return None
-    fig = Figure(figsize=(7, 0.5 + 0.4 * len(rows)), layout="constrained")
-    ax = fig.subplots()
     names = [r[0] for r in rows]
-    ax.barh(names, [r[1] for r in rows], color=[COLORS[0] if "paper" not in n else "grey"
-                                               for n in names])  # fmt: skip
-    ax.set(xscale="log", xlabel="restart, kill to the new worker started / ready (ms, p50)",
-           title="Restart time (paper Table 5)")  # fmt: skip
-    ax.grid(alpha=0.3, axis="x")
-    return fig
+    fig = go.Figure(go.Bar(
+        x=[r[1] for r in rows], y=names, orientation="h", showlegend=False,
+        marker={"color": [COLORS[0] if "paper" not in n else "grey" for n in names]},
+        hovertemplate="%{y}: %{x:.4g} ms<extra></extra>",
+    ))  # fmt: skip
+    fig.update_xaxes(type="log", title="restart, kill to the new worker started / ready "
+                     "(ms, p50, log)")  # fmt: skip
+    return _layout(fig, "Restart time (paper Table 5)", height=120 + 26 * len(rows))
 
 
 def restart_rows(entries: Sequence[Entry]) -> list[tuple[str, float]]:

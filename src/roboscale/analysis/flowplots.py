@@ -24,8 +24,8 @@ from roboscale.analysis.plots import (
 )
 from roboscale.analysis.stats import FloatArray, distribution
 from roboscale.analysis.tables import env_label
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 Panel = tuple[str, str, float, str]  # backend, workload, rate, environment
 Pooled = dict[Panel, dict[str, dict[int, FloatArray]]]  # panel -> series -> size -> values
 
@@ -136,3 +136,33 @@ def flow_means(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     return fig
+
+
+def flow_boxes_interactive(entries: Sequence[Entry], records_of: RecordsOf) -> Any:
+    """Per panel (backend, workload, rate, environment): a box per series (listener count,
+    ping mode, hop, end to end) at each payload size; quartiles, whiskers p1 to p99."""
+    from plotly import graph_objects as go
+
+    from roboscale.analysis.interactive import _layout
+
+    data = pooled(entries, records_of)
+    if not data:
+        return None
+    fig = go.Figure()
+    for p, panel in enumerate(sorted(data)[:MAX_PANELS]):
+        lines = data[panel]
+        for i, label in enumerate(sorted(lines, key=_order)):
+            sizes = [s for s in _sizes(lines) if s in lines[label] and lines[label][s].size]
+            if not sizes:
+                continue
+            st = np.array([np.percentile(lines[label][s], [1, 25, 50, 75, 99]) for s in sizes])
+            fig.add_trace(go.Box(
+                x=[f"{_size_label(s)}" for s in sizes], lowerfence=st[:, 0], q1=st[:, 1],
+                median=st[:, 2], q3=st[:, 3], upperfence=st[:, 4], boxpoints=False,
+                name=f"{_title(panel)}: {label}", legendgroup=_title(panel),
+                marker={"color": COLORS[(p * 3 + i) % len(COLORS)]},
+            ))  # fmt: skip
+    fig.update_layout(boxmode="group")
+    fig.update_yaxes(type="log", title="latency (µs, log)")
+    fig.update_xaxes(title="payload size")
+    return _layout(fig, "One-way latency by payload size (quartiles; whiskers p1 to p99)")

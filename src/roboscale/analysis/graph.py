@@ -27,19 +27,18 @@ from roboscale.analysis.stats import (
     column,
     distribution,
     loss_of,
-    quarter_medians,
     trial_entry,
 )
-from roboscale.analysis.tables import us
-from roboscale.analysis.verdict import Thresholds, judge
+from roboscale.analysis.tables import pct, us
+from roboscale.analysis.verdict import Thresholds, Trace, judge, period_of
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.graphfile import Graph, GraphPath
 from roboscale.spec.planner import TrialPlan
+from roboscale.workloads.base import Entry
 
 ID_SLOTS = 64  # workloads/graph.py packs ids as seq * ID_SLOTS + publisher
 ARRIVAL, SENT, LINEAGE = 0, 1, 2
-Entry = dict[str, Any]
 
 
 @dataclass
@@ -180,6 +179,7 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
             paths.append({"path": rest[0], "sources": part.num_rows,
                           "followed": int(np.count_nonzero(~np.isnan(lat))),
                           "e2e_us": distribution(lat), "_lat": lat,
+                          "_intended": column(part, "t_intended"),
                           "rate_hz": achieved_rate_hz(column(part, "t_sent"))})  # fmt: skip
             continue
         topic, publisher, subscriber = rest
@@ -192,16 +192,22 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
             "rate_hz": achieved_rate_hz(column(part, "t_sent")), "latency_us": distribution(lat),
         })  # fmt: skip
     head = paths[0]["_lat"] if paths else np.array([], dtype=float)
-    first, last = quarter_medians(head)
     headline = distribution(head)
-    verdict = judge(th, ratio, loss_of(sent, received), first, last, headline["p99"])
+    topic_rows = table.filter(pa.compute.starts_with(table.column("node"), "topic|"))
+    lag = (column(topic_rows, "t_sent") - column(topic_rows, "t_intended")) / 1e3
+    # The verdict judges deliveries (every hop), not the paths' end to end: a path through
+    # stages that work for 50 ms each takes longer than its period by design, while a hop
+    # slower than the period, or growing, is a queue. The period is the first path's
+    # source's (graph files set rates per node, not per trial).
+    period = period_of(paths[0]["_intended"], None) if paths else None
+    hops = _latency_us(topic_rows)
+    trace = Trace(column(topic_rows, "t_sent"), hops, lag, period, round_trip=False)
+    verdict = judge(th, trace, ratio, loss_of(sent, received))
     for p in paths:
-        del p["_lat"]
+        del p["_lat"], p["_intended"]
     # The log's "Hz achieved": the first path's source (0 without paths or messages).
     rate = (paths[0]["rate_hz"] if paths else None) or 0.0
     rates = [c["rate_hz"] for c in topics if c["rate_hz"] is not None]
-    topic_rows = table.filter(pa.compute.starts_with(table.column("node"), "topic|"))
-    lag = (column(topic_rows, "t_sent") - column(topic_rows, "t_intended")) / 1e3
     figures = {
         "e2e_us": headline,
         "one_way_us": headline,  # the results' common keys: one way = end to end here
@@ -222,13 +228,13 @@ def graph_entries(entries: Sequence[Entry]) -> list[Entry]:
 def path_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] | None:
     rows = [
         [e["trial"], e["backend"], Path(e["graph"]).stem, p["path"],
-         f"{p['followed']}/{p['sources']}", us(p["e2e_us"]["p50"]), us(p["e2e_us"]["p90"]),
-         us(p["e2e_us"]["p99"]), us(p["e2e_us"]["max"]), us(p["e2e_us"]["mean"])]
+         f"{p['followed']}/{p['sources']}", pct(p["e2e_us"], "p50"), pct(p["e2e_us"], "p90"),
+         pct(p["e2e_us"], "p99"), us(p["e2e_us"]["max"]), us(p["e2e_us"]["mean"])]
         for e in graph_entries(entries)
         for p in e["paths"]
     ]  # fmt: skip
-    head = ["trial", "backend", "graph", "path", "followed/sources", "end-to-end p50 µs",
-            "p90", "p99", "max", "mean"]  # fmt: skip
+    head = ["trial", "backend", "graph", "path", "followed/sources",
+            "end-to-end p50 µs [95 %]", "p90 µs", "p99 µs [95 %]", "max µs", "mean µs"]  # fmt: skip
     return (head, rows) if rows else None
 
 
@@ -236,10 +242,29 @@ def topic_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] |
     rows = [
         [e["trial"], e["backend"], c["topic"], c["publisher"], c["subscriber"],
          f"{c['arrived']}/{c['sent']}", "-" if c["rate_hz"] is None else f"{c['rate_hz']:.1f}",
-         us(c["latency_us"]["p50"]), us(c["latency_us"]["p99"])]
+         pct(c["latency_us"], "p50"), pct(c["latency_us"], "p99")]
         for e in graph_entries(entries)
         for c in e["topics"]
     ]  # fmt: skip
     head = ["trial", "backend", "topic", "publisher", "subscriber", "arrived/sent", "rate Hz",
-            "hop latency p50 µs", "p99"]  # fmt: skip
+            "hop latency p50 µs [95 %]", "p99 µs [95 %]"]  # fmt: skip
     return (head, rows) if rows else None
+
+
+def clock_jitter(table: pa.Table) -> dict[str, tuple[float, FloatArray]]:
+    """Publishers on a clock (paced sources and timers: their sends have deadlines of
+    their own), each with its period (s) and every send's lag behind its deadline (µs):
+    the reference system's jitter of a cyclic node against its period."""
+    out: dict[str, tuple[float, FloatArray]] = {}
+    for node, part in _groups(table).items():
+        kind, *rest = node.split("|")
+        if kind != "topic" or rest[1] in out:
+            continue
+        intended = np.unique(column(part, "t_intended"))
+        sent = np.unique(column(part, "t_sent"))
+        if intended.size < 3 or np.array_equal(intended, sent):
+            continue  # a relay or fusion sends when its input came: no clock of its own
+        period = float(np.median(np.diff(intended))) / 1e9
+        lag = (column(part, "t_sent") - column(part, "t_intended")) / 1e3
+        out[rest[1]] = (period, np.unique(lag[~np.isnan(lag)]))
+    return out

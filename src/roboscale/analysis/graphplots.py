@@ -25,8 +25,8 @@ from roboscale.analysis.graph import graph_entries, latencies_by_node
 from roboscale.analysis.plots import COLORS, MAX_PANELS, RecordsOf
 from roboscale.analysis.stats import FloatArray
 from roboscale.analysis.tables import env_label
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 ROW_INCHES = 0.32  # per box row: a label and a box per backend
 # Horizontal boxes: `orientation` from Matplotlib 3.10, `vert` (deprecated there) before.
 _MPL = tuple(int(part) for part in matplotlib.__version__.split(".")[:2])

@@ -23,10 +23,9 @@ from roboscale.analysis.stats import (
     column,
     distribution,
     loss_of,
-    quarter_medians,
     trial_entry,
 )
-from roboscale.analysis.verdict import Thresholds, judge
+from roboscale.analysis.verdict import Thresholds, Trace, judge, period_of
 from roboscale.workloads.base import workload_of
 
 
@@ -130,19 +129,22 @@ def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) ->
     received = int(np.count_nonzero(np.all(~np.isnan(flow.echoed), axis=0))) if sent else 0
     rate = achieved_rate_hz(flow.sent)
     ratio = rate / float(params["rate_hz"]) if rate is not None else 1.0
-    quarters = [quarter_medians(lat) for lat in flow.one_way_us]
-    firsts = [f for f, _ in quarters if f is not None]
-    lasts = [la for _, la in quarters if la is not None]
-    first = float(np.median(firsts)) if firsts else None
-    last = float(np.median(lasts)) if lasts else None
-    headline = distribution(primary_us(flow, relays))
-    verdict = judge(th, ratio, loss_of(sent, received), first, last, headline["p99"])
+    primary = primary_us(flow, relays)
+    headline = distribution(primary)
+    # Every listener's latency against its message's send time (a fanout's rows are
+    # listeners by messages; a chain's headline is its last hop's).
+    sent_each = np.broadcast_to(flow.sent, flow.one_way_us.shape)
+    times = sent_each[-1] if relays else sent_each.ravel()
+    lag = (flow.sent - flow.intended) / 1e3
+    period = period_of(flow.intended, float(params["rate_hz"]))
+    trace = Trace(times.astype(np.float64), primary, lag, period, round_trip=False)
+    verdict = judge(th, trace, ratio, loss_of(sent, received))
     figures = {
         "achieved_rate_hz": rate,
         "achieved_rate_min_hz": rate,
         "rtt_us": distribution(flow.rtt_us.ravel()),
         "one_way_us": headline,
-        "send_lag_us": distribution((flow.sent - flow.intended) / 1e3),
+        "send_lag_us": distribution(lag),
         "per_node": per_node(flow, relays),
     }
     return trial_entry(params, th, sent, received, verdict, figures)

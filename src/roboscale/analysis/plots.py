@@ -19,8 +19,8 @@ from matplotlib.ticker import ScalarFormatter
 
 from roboscale.analysis.stats import FloatArray, column, rtt_by_id
 from roboscale.analysis.tables import env_label
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 RecordsOf = Callable[[str], pa.Table | None]
 MAX_PANELS = 6
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b"]

@@ -1,20 +1,25 @@
-"""Per-trial statistics from the record table: counts, rates, RTT percentiles, CI80.
+"""Per-trial statistics from the record table: counts, rates, latency percentiles.
 
 Every figure is computed from the rows themselves: a lost message is a row with
-no `t_received`, so loss is counted, never inferred from what arrived.
+no `t_received`, so loss is counted, never inferred from what arrived. A percentile is
+stored only where the sample supports it (`uncertainty.min_samples`: p99 from 100
+messages, p99.9 from 1,000), with `n` beside it so a reader can say why one is missing;
+p50 and p99 carry their 95 % interval within the trial (`uncertainty.percentile`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from roboscale.analysis.verdict import Thresholds, Verdict, judge
+from roboscale.analysis.uncertainty import min_samples, percentile
+from roboscale.analysis.verdict import Thresholds, Trace, Verdict, judge, period_of
+from roboscale.records.models import NodeHeader, SummaryEntry, TrialParams
 from roboscale.workloads.base import workload_of
 
 FloatArray = npt.NDArray[np.float64]
@@ -32,13 +37,24 @@ def column(table: pa.Table, name: str) -> FloatArray:
     return arr
 
 
+CI_KEYS = ("p50_low", "p50_high", "p99_low", "p99_high")
+
+
 def distribution(values_us: FloatArray) -> dict[str, float | None]:
-    """Percentiles, max, mean, std (ddof=1) and the 80 % confidence interval of the mean."""
+    """Supported percentiles (None where too few messages), the 95 % intervals of p50 and
+    p99, max, mean, std (ddof=1), the 80 % interval of the mean, and `n`."""
     v = values_us[~np.isnan(values_us)]
-    keys = [*PERCENTILES, "max", "mean", "std", "ci80_low", "ci80_high"]
+    keys = [*PERCENTILES, "max", "mean", "std", "ci80_low", "ci80_high", *CI_KEYS]
     if v.size == 0:
-        return dict.fromkeys(keys, None)
-    out: dict[str, float | None] = {k: float(np.percentile(v, q)) for k, q in PERCENTILES.items()}
+        return {**dict.fromkeys(keys, None), "n": 0}
+    out: dict[str, float | None] = {
+        k: float(np.percentile(v, q)) if v.size >= min_samples(q) else None
+        for k, q in PERCENTILES.items()
+    }
+    for name, q in (("p50", 50.0), ("p99", 99.0)):
+        est = percentile([v], q)
+        out[f"{name}_low"], out[f"{name}_high"] = est.low, est.high
+    out["n"] = v.size
     mean = float(v.mean())
     std = float(v.std(ddof=1)) if v.size > 1 else 0.0
     half = Z80 * std / math.sqrt(v.size)
@@ -54,24 +70,16 @@ def achieved_rate_hz(t_sent_ns: FloatArray) -> float | None:
     return (t_sent_ns.size - 1) / (span / 1e9) if span > 0 else math.inf
 
 
-def quarter_medians(rtt_us: FloatArray) -> tuple[float | None, float | None]:
-    """Median RTT of the first and the last quarter of received messages, in send order."""
-    got = rtt_us[~np.isnan(rtt_us)]
-    if got.size < 4:
-        return None, None
-    q = got.size // 4
-    return float(np.median(got[:q])), float(np.median(got[-q:]))
-
-
 def summarize_trial(
     table: pa.Table,
-    params: dict[str, Any],
+    params: TrialParams | Mapping[str, Any],
     th: Thresholds,
-    nodes: Sequence[dict[str, Any]] = (),
-) -> dict[str, Any]:
+    nodes: Sequence[NodeHeader] = (),
+) -> SummaryEntry:
     """One summary.json entry: the trial's parameters, its figures and its verdict, as the
     trial's workload summarizes its records and its nodes' headers."""
-    return workload_of(params).summarize(table, params, th, nodes)
+    trial = params if isinstance(params, TrialParams) else TrialParams.model_validate(params)
+    return workload_of(trial).summarize(table, trial, th, nodes)
 
 
 def summarize_round_trips(
@@ -89,13 +97,13 @@ def summarize_round_trips(
     sent = int(table.num_rows)
     received = int(np.count_nonzero(~np.isnan(recv_ns)))
     ratio = min(measured) / float(params["rate_hz"]) if measured else 1.0
-    first, last = _growth(senders, rtt)
-    rtt_dist = distribution(rtt)
-    verdict = judge(th, ratio, loss_of(sent, received), first, last, rtt_dist["p99"])
+    period = period_of(column(table, "t_intended"), float(params["rate_hz"]))
+    trace = Trace(sent_ns, rtt, lag, period, round_trip=True)
+    verdict = judge(th, trace, ratio, loss_of(sent, received))
     figures = {
         "achieved_rate_hz": float(np.mean(measured)) if measured else None,
         "achieved_rate_min_hz": min(measured) if measured else None,
-        "rtt_us": rtt_dist,
+        "rtt_us": distribution(rtt),
         "one_way_us": distribution(one_way),
         "send_lag_us": distribution(lag),
     }
@@ -133,18 +141,6 @@ def trial_entry(
 def _sender_masks(table: pa.Table) -> list[npt.NDArray[np.bool_]]:
     nodes = np.asarray(table.column("node").to_pylist(), dtype=object)
     return [nodes == n for n in dict.fromkeys(nodes.tolist())]
-
-
-def _growth(
-    senders: list[npt.NDArray[np.bool_]], rtt_us: FloatArray
-) -> tuple[float | None, float | None]:
-    """Each sender's quarter medians, then the median of them over senders."""
-    pairs = [quarter_medians(rtt_us[m]) for m in senders]
-    firsts = [f for f, _ in pairs if f is not None]
-    lasts = [la for _, la in pairs if la is not None]
-    if not firsts or not lasts:
-        return None, None
-    return float(np.median(firsts)), float(np.median(lasts))
 
 
 def rtt_by_id(tables: list[pa.Table]) -> tuple[IntArray, FloatArray]:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from roboscale.analysis.oneway import shape_of
 from roboscale.analysis.verdict import Verdict
+from roboscale.workloads.base import Entry
 
-Entry = dict[str, Any]
 Table = tuple[list[str], list[list[str]]]
 
 
@@ -22,21 +21,23 @@ def env_label(e: Entry) -> str:
 
 
 def us(value: float | None) -> str:
+    """Microseconds in a column headed µs: never another unit, thousands separated."""
     if value is None:
         return "-"
-    if value >= 10_000:
-        return f"{value / 1000:.1f} ms"
-    return f"{value:.0f}"
+    return f"{value:,.0f}" if abs(value) >= 10 else f"{value:.2g}"
 
 
-def _verdict(e: Entry) -> str:
-    if e.get("error"):
-        return "failed"
-    if e["sustained"]:
-        return "yes"
-    v = e.get("verdict") or {}
-    reasons = Verdict(**v).reasons() if v else []
-    return "no: " + ", ".join(reasons) if reasons else "no"
+def pct(d: Entry, q: str) -> str:
+    """A percentile with its 95 % interval where stored, or why it is missing."""
+    value = d.get(q)
+    if value is None:
+        n = d.get("n")
+        need = {"p50": 2, "p90": 10, "p99": 100, "p999": 1000}.get(q)
+        return f"needs {need} (n={n})" if n is not None and need and n < need else "-"
+    low, high = d.get(f"{q}_low"), d.get(f"{q}_high")
+    if low is None or high is None:
+        return us(value)
+    return f"{us(value)} [{us(low)}, {us(high)}]"
 
 
 def _nodes_cell(e: Entry) -> str:
@@ -53,53 +54,59 @@ def flow_table(entries: Sequence[Entry]) -> Table | None:
         return None
     head = [
         "trial", "backend", "workload", "where", "rate Hz", "payload", "run", "reached all/sent",
-        "one-way p50 µs", "p90", "p99", "mean", "CI80 of mean", "round trip p50",
-        "p50 per listener or hop", "sustained",
+        "one-way p50 µs [95 %]", "p90 µs", "p99 µs [95 %]", "mean µs", "round trip p50 µs",
+        "p50 per listener or hop µs", "sustained",
     ]  # fmt: skip
     rows = []
     for e in flows:
         lead = [e["trial"], e["backend"], shape_of(e).describe(e), env_label(e) or "local",
                 f"{e['rate_hz']:g}", e["payload"], str(e["run"])]  # fmt: skip
         if e.get("error"):
-            rows.append([*lead, *["-"] * 8, "failed"])
+            rows.append([*lead, *["-"] * 7, "failed"])
             continue
         o = e["one_way_us"]
         rows.append([
-            *lead, f"{e['received']}/{e['sent']}", us(o["p50"]), us(o["p90"]), us(o["p99"]),
-            us(o["mean"]),
-            "-" if o["mean"] is None else f"{us(o['ci80_low'])} to {us(o['ci80_high'])}",
-            us(e["rtt_us"]["p50"]), _nodes_cell(e), _verdict(e),
+            *lead, f"{e['received']}/{e['sent']}", pct(o, "p50"), pct(o, "p90"), pct(o, "p99"),
+            us(o["mean"]), us(e["rtt_us"]["p50"]), _nodes_cell(e), _verdict_short(e),
         ])  # fmt: skip
     return head, rows
 
 
 def percentile_table(entries: Sequence[Entry]) -> Table:
+    """Each trial: what came back, the achieved rate, percentiles with their 95 % intervals
+    (within the trial), and the verdict."""
     head = [
         "trial", "backend", "where", "rate Hz", "payload", "pairs", "run", "back/sent",
-        "achieved Hz", "p50 µs", "p90", "p99", "p99.9", "max", "mean ± std", "CI80 of mean",
-        "send lag p99",
+        "achieved Hz", "p50 µs [95 %]", "p99 µs [95 %]", "p99.9 µs", "max µs", "send lag p99 µs",
         "sustained",
     ]  # fmt: skip
     rows = []
     for e in entries:
+        lead = [e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}",
+                e["payload"], str(e["pairs"]), str(e["run"])]  # fmt: skip
         if e.get("error"):
-            rows.append([e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}",
-                         e["payload"], str(e["pairs"]), str(e["run"]), *["-"] * 10,
-                         "failed"])  # fmt: skip
+            rows.append([*lead, *["-"] * 7, "failed"])
             continue
         r, lag = e["rtt_us"], e["send_lag_us"]
         achieved = e["achieved_rate_hz"]
         rows.append([
-            e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}", e["payload"],
-            str(e["pairs"]),
-            str(e["run"]), f"{e['received']}/{e['sent']}",
+            *lead, f"{e['received']}/{e['sent']}",
             "-" if achieved is None else f"{achieved:.4g}",
-            us(r["p50"]), us(r["p90"]), us(r["p99"]), us(r["p999"]), us(r["max"]),
-            "-" if r["mean"] is None else f"{us(r['mean'])} ± {us(r['std'])}",
-            "-" if r["mean"] is None else f"{us(r['ci80_low'])} to {us(r['ci80_high'])}",
-            us(lag["p99"]), _verdict(e),
+            pct(r, "p50"), pct(r, "p99"), pct(r, "p999"), us(r["max"]), pct(lag, "p99"),
+            _verdict_short(e),
         ])  # fmt: skip
     return head, rows
+
+
+def _verdict_short(e: Entry) -> str:
+    """yes, or the rules that failed (their figures are in the report's verdict list)."""
+    if e.get("error"):
+        return "failed"
+    if e["sustained"]:
+        return "yes"
+    v = e.get("verdict") or {}
+    failed = [r.rule for r in Verdict.from_dict(v).failed()] if v else []
+    return "no: " + ", ".join(failed) if failed else "no"
 
 
 def comparison_table(entries: Sequence[Entry]) -> Table | None:
@@ -112,7 +119,7 @@ def comparison_table(entries: Sequence[Entry]) -> Table | None:
         where = env_label(e) or "local"
         key = (where, e["payload"], int(e["payload_bytes"]), float(e["rate_hz"]), int(e["pairs"]))
         configs.setdefault(key, {}).setdefault(e["backend"], []).append(e)
-    head = ["where", "payload", "rate Hz", "pairs", *[f"{b} p50 µs" for b in backends]]
+    head = ["where", "payload", "rate Hz", "pairs", *[f"{b} p50 µs [95 %]" for b in backends]]
     rows = []
     for (where, payload, _, rate, pairs), per in sorted(configs.items()):
         cells = [_cell(per.get(b, [])) for b in backends]
@@ -121,12 +128,17 @@ def comparison_table(entries: Sequence[Entry]) -> Table | None:
 
 
 def _cell(entries: list[Entry]) -> str:
+    """The p50 with its interval (one run), or the median of the runs' p50s and their
+    range (several); marked when any run was not sustained."""
     good = [e for e in entries if not e.get("error") and e["rtt_us"]["p50"] is not None]
     if not good:
         return "failed" if entries else "-"
+    held = "" if all(e["sustained"] for e in entries) else " (not sustained)"
+    if len(good) == 1:
+        return pct(good[0]["rtt_us"], "p50") + held
     p50s = sorted(e["rtt_us"]["p50"] for e in good)
-    held = all(e["sustained"] for e in entries)
-    return us(p50s[len(p50s) // 2]) + ("" if held else " (not sustained)")
+    middle = p50s[len(p50s) // 2]
+    return f"{us(middle)} (runs {us(p50s[0])} to {us(p50s[-1])}){held}"
 
 
 def to_markdown(table: Table) -> str:

@@ -8,14 +8,13 @@ the folders and the values that differ.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from roboscale.errors import UserError
-from roboscale.records.schema import METADATA_FILE, SUMMARY_FILE, TRIALS_DIR
-from roboscale.records.store import read_metadata, read_run, read_summary
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import FailedEntry, HostFacts, SummaryEntry
 from roboscale.spec.payloads import is_numeric
 
 # Host facts that decide capacity. Kernel or Python patch updates are left out on
@@ -96,103 +95,67 @@ class Observation:
         return float(self.sent + self.received + 2 * self.warmup * self.pairs)
 
 
-def fingerprint(host: Any) -> str:
-    if not isinstance(host, dict):
+def fingerprint(host: HostFacts | Mapping[str, object] | None) -> str:
+    if host is None:
         return "unknown"
-    return "|".join(f"{k}={host.get(k)}" for k in FINGERPRINT_KEYS)
+    facts = host.to_dict() if isinstance(host, HostFacts) else host
+    return "|".join(f"{k}={facts.get(k)}" for k in FINGERPRINT_KEYS)
 
 
-_KINDS: dict[str, tuple[type, ...]] = {
-    "text": (str,),
-    "whole number": (int,),
-    "number": (int, float),
-}
-
-
-def _field(path: Path, index: int, entry: dict[str, Any], name: str, kind: str) -> Any:
-    """A required field of a summary entry, of kind 'text', 'whole number', 'number' or 'bool'."""
-    where = f"{path}: trials[{index}]"
-    if name not in entry:
-        raise UserError(f"{where}: field {name!r} is missing")
-    value = entry[name]
-    if kind == "bool":
-        ok = isinstance(value, bool)
-    else:
-        ok = isinstance(value, _KINDS[kind]) and not isinstance(value, bool)
-    if not ok:
-        raise UserError(f"{where}: field {name!r} must be a {kind}, got {value!r}")
-    return value
-
-
-def _optional_number(path: Path, index: int, value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise UserError(f"{path}: trials[{index}]: field {name!r} must be a number, got {value!r}")
-    return float(value)
-
-
-def host_facts(o: Observation) -> dict[str, Any]:
+def host_facts(o: Observation) -> dict[str, object]:
     """The host facts of one trial (its link and CPU quota as run), else of its run."""
-    meta_path = Path(o.source) / TRIALS_DIR / o.trial / METADATA_FILE
-    if meta_path.exists():
-        return dict(read_metadata(Path(o.source), o.trial)["host"])
-    return dict(read_run(Path(o.source)).get("host") or {})
+    folder = ResultsFolder(o.source)
+    if o.trial in folder.trials_on_disk():
+        return folder.metadata(o.trial).host.to_dict()
+    return folder.run().host.to_dict()
 
 
-def _trial_host(run_dir: Path, trial: str, default: str) -> str:
+def _trial_host(folder: ResultsFolder, on_disk: set[str], trial: str, default: str) -> str:
     """The trial's own host facts when its metadata is there; the run's otherwise."""
-    meta_path = run_dir / TRIALS_DIR / trial / METADATA_FILE
-    if not meta_path.exists():
+    if trial not in on_disk:
         return default
-    return fingerprint(read_metadata(run_dir, trial)["host"])
+    return fingerprint(folder.metadata(trial).host)
 
 
-def _observation(run_dir: Path, path: Path, index: int, entry: Any, host: str) -> Observation:
-    if not isinstance(entry, dict):
-        raise UserError(f"{path}: trials[{index}]: must be a mapping, got {entry!r}")
-    trial = _field(path, index, entry, "trial", "text")
-    failed = bool(entry.get("error"))
-    rtt: dict[str, Any] = entry["rtt_us"] if isinstance(entry.get("rtt_us"), dict) else {}
-    usage: dict[str, Any] = entry["usage"] if isinstance(entry.get("usage"), dict) else {}
-    num = _optional_number
+def _observation(folder: ResultsFolder, entry: SummaryEntry, host: str) -> Observation:
+    failed = isinstance(entry, FailedEntry)
+    measured = None if isinstance(entry, FailedEntry) else entry
+    rtt = measured.rtt_us if measured else None
+    usage = measured.usage if measured else None
     return Observation(
-        source=str(run_dir),
-        trial=trial,
-        backend=_field(path, index, entry, "backend", "text"),
-        host=_trial_host(run_dir, trial, host),
-        payload=_field(path, index, entry, "payload", "text"),
-        payload_bytes=_field(path, index, entry, "payload_bytes", "whole number"),
-        rate_hz=float(_field(path, index, entry, "rate_hz", "number")),
-        pairs=_field(path, index, entry, "pairs", "whole number"),
-        run=int(entry.get("run", 0)),
-        sustained=False if failed else _field(path, index, entry, "sustained", "bool"),
+        source=str(folder.path),
+        trial=entry.trial,
+        backend=entry.backend,
+        host=host,
+        payload=entry.payload,
+        payload_bytes=entry.payload_bytes,
+        rate_hz=entry.rate_hz,
+        pairs=entry.pairs,
+        run=entry.run,
+        sustained=bool(entry.sustained),
         failed=failed,
-        achieved_rate_hz=None
-        if failed
-        else num(path, index, entry.get("achieved_rate_hz"), "achieved_rate_hz"),
-        sent=0 if failed else _field(path, index, entry, "sent", "whole number"),
-        received=0 if failed else _field(path, index, entry, "received", "whole number"),
-        warmup=int(entry.get("warmup", 0) or 0),
-        drain_s=float(entry.get("drain_s", 0.0) or 0.0),
-        cpu_s=num(path, index, usage.get("cpu_s_total"), "usage.cpu_s_total"),
-        cpu_ready_s=num(path, index, usage.get("cpu_s_after_ready"), "usage.cpu_s_after_ready"),
-        rtt_mean_us=num(path, index, rtt.get("mean"), "rtt_us.mean"),
-        rtt_std_us=num(path, index, rtt.get("std"), "rtt_us.std"),
-        rtt_p50_us=num(path, index, rtt.get("p50"), "rtt_us.p50"),
+        achieved_rate_hz=measured.achieved_rate_hz if measured else None,
+        sent=measured.sent if measured else 0,
+        received=measured.received if measured else 0,
+        warmup=entry.warmup,
+        drain_s=entry.drain_s,
+        cpu_s=usage.cpu_s_total if usage else None,
+        cpu_ready_s=usage.cpu_s_after_ready if usage else None,
+        rtt_mean_us=rtt.mean if rtt else None,
+        rtt_std_us=rtt.std if rtt else None,
+        rtt_p50_us=rtt.p50 if rtt else None,
     )
 
 
 def load_folder(run_dir: Path) -> list[Observation]:
     """Every trial of one results folder (failed trials included, as not sustained)."""
-    run = read_run(run_dir)
-    summary = read_summary(run_dir)
-    path = run_dir / SUMMARY_FILE
-    trials = summary.get("trials")
-    if not isinstance(trials, list):
-        raise UserError(f"{path}: field 'trials' must be a list")
-    host = fingerprint(run.get("host"))
-    return [_observation(run_dir, path, i, e, host) for i, e in enumerate(trials)]
+    folder = ResultsFolder(run_dir)
+    host = fingerprint(folder.run().host)
+    summary = folder.summary()
+    on_disk = set(folder.trials_on_disk())
+    return [
+        _observation(folder, e, _trial_host(folder, on_disk, e.trial, host)) for e in summary.trials
+    ]
 
 
 def _differ(obs: Sequence[Observation], key: str) -> dict[str, list[str]]:

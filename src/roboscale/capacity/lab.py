@@ -27,7 +27,8 @@ from roboscale.lab.runner import (
     run_one,
     write_run_file,
 )
-from roboscale.records.store import append_summary
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import FailedEntry
 from roboscale.spec.planner import plan
 from roboscale.spec.schema import Spec
 
@@ -38,7 +39,8 @@ def open_lab(spec: Spec, out: Path, spec_text: str, console: Console) -> Iterato
     backends = check_backends(list(spec.sweep.backend))
     claim(out, spec.name, spec_text, [], resume=False)
     prepare_run_dir(out)
-    write_run_file(out, spec, spec_text, "roboscale capacity search", backends)
+    folder = ResultsFolder(out)
+    write_run_file(folder, spec, spec_text, "roboscale capacity search", backends)
     th = Thresholds(**spec.verdict.model_dump())
     counter = 0
 
@@ -64,14 +66,11 @@ def open_lab(spec: Spec, out: Path, spec_text: str, console: Console) -> Iterato
                     time.sleep(t.pause_s)
                 t = replace(t, index=counter, trial=f"t{counter:04d}-{t.trial.split('-', 1)[1]}")
                 counter += 1
-                entry = run_one(backends[backend], envs, t, out, th)
-                append_summary(out, entry, th.to_dict())
-                ok = ok and bool(entry.get("sustained"))
-                mark = (
-                    "[green]ok[/green]"
-                    if entry.get("sustained")
-                    else "[yellow]not sustained[/yellow]"
-                )
+                entry = run_one(backends[backend], envs, t, folder, th)
+                folder.add_entry(entry, th.to_dict())
+                held = not isinstance(entry, FailedEntry) and entry.sustained
+                ok = ok and held
+                mark = "[green]ok[/green]" if held else "[yellow]not sustained[/yellow]"
                 console.print(f"    {t.trial}: {mark}")
             return ok
 

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from roboscale.analysis.report import STYLE
+from roboscale.analysis.page import STYLE
 from roboscale.analysis.tables import Table, to_html
 from roboscale.capacity.data import Observation
 from roboscale.capacity.modelfile import CapacityModel
 from roboscale.capacity.validate import Validation
 from roboscale.errors import UserError
-from roboscale.records.store import read_summary
+from roboscale.records.folder import ResultsFolder
 from roboscale.safewrite import write_text
 
 MODEL_TITLES = {"cslv": "CSLV (thesis)", "two_resource": "two-resource"}
@@ -79,7 +79,7 @@ def thresholds(sources: Sequence[str]) -> str:
 
     seen: dict[str, None] = {}
     for folder in sources:
-        raw = read_summary(Path(folder)).get("thresholds")
+        raw = ResultsFolder(folder).summary().thresholds
         seen[Thresholds.from_dict(raw, f"{folder}/summary.json").describe()] = None
     return "; ".join(seen) or "-"
 

@@ -13,6 +13,7 @@ import pyarrow as pa
 from roboscale.backends.base import Backend, Infrastructure
 from roboscale.lab.envs import Placement, run_stages
 from roboscale.lab.nodes import READY_GRACE_S
+from roboscale.records.models import NodeHeader, ProcessTimes, Usage, WallClock
 from roboscale.spec.planner import TrialPlan
 from roboscale.workloads.base import (
     AgentConfig,
@@ -90,29 +91,30 @@ def run_nodes(
 
 def collect(
     t: TrialPlan, raw: Path, where: Placement | None = None
-) -> tuple[list[pa.Table], list[dict[str, Any]]]:
-    """The trial's record tables and its nodes' raw headers."""
+) -> tuple[list[pa.Table], list[NodeHeader]]:
+    """The trial's record tables and its nodes' headers (checked: a header that is not as
+    agents write it is a ValueError, and fails the trial)."""
     return get_workload(t.workload).collect(t, raw, (where or Placement()).names)
 
 
-def _cpu_s(usage: dict[str, float]) -> float:
-    return usage["cpu_user_s"] + usage["cpu_sys_s"]
+def _cpu_s(usage: ProcessTimes) -> float:
+    return usage.cpu_user_s + usage.cpu_sys_s
 
 
-def node_usage(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+def node_usage(nodes: list[NodeHeader]) -> Usage:
     """CPU and memory of the trial's processes; nodes sharing a process count it once."""
-    procs = list({n["pid"]: n for n in nodes}.values())
-    cpu = sum(_cpu_s(n["usage"]) for n in procs)
-    after_ready = sum(_cpu_s(n["usage"]) - _cpu_s(n["usage_ready"]) for n in procs)
-    return {
-        "cpu_s_total": round(cpu, 4),
-        "cpu_s_after_ready": round(after_ready, 4),
-        "processes": len(procs),
-        "peak_rss_kb_max": max((n["usage"]["max_rss_kb"] for n in procs), default=0),
-        "malformed": sum(int(n.get("malformed", 0)) for n in nodes),
-        "duplicates": sum(int(n["counters"]["duplicates"]) for n in nodes),
-    }
+    procs = list({n.pid: n for n in nodes}.values())
+    cpu = sum(_cpu_s(n.usage) for n in procs)
+    after_ready = sum(_cpu_s(n.usage) - _cpu_s(n.usage_ready) for n in procs)
+    return Usage(
+        cpu_s_total=round(cpu, 4),
+        cpu_s_after_ready=round(after_ready, 4),
+        processes=len(procs),
+        peak_rss_kb_max=max((n.usage.max_rss_kb for n in procs), default=0),
+        malformed=sum(n.malformed for n in nodes),
+        duplicates=sum(n.counters.duplicates for n in nodes),
+    )
 
 
-def wall_clock() -> dict[str, Any]:
-    return {"unix_s": time.time(), "monotonic_ns": time.monotonic_ns()}
+def wall_clock() -> WallClock:
+    return WallClock(unix_s=time.time(), monotonic_ns=time.monotonic_ns())

@@ -1,6 +1,7 @@
 """The record and results-folder contract shared by the lab, analysis and reports.
 
-Results folder (FORMAT_VERSION 1):
+Results folder (FORMAT_VERSION 2; records/folder.py reads and writes it, records/models.py
+says what each file holds):
 
     <run>/run.json                      format version, tool version, spec, host facts
     <run>/trials/<trial_id>/records.parquet   one row per measured message
@@ -30,8 +31,10 @@ emulated hosts of one machine (one CLOCK_MONOTONIC), not across real machines.
 
 from __future__ import annotations
 
-FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = frozenset({1})
+# The one place the format's version lives. 2 added run.packages and metadata.replayed;
+# files of version 1 are read as they are, without them.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
 
 RECORD_COLUMNS: tuple[str, ...] = (
     "trial",  # string: trial id
@@ -50,3 +53,7 @@ SUMMARY_FILE = "summary.json"
 TRIALS_DIR = "trials"
 RECORDS_FILE = "records.parquet"
 METADATA_FILE = "metadata.json"
+REPORT_FILES = ("report.html", "summary.md")  # rendered by `roboscale report`
+# What a run writes at the top of its folder: all that `bench --replace` removes (infra:
+# the middleware services' logs, lab/envs.py; hosts: real machines' files, lab/remote.py).
+RUN_OUTPUTS = frozenset({RUN_FILE, SUMMARY_FILE, TRIALS_DIR, *REPORT_FILES, "infra", "hosts"})

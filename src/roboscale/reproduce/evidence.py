@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from roboscale import safewrite
 from roboscale.errors import UserError
+from roboscale.records.folder import ResultsFolder
 from roboscale.records.schema import METADATA_FILE, RUN_FILE, SUMMARY_FILE
-from roboscale.records.store import read_summary
 from roboscale.reproduce.model import RunRecord
 
 RECORD_FILE = "reproduce.json"
@@ -88,7 +88,8 @@ class Evidence:
             raise UserError(f"{path}: {where}: {first['msg']}") from None
         if not (folder / SUMMARY_FILE).exists():
             return Run(record, [])
-        return Run(record, read_summary(folder)["trials"])
+        trials = ResultsFolder(folder).summary().trials
+        return Run(record, [entry.model_dump(mode="json") for entry in trials])
 
 
 def _run_number(path: Path) -> int:

@@ -146,7 +146,7 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
 def with_message_types(spec: Spec, path: Path, lines: LineMap) -> Spec:
     """Load the spec's .msg files (relative to it; absolute once loaded) and check that each
     payload naming a type finds it and can be sized: its bytes become its sample's CDR
-    size. Every backend carries them (README, "Your own message types")."""
+    size. Every backend carries them (docs/usage.md, "Your own message types")."""
     from roboscale.spec.payloads import payload_kind
 
     sw, file = spec.sweep, str(path)

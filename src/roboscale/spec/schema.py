@@ -226,8 +226,15 @@ class EnvSettings(Strict):
 class VerdictSettings(Strict):
     min_rate_ratio: float = Field(0.95, gt=0, le=1)
     max_loss: float = Field(0.01, ge=0, le=1)
+    # Late and too-late messages after ros2-performance (analysis/verdict.py says why).
+    late_share: float = Field(0.2, gt=0, le=1)
+    late_cap_ms: float = Field(5.0, gt=0)
+    too_late_cap_ms: float = Field(50.0, gt=0)
+    max_late: float = Field(0.10, ge=0, le=1)
+    max_too_late: float = Field(0.01, ge=0, le=1)
     growth_factor: float = Field(2.0, ge=1)
     growth_floor_us: float = Field(200.0, ge=0)
+    max_send_lag_periods: float = Field(1.0, gt=0)
     max_p99_us: float | None = Field(None, gt=0)
 
 
@@ -271,7 +278,7 @@ ALLOWED: dict[str, str] = {
     "sweep.workload": f"{either(list(WORKLOADS))}, or a list of them",
     "sweep.listeners": f"listeners of a fanout, 1 to {MAX_LISTENERS}, or a list of them",
     "sweep.chain_length": f"nodes in a chain (A -> B -> ...), 2 to {MAX_CHAIN}, or a list",
-    "sweep.graph": "a graph file (workload graph; see README, Graph files), relative to the "
+    "sweep.graph": "a graph file (workload graph; see docs/usage.md, graph files), relative to the "
     "spec, or a list of them",
     "sweep.ack": "false (one-way) or true (each listener acknowledges: ping-pong), or a list",
     "sweep.reliability": "reliable or best_effort (null: the backend's own), or a list; "
@@ -328,7 +335,15 @@ ALLOWED: dict[str, str] = {
     "verdict": "a mapping of verdict thresholds",
     "verdict.min_rate_ratio": "a fraction above 0 and at most 1 (achieved/target rate)",
     "verdict.max_loss": "a fraction from 0 to 1",
-    "verdict.growth_factor": "a factor >= 1 (last/first quarter median RTT)",
+    "verdict.late_share": "a fraction of the period above 0 and at most 1 (late beyond it)",
+    "verdict.late_cap_ms": "milliseconds above 0 (the late bound at most this)",
+    "verdict.too_late_cap_ms": "milliseconds above 0 (the too-late bound at most this)",
+    "verdict.max_late": "a fraction from 0 to 1 (share of late messages allowed)",
+    "verdict.max_too_late": "a fraction from 0 to 1 (share of too-late messages and sends "
+    "lagging a period allowed)",
+    "verdict.growth_factor": "a factor >= 1 (the latency trend adds at most factor - 1 times "
+    "the starting latency, plus the floor)",
+    "verdict.max_send_lag_periods": "periods above 0 (a send later than this is lagging)",
     "verdict.growth_floor_us": "microseconds >= 0",
     "verdict.max_p99_us": "microseconds above 0 (a ceiling on the p99 latency), or absent",
 }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -33,12 +33,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
+    from roboscale.records.models import NodeHeader, SummaryEntry, TrialParams
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
     from roboscale.workloads.stream import Counters
 
 AGENT_CONFIG_VERSION = 2  # 2: MessageKind may carry a TypedPayload
-Entry = dict[str, Any]
+Entry = dict[str, Any]  # a summary entry as the report's figures and tables read it
 
 
 class ProgramConfig(Protocol):
@@ -163,11 +164,15 @@ class Workload(Protocol):
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]: ...
+    ) -> tuple[list[pa.Table], list[NodeHeader]]: ...
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry: ...
+        self,
+        table: pa.Table,
+        params: TrialParams,
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> SummaryEntry: ...
 
     def figures(self) -> list[FigureSpec]: ...
 
@@ -196,12 +201,14 @@ def get_workload(name: str) -> Workload:
     return workload
 
 
-def name_of(entry: dict[str, Any]) -> str:
+def name_of(entry: Mapping[str, Any] | TrialParams) -> str:
     """The workload of a summary entry or of a trial's parameters."""
-    return str(entry.get("workload", DEFAULT_WORKLOAD))
+    if isinstance(entry, Mapping):
+        return str(entry.get("workload", DEFAULT_WORKLOAD))
+    return entry.workload
 
 
-def workload_of(entry: dict[str, Any]) -> Workload:
+def workload_of(entry: Mapping[str, Any] | TrialParams) -> Workload:
     return get_workload(name_of(entry))
 
 

@@ -24,7 +24,6 @@ from roboscale.backends.base import Callback, MessageKind, Publisher, Session
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
+    from roboscale.records.models import EchoEntry, NodeHeader, TrialParams
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -334,10 +334,11 @@ class EchoWorkload:
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    ) -> tuple[list[pa.Table], list[NodeHeader]]:
         """Join each sender's rows with its echoer's arrival times into record tables."""
         import numpy as np
 
+        from roboscale.records.models import node_headers
         from roboscale.records.raw import read_raw
         from roboscale.records.store import records_table
 
@@ -350,38 +351,35 @@ class EchoWorkload:
             host = hosts[t.host_of("sender", pair)]
             tables.append(records_table(t.trial, s_head["node"], host, t.payload_bytes, cols))
             nodes += [s_head, e_head]
-        return tables, nodes
+        return tables, node_headers(nodes)
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: TrialParams,
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> EchoEntry:
         from roboscale.analysis.stats import summarize_round_trips
+        from roboscale.records.models import EchoEntry
 
-        return summarize_round_trips(table, params, th)
+        return EchoEntry.model_validate(summarize_round_trips(table, params.to_dict(), th))
 
     def figures(self) -> list[FigureSpec]:
-        from roboscale.analysis import plots
+        from roboscale.analysis import interactive
 
-        return [
-            FigureSpec("Latency against message id", "Thesis Figure 3.5 style: round trip of "
-                       "each message id, mean over runs and senders, one line per rate.",
-                       plots.latency_by_id),
-            FigureSpec("Mean latency against rate", "Mean round trip with one standard "
-                       "deviation; hollow markers are configurations that were not sustained.",
-                       plots.mean_vs_rate),
-            FigureSpec("Round trip by payload size", "Lab-report style box plots (median, "
-                       "quartiles, 1.5 IQR whiskers, outliers), backends side by side.",
-                       plots.box_by_size),
-            FigureSpec("Latency against node count", "Thesis Figure 4.4 style: mean round "
-                       "trip (log scale) against nodes, N = 2 x pairs, one line per rate, with "
-                       "one standard deviation.", plots.latency_vs_nodes),
-            FigureSpec("Latency against host count", "Thesis Experiment 9: mean round trip "
-                       "against the number of emulated hosts, half of them senders talking to "
-                       "every echoer host.", plots.latency_vs_hosts),
-            FigureSpec("Achieved rate and loss", "Where a configuration stops keeping up: the "
-                       "slowest sender's achieved rate over the target, and the share of "
-                       "messages never echoed.", plots.rate_and_loss, needs_records=False),
-        ]  # fmt: skip
+        return [*interactive.stream_figures(), *[
+            FigureSpec("Latency by payload and rate", "Round trips per payload and rate, "
+                       "backends side by side: median, quartiles, whiskers at p1 and p99.",
+                       interactive.box_by_size),
+            FigureSpec("Latency against node count", "Thesis Figure 4.4 style: round trip "
+                       "(log scale) against nodes, N = 2 x pairs, one line per rate; runs "
+                       "pooled, the 95 % interval in the hover.", interactive.latency_vs_nodes),
+            FigureSpec("Latency against host count", "Thesis Experiment 9: round trip against "
+                       "the number of emulated hosts, half of them senders talking to every "
+                       "echoer host; the 95 % interval in the hover.",
+                       interactive.latency_vs_hosts),
+        ]]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:
         from roboscale.analysis.tables import comparison_table, percentile_table

@@ -32,7 +32,6 @@ from roboscale.facetrack.wire import FRAME_HEAD
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from roboscale.analysis.verdict import Thresholds
     from roboscale.facetrack.records import TrackerRun
     from roboscale.facetrack.stack import RunningTracker
+    from roboscale.records.models import FacetrackEntry, NodeHeader, TrialParams
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -213,26 +213,35 @@ class FaceTrackWorkload:
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    ) -> tuple[list[pa.Table], list[NodeHeader]]:
         import numpy as np
 
+        from roboscale.records.models import node_headers
         from roboscale.records.raw import read_raw
         from roboscale.records.store import records_table
 
         head, cols = read_raw(raw / f"{node_name(t)}.raw")
         arrays = {k: np.frombuffer(v, dtype=np.int64) for k, v in cols.items()}
         frame_bytes = FRAME_HEAD.size + 320 * 240  # the lab runs the default 320x240 view
-        return [records_table(t.trial, head["node"], hosts[0], frame_bytes, arrays)], [head]
+        table = records_table(t.trial, head["node"], hosts[0], frame_bytes, arrays)
+        return [table], node_headers([head])
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: TrialParams,
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> FacetrackEntry:
+        """Round trips (capture to command) and the tracker's own figures, from its node's
+        header (null when the tracker reported none)."""
         from roboscale.analysis.stats import summarize_round_trips
+        from roboscale.records.models import FacetrackEntry
 
-        entry = summarize_round_trips(table, params, th)
-        found = [n["facetrack"] for n in nodes if n.get("facetrack")]
-        entry["facetrack"] = found[0] if found else None
-        return entry
+        found = [getattr(n, "facetrack", None) for n in nodes]
+        tracker = next((f for f in found if f), None)
+        entry = summarize_round_trips(table, params.to_dict(), th)
+        return FacetrackEntry.model_validate({**entry, "facetrack": tracker})
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import facetrack as plots

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from roboscale.backends.base import MessageKind, Publisher, Session, get_backend
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
+    from roboscale.records.models import GraphEntry, NodeHeader, TrialParams
     from roboscale.spec.graphfile import Graph, Replay
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
@@ -388,33 +388,42 @@ class GraphWorkload:
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    ) -> tuple[list[pa.Table], list[NodeHeader]]:
         from roboscale.analysis.graph import collect_graph
+        from roboscale.records.models import node_headers
 
         keys = range(self.measured_nodes(t))
         names = [self.node_name(t, k) for k in keys]
-        return collect_graph(
-            t, self.graph(t), names, [hosts[self.host_of(t, k)] for k in keys], raw
-        )
+        where = [hosts[self.host_of(t, k)] for k in keys]
+        tables, heads = collect_graph(t, self.graph(t), names, where, raw)
+        return tables, node_headers(heads)
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: TrialParams,
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> GraphEntry:
         from roboscale.analysis.graph import summarize_graph
+        from roboscale.records.models import GraphEntry
 
-        return summarize_graph(table, params, th)
+        return GraphEntry.model_validate(summarize_graph(table, params.to_dict(), th))
 
     def figures(self) -> list[FigureSpec]:
-        from roboscale.analysis.graphplots import path_latency, topic_latency_and_rate
+        from roboscale.analysis import graphviews, interactive
 
         return [
+            FigureSpec("Node graph", "The graph's nodes left to right in the order data flows "
+                       "through them; hover a topic (diamond) for its hop latency and rate per "
+                       "backend.", graphviews.node_graph, needs_records=False),
             FigureSpec("Graph paths: end-to-end latency by backend", PATH_MEANS + " Boxes: "
-                       "median, quartiles, 1.5 IQR whiskers, outliers; runs pooled.",
-                       path_latency),
-            FigureSpec("Graph topics: hop latency and rate by backend", TOPIC_MEANS + " Left: "
-                       "every delivery on the topic (all its publishers and subscribers) "
-                       "pooled; right: its publishers' achieved rate, summed.",
-                       topic_latency_and_rate),
+                       "median, quartiles, whiskers at p1 and p99; runs pooled.",
+                       graphviews.path_latency),
+            FigureSpec("Graph topics: hop latency by backend", TOPIC_MEANS + " Every delivery "
+                       "on the topic (all its publishers and subscribers) pooled.",
+                       graphviews.topic_latency),
+            interactive.stream_figures()[0],  # latency over time: the first path's
         ]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:

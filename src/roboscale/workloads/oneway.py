@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from roboscale.analysis.verdict import Thresholds
+    from roboscale.records.models import NodeHeader, OneWayEntry, TrialParams
     from roboscale.spec.planner import TrialPlan
     from roboscale.spec.schema import Sweep
 
@@ -332,11 +333,12 @@ class OneWay:
 
     def collect(
         self, t: TrialPlan, raw: Path, hosts: list[str]
-    ) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    ) -> tuple[list[pa.Table], list[NodeHeader]]:
         """One record table per measuring node, joined with the publisher's send times:
         `t_echoed` = arrival at node k, `t_received` = node k's ack back (null without)."""
         import numpy as np
 
+        from roboscale.records.models import node_headers
         from roboscale.records.raw import read_raw
         from roboscale.records.store import records_table
 
@@ -358,31 +360,34 @@ class OneWay:
             host = hosts[self.host_of(t, k)]
             tables.append(records_table(t.trial, head["node"], host, t.payload_bytes, columns))
             heads.append(head)
-        return tables, heads
+        return tables, node_headers(heads)
 
     def summarize(
-        self, table: pa.Table, params: dict[str, Any], th: Thresholds, nodes: Sequence[Entry] = ()
-    ) -> Entry:
+        self,
+        table: pa.Table,
+        params: TrialParams,
+        th: Thresholds,
+        nodes: Sequence[NodeHeader] = (),
+    ) -> OneWayEntry:
         from roboscale.analysis.oneway import summarize_oneway
+        from roboscale.records.models import OneWayEntry
         from roboscale.workloads.oneway_figures import flow_figures
 
-        entry = summarize_oneway(table, params, th)
+        entry = summarize_oneway(table, params.to_dict(), th)
         if table.num_rows:
-            entry["flow"] = flow_figures(table, params)
-        return entry
+            entry["flow"] = flow_figures(table, params.to_dict())
+        return OneWayEntry.model_validate(entry)
 
     def figures(self) -> list[FigureSpec]:
-        from roboscale.analysis import flowplots
+        from roboscale.analysis import flowplots, interactive
 
         return [
+            *interactive.stream_figures(),
             FigureSpec("One-way latency by payload size", "Lab-report style box plots of the "
                        "one-way workloads: a box per listener count (fan-out, pooled over "
                        "listeners), per ping mode (the ack's round trip beside it), or per chain "
-                       "hop (arrival minus the previous hop's) and end to end.",
-                       flowplots.flow_boxes),
-            FigureSpec("One-way mean latency with CI80", "Mean with its 80 % confidence "
-                       "interval per payload size, same series as the box plots.",
-                       flowplots.flow_means),
+                       "hop (arrival minus the previous hop's) and end to end; whiskers at p1 "
+                       "and p99.", flowplots.flow_boxes_interactive),
         ]  # fmt: skip
 
     def tables(self) -> list[TableSpec]:

@@ -52,7 +52,7 @@ def test_summary_is_one_row_per_trial_with_flat_figures(run_dir: Path) -> None:
     assert {"rtt_us.p50", "one_way_us.p99", "verdict.sustained", "usage.cpu_s_total"} <= set(
         summary.column_names
     )
-    assert run.run["spec_name"] == "notebook"
+    assert run.run.spec_name == "notebook"
 
 
 def test_per_node_holds_each_hop(run_dir: Path) -> None:
@@ -140,3 +140,20 @@ def test_flatten_keeps_lists_whole() -> None:
         "e": [1, 2],
     }
     assert isinstance(results._table([{"x": 1}, {"y": "z"}]), pa.Table)
+
+
+def test_repr_says_what_the_folder_holds(run_dir: Path) -> None:
+    text = repr(results.load(run_dir))
+    assert text.startswith(f"<roboscale results {str(run_dir)!r}: experiment 'notebook', ")
+    assert "4 trials (" in text and "backends native" in text and "workloads chain, echo" in text
+
+
+def test_every_result_keeps_what_reproduces_it(run_dir: Path) -> None:
+    """The spec, the exact command, roboscale's and each middleware's version, host facts."""
+    run = results.load(run_dir)
+    assert run.run.spec == SPEC and run.run.command == "test"
+    assert run.run.packages["roboscale"] and run.run.packages["pyarrow"]
+    assert run.run.backends["native"].startswith("roboscale runtime")
+    assert run.run.host.cores and run.run.host.kernel != "?"
+    meta = run.metadata_of[run.trials[0]]
+    assert meta.backend_version and meta.host.cpu_model and meta.replayed is None

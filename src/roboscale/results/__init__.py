@@ -6,7 +6,7 @@
     >>> run.records().to_pandas()          # one row per message per measuring node
     >>> frames = run.to_pandas()           # every table as a pandas DataFrame
 
-Tables are pyarrow Tables (pandas-friendly: `.to_pandas()` when pandas is installed,
+Tables are pyarrow Tables (`.to_pandas()`: pandas is installed with roboscale;
 `polars.from_arrow`, DuckDB). Everything is read through the same checks as
 `roboscale report`: an unknown format version, a missing or malformed file is a
 UserError naming the file. Records are read when asked for, trial by trial.
@@ -14,23 +14,25 @@ UserError naming the file. Records are read when asked for, trial by trial.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from roboscale.errors import UserError
-from roboscale.records.schema import METADATA_FILE, RECORDS_FILE, TRIALS_DIR
-from roboscale.records.store import (
-    RECORD_SCHEMA,
-    read_metadata,
-    read_records,
-    read_run,
-    read_summary,
-    trial_dir,
+from roboscale.records.folder import ResultsFolder
+from roboscale.records.models import (
+    FailedEntry,
+    OneWayEntry,
+    RunInfo,
+    SummaryEntry,
+    TrialMetadata,
 )
+from roboscale.records.store import RECORD_SCHEMA
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TABLES = ("summary", "per_node", "metadata", "nodes", "records")
 
@@ -56,37 +58,55 @@ def _table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
 
 
 class Results:
-    """One results folder: its run, and its trials' summary, metadata and records."""
+    """One results folder: its run, and its trials' summary, metadata and records.
+
+    `run` (RunInfo), `entries` (one typed summary entry per trial) and `metadata_of`
+    (trial -> TrialMetadata) are the folder's own models; the properties are tables."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.run: dict[str, Any] = read_run(path)
-        summary = read_summary(path)
-        self.thresholds: dict[str, Any] | None = summary.get("thresholds")
-        self.entries: list[dict[str, Any]] = summary["trials"]
-        self.trials: list[str] = _trials(path, self.entries)
-        self.metadata_of: dict[str, dict[str, Any]] = {
-            trial: read_metadata(path, trial) for trial in self.trials
+        self.folder = ResultsFolder(path)
+        self.run: RunInfo = self.folder.run()
+        summary = self.folder.summary()
+        self.thresholds = summary.thresholds
+        self.entries: list[SummaryEntry] = list(summary.trials)
+        self.trials: list[str] = self.folder.check_trials(summary)
+        self.metadata_of: dict[str, TrialMetadata] = {
+            trial: self.folder.metadata(trial) for trial in self.trials
         }
+
+    def __repr__(self) -> str:
+        failed = sum(isinstance(e, FailedEntry) for e in self.entries)
+        held = sum(bool(e.sustained) for e in self.entries)
+        backends = ", ".join(sorted({e.backend for e in self.entries})) or "none"
+        workloads = ", ".join(sorted({e.workload for e in self.entries})) or "none"
+        return (
+            f"<roboscale results {str(self.path)!r}: experiment {self.run.spec_name!r}, "
+            f"{len(self.entries)} trials ({held} sustained, {failed} failed), "
+            f"backends {backends}, workloads {workloads}; tables: {', '.join(TABLES)}>"
+        )
 
     @property
     def summary(self) -> pa.Table:
         """One row per summary entry: parameters, counts, figures (`rtt_us.p50`, ...),
         the verdict and `usage`; each listener's or hop's figures are in `per_node`."""
-        return _table({k: v for k, v in e.items() if k != "per_node"} for e in self.entries)
+        return _table(e.model_dump(exclude={"per_node"}) for e in self.entries)
 
     @property
     def per_node(self) -> pa.Table:
         """One row per measuring node of one-way trials (fanout, ping, chain)."""
         return _table(
-            {"trial": e["trial"], **node} for e in self.entries for node in e.get("per_node", [])
+            {"trial": e.trial, **node.to_dict()}
+            for e in self.entries
+            if isinstance(e, OneWayEntry)
+            for node in e.per_node
         )
 
     @property
     def metadata(self) -> pa.Table:
         """One row per trial: parameters, host facts, environment, usage, error."""
         return _table(
-            {"trial": trial, **{k: v for k, v in meta.items() if k != "nodes"}}
+            {"trial": trial, **meta.model_dump(exclude={"nodes"})}
             for trial, meta in self.metadata_of.items()
         )
 
@@ -94,9 +114,9 @@ class Results:
     def nodes(self) -> pa.Table:
         """One row per node of every trial: role, host, pid, counters, CPU and memory."""
         return _table(
-            {"trial": trial, **node}
+            {"trial": trial, **node.to_dict()}
             for trial, meta in self.metadata_of.items()
-            for node in meta.get("nodes", [])
+            for node in meta.nodes
         )
 
     def records(self, trial: str | None = None) -> pa.Table:
@@ -106,35 +126,14 @@ class Results:
             known = ", ".join(self.trials) or "none"
             raise UserError(f"{self.path}: no trial {trial!r}; trials: {known}")
         chosen = [trial] if trial is not None else self.trials
-        tables = [read_records(self.path, t) for t in chosen]
+        tables = [self.folder.records(t) for t in chosen]
         return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
 
-    def to_pandas(self) -> dict[str, Any]:
+    def to_pandas(self) -> dict[str, pd.DataFrame]:
         """Every table (`TABLES`) as a pandas DataFrame, records of all trials included."""
-        if importlib.util.find_spec("pandas") is None:
-            raise UserError(
-                "pandas is not installed: the tables are pyarrow Tables",
-                hint="pip install pandas (or roboscale[notebook]), or use them with pyarrow, "
-                "polars.from_arrow or DuckDB",
-            )
         tables = {name: getattr(self, name) for name in TABLES if name != "records"}
         tables["records"] = self.records()
         return {name: table.to_pandas() for name, table in tables.items()}
-
-
-def _trials(path: Path, entries: list[dict[str, Any]]) -> list[str]:
-    """Trials with files on disk, in order; a summary entry without its files is an error."""
-    folder = path / TRIALS_DIR
-    on_disk = sorted(p.parent.name for p in folder.glob(f"*/{METADATA_FILE}"))
-    for entry in entries:
-        if entry["trial"] not in on_disk:
-            missing = trial_dir(path, entry["trial"]) / METADATA_FILE
-            raise UserError(f"{missing}: missing; summary.json lists trial {entry['trial']!r}")
-    for trial in on_disk:
-        records = trial_dir(path, trial) / RECORDS_FILE
-        if not records.exists():
-            raise UserError(f"{records}: missing; the trial's metadata.json is there")
-    return on_disk
 
 
 def load(path: str | Path) -> Results:

@@ -1,0 +1,134 @@
+"""roboscale compare: two real runs of one spec pass; a slowdown injected into a copy of
+one fails with exit 1, naming the configurations that regressed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from rich.console import Console
+
+from roboscale.cli import main
+from roboscale.lab.runner import run_sweep
+from roboscale.records.folder import ResultsFolder
+from roboscale.results.compare import bootstrap, compare
+from roboscale.spec.loader import load_spec
+from roboscale.spec.planner import plan
+
+SPEC = """\
+name: gate
+sweep:
+  backend: native
+  rate_hz: [200, 500]
+  workload: [echo, chain]
+  chain_length: 3
+trial:
+  messages: 200
+  warmup: 5
+  drain_s: 1
+  runs: 2
+"""
+
+
+def real_run(folder: Path, name: str) -> Path:
+    spec_path = folder / "spec.yaml"
+    spec_path.write_text(SPEC)
+    spec = load_spec(spec_path)
+    out = folder / name
+    outcome = run_sweep(spec, plan(spec), out, SPEC, "test", Console(quiet=True))
+    assert outcome.failed == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two runs of the same spec, one after the other, on the native backend."""
+    folder = tmp_path_factory.mktemp("gate")
+    return real_run(folder, "base"), real_run(folder, "again")
+
+
+def slowed(base: Path, out: Path, factor: float, rate_hz: float) -> Path:
+    """A copy of `base` whose trials at `rate_hz` took `factor` times as long to arrive."""
+    shutil.copytree(base, out)
+    folder = ResultsFolder(out)
+    for entry in folder.summary().trials:
+        if entry.rate_hz != rate_hz:
+            continue
+        table = folder.records(entry.trial)
+        sent = table.column("t_sent").to_numpy().astype(np.int64)
+        for name in ("t_echoed", "t_received"):
+            got = table.column(name).to_numpy(zero_copy_only=False)
+            late = sent + np.round((got - sent) * factor)
+            column = pa.array(late, type=pa.int64(), mask=np.isnan(got))
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+        folder.write_trial(entry.trial, [table], folder.metadata(entry.trial))
+    return out
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    out = capsys.readouterr()
+    return int(done.value.code or 0), " ".join((out.out + out.err).split())
+
+
+def test_two_runs_of_one_spec_pass(
+    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, again = runs
+    code, text = run_cli(["compare", str(base), str(again)], capsys)
+    assert code == 0, text
+    assert "no regression beyond 10% in 4 configurations" in text
+
+
+def test_injected_slowdown_fails_naming_the_configurations(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, _ = runs
+    slow = slowed(base, tmp_path / "slow", factor=1.6, rate_hz=500.0)
+    code, text = run_cli(["compare", str(base), str(slow), "--json", str(tmp_path / "c.json")],
+                         capsys)  # fmt: skip
+    assert code == 1, text
+    assert "2 of 4 configurations regressed beyond 10%:" in text
+    assert "echo native text 500 Hz: 1.6" in text
+    assert "chain native text 500 Hz chain_length=3: 1.6" in text
+    outcome = compare(base, slow)
+    assert [r.configuration for r in outcome.regressed] == [
+        "echo native text 500 Hz",
+        "chain native text 500 Hz chain_length=3",
+    ]
+    for row in outcome.regressed:
+        assert row.ratio == pytest.approx(1.6, rel=0.02)
+        assert row.low is not None and row.high is not None and 1.1 < row.low < 1.6 < row.high
+    assert (tmp_path / "c.json").is_file()
+
+
+def test_a_slowdown_within_the_threshold_passes(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    base, _ = runs
+    slow = slowed(base, tmp_path / "slow", factor=1.6, rate_hz=200.0)
+    assert compare(base, slow, threshold=1.0).regressed == []
+    assert len(compare(base, slow, threshold=0.1).regressed) == 2
+
+
+def test_folders_without_a_common_configuration_are_refused(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(runs[0], other)
+    summary = (other / "summary.json").read_text().replace('"native"', '"zenoh"')
+    (other / "summary.json").write_text(summary)
+    code, text = run_cli(["compare", str(runs[0]), str(other)], capsys)
+    assert code == 2 and "share no configuration" in text
+
+
+def test_bootstrap_over_runs_widens_with_their_spread() -> None:
+    rng = np.random.default_rng(0)
+    same = [rng.normal(100, 5, 500) for _ in range(3)]
+    spread = [rng.normal(m, 5, 500) for m in (80, 100, 120)]
+    p50 = np.median
+    narrow = np.ptp(np.percentile(bootstrap(same, p50, 400, rng), [2.5, 97.5]))
+    wide = np.ptp(np.percentile(bootstrap(spread, p50, 400, rng), [2.5, 97.5]))
+    assert wide > 5 * narrow

@@ -220,6 +220,14 @@ def test_eval_runs_no_code(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_eval_refuses_deep_unary_chains_without_a_recursion_error(tmp_path: Path) -> None:
+    ctx = Context({}, tmp_path)
+    for expr in ("-" * 999 + "1", "-+" * 499 + "1", "not " * 249 + "1"):
+        with pytest.raises(ExprError, match="nested deeper than"):
+            rosexpr.evaluate(expr, ctx)
+    assert rosexpr.evaluate("--1", ctx) == 1
+
+
 def test_eval_computes_what_roslaunch_computes(tmp_path: Path) -> None:
     ctx = Context({"rate": "20", "sim": "true", "robot": "arm"}, tmp_path)
     cases = {

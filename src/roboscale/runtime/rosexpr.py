@@ -171,8 +171,7 @@ class _Parser:
             raise ExprError(f"$(eval): expected {text!r}")
 
     def expression(self, depth: int) -> Value:
-        if depth > MAX_DEPTH:
-            raise ExprError(f"$(eval): nested deeper than {MAX_DEPTH}")
+        _check_depth(depth)
         value = self.conjunction(depth)
         while self.peek() == "or":
             self.take()
@@ -191,6 +190,7 @@ class _Parser:
     def negation(self, depth: int) -> Value:
         if self.peek() == "not":
             self.take()
+            _check_depth(depth + 1)
             return not self.negation(depth + 1)
         return self.comparison(depth)
 
@@ -223,6 +223,7 @@ class _Parser:
     def unary(self, depth: int) -> Value:
         if self.peek() in ("-", "+"):
             op = self.take()[1]
+            _check_depth(depth + 1)  # `- - - 1` recurses as parentheses do
             value = self.unary(depth + 1)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ExprError(f"$(eval): {op} needs a number, not {value!r}")
@@ -273,6 +274,11 @@ class _Parser:
         if function == "env":
             return _one("env", words, self.ctx)
         return self.ctx.env.get(words[0], words[1] if len(words) > 1 else "")
+
+
+def _check_depth(depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise ExprError(f"$(eval): nested deeper than {MAX_DEPTH}")
 
 
 def _typed(text: str) -> Value:

@@ -153,6 +153,15 @@ BROKEN: dict[str, tuple[str, str]] = {
         "robot.launch:2: param.value: $(shell ...) is not supported; allowed: $(arg, find, env, "
         "optenv, dirname, anon, eval ...)",
     ),
+    "textfile_device": (
+        '<launch>\n  <param name="p" textfile="/dev/zero"/>\n</launch>\n',
+        "robot.launch:2: param.textfile: /dev/zero: is a character device; the textfile must "
+        "be a regular file",
+    ),
+    "rosparam_file_missing": (
+        '<launch>\n  <rosparam file="nope.yaml"/>\n</launch>\n',
+        "robot.launch:2: rosparam.file: nope.yaml: no such rosparam",
+    ),
     "command_param": (
         '<launch>\n  <param name="p" command="cat /etc/passwd"/>\n</launch>\n',
         "robot.launch:2: param.command: not supported by roboscale (it runs a program while the "

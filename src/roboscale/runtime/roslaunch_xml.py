@@ -24,13 +24,15 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from roboscale.errors import SpecError, UserError
 from roboscale.runtime import rosexpr
 from roboscale.runtime.rosexpr import Context, ExprError
 from roboscale.runtime.safexml import Element, parse_xml
 from roboscale.yamlfile import LineMap, load_yaml, parse_yaml, read_text
+
+T = TypeVar("T")
 
 MAX_INCLUDES = 16
 NODES_INTENSITY = (100, 10.0)  # roslaunch respawns forever; OTP gives up: 100 in 10 s
@@ -128,6 +130,17 @@ class _Reader:
         except ExprError as e:
             raise self.fail(s, el, name, str(e)) from None
 
+    def read(self, s: Scope, el: Element, attr: str, reader: Callable[[Path], T]) -> T:
+        """`reader` of the file `attr` names (relative to this file's folder); a problem
+        opening it is named at this element's line and attribute, one inside it at its own."""
+        path = Path(self.attr(s, el, attr))
+        try:
+            return reader(path if path.is_absolute() else s.file.parent / path)
+        except SpecError:
+            raise
+        except UserError as e:
+            raise self.fail(s, el, attr, str(e)) from None
+
     def flag(self, s: Scope, el: Element, name: str, default: bool) -> bool:
         value = self.attr(s, el, name, "true" if default else "false").strip().lower()
         if value not in ("true", "false", "1", "0"):
@@ -221,8 +234,7 @@ class _Reader:
         name = self.resolve(s, el, self.attr(s, el, "name"), private_ns)
         kind = self.attr(s, el, "type", "auto")
         if "textfile" in el.attrs:
-            path = Path(self.attr(s, el, "textfile"))
-            value: Any = read_text(path if path.is_absolute() else s.file.parent / path, "textfile")
+            value: Any = self.read(s, el, "textfile", lambda p: read_text(p, "textfile"))
         else:
             text = self.attr(s, el, "value")
             value = self.typed(s, el, text, kind)
@@ -277,8 +289,7 @@ class _Reader:
         if "param" in el.attrs:
             where = self.resolve(base, el, self.attr(s, el, "param"), private_ns)
         if "file" in el.attrs:
-            path = Path(self.attr(s, el, "file"))
-            data, _ = load_yaml(path if path.is_absolute() else s.file.parent / path, "rosparam")
+            data = self.read(s, el, "file", lambda p: load_yaml(p, "rosparam")[0])
         else:
             text = el.text
             if self.flag(s, el, "subst_value", False):

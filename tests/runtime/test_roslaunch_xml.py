@@ -201,6 +201,19 @@ def test_billion_laughs_is_refused_before_any_expansion(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 5  # 10**9 'lol's would take minutes and gigabytes
 
 
+def test_an_include_bomb_is_refused_at_the_bound(tmp_path: Path) -> None:
+    """A file that includes itself 4 times per level, 6 levels deep (depth < 16): 5,460
+    includes, each parsed anew (4 per level and 14 levels: 4**14 parses, forever)."""
+    include = (
+        '  <include file="$(dirname)/bomb.launch" if="$(eval d &lt; 6)">'
+        '<arg name="d" value="$(eval d + 1)"/></include>\n'
+    )
+    path = tmp_path / "bomb.launch"
+    path.write_text('<launch>\n  <arg name="d" default="0"/>\n' + include * 4 + "</launch>\n")
+    with pytest.raises(UserError, match=r"bomb.launch:\d+: include.file: more than 1000 includes"):
+        read_launch(path)
+
+
 def test_only_regular_files_of_bounded_size(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.launch"
     os.mkfifo(fifo)

@@ -35,6 +35,7 @@ from roboscale.yamlfile import LineMap, load_yaml, parse_yaml, read_text
 T = TypeVar("T")
 
 MAX_INCLUDES = 16
+MAX_INCLUDED = 1000  # includes in all: each is read anew, so breadth times depth would explode
 NODES_INTENSITY = (100, 10.0)  # roslaunch respawns forever; OTP gives up: 100 in 10 s
 
 _IF = {"if", "unless"}
@@ -100,6 +101,7 @@ class _Reader:
         self.machines: dict[str, str] = {}
         self.default_machine: str | None = None
         self.anon: dict[str, str] = {}
+        self.included = 0
 
     # -- helpers -----------------------------------------------------------------------------
     def fail(self, s: Scope, el: Element, attr: str, problem: str) -> SpecError:
@@ -307,6 +309,9 @@ class _Reader:
     def el_include(self, s: Scope, el: Element) -> None:
         if s.depth >= MAX_INCLUDES:
             raise self.fail(s, el, "file", f"includes nested deeper than {MAX_INCLUDES}")
+        self.included += 1
+        if self.included > MAX_INCLUDED:
+            raise self.fail(s, el, "file", f"more than {MAX_INCLUDED} includes in all")
         path = Path(self.attr(s, el, "file"))
         path = path if path.is_absolute() else s.file.parent / path
         ns = self.attr(s, el, "ns", "")

@@ -214,6 +214,21 @@ def test_an_include_bomb_is_refused_at_the_bound(tmp_path: Path) -> None:
         read_launch(path)
 
 
+def test_large_includes_are_bounded_in_bytes_in_all(tmp_path: Path) -> None:
+    """Under 1000 includes, a file of 0.9 MB read 85 times is 77 MB of XML parsed."""
+    include = (
+        '  <include file="$(dirname)/big.launch" if="$(eval d &lt; 3)">'
+        '<arg name="d" value="$(eval d + 1)"/></include>\n'
+    )
+    padding = "<!-- " + "x" * 900_000 + " -->\n"
+    path = tmp_path / "big.launch"
+    path.write_text(
+        '<launch>\n  <arg name="d" default="0"/>\n' + include * 4 + padding + "</launch>\n"
+    )
+    with pytest.raises(UserError, match=r"big.launch:\d+: include.file: more than 16 MiB of "):
+        read_launch(path)
+
+
 def test_only_regular_files_of_bounded_size(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.launch"
     os.mkfifo(fifo)

@@ -36,6 +36,7 @@ T = TypeVar("T")
 
 MAX_INCLUDES = 16
 MAX_INCLUDED = 1000  # includes in all: each is read anew, so breadth times depth would explode
+MAX_INCLUDED_BYTES = 16 << 20  # of included files in all (each may be 1 MiB)
 NODES_INTENSITY = (100, 10.0)  # roslaunch respawns forever; OTP gives up: 100 in 10 s
 
 _IF = {"if", "unless"}
@@ -102,6 +103,7 @@ class _Reader:
         self.default_machine: str | None = None
         self.anon: dict[str, str] = {}
         self.included = 0
+        self.included_bytes = 0
 
     # -- helpers -----------------------------------------------------------------------------
     def fail(self, s: Scope, el: Element, attr: str, problem: str) -> SpecError:
@@ -327,6 +329,11 @@ class _Reader:
                 env[self.attr(s, child, "name")] = self.attr(s, child, "value")
             else:
                 given[self.attr(s, child, "name")] = self.attr(s, child, "value")
+        with contextlib.suppress(OSError):  # parse_xml names what is wrong with the file
+            self.included_bytes += path.stat().st_size
+        if self.included_bytes > MAX_INCLUDED_BYTES:
+            limit = MAX_INCLUDED_BYTES >> 20
+            raise self.fail(s, el, "file", f"more than {limit} MiB of included files in all")
         try:
             root = parse_xml(path)
         except SpecError:

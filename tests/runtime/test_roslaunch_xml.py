@@ -225,7 +225,17 @@ def test_large_includes_are_bounded_in_bytes_in_all(tmp_path: Path) -> None:
     path.write_text(
         '<launch>\n  <arg name="d" default="0"/>\n' + include * 4 + padding + "</launch>\n"
     )
-    with pytest.raises(UserError, match=r"big.launch:\d+: include.file: more than 16 MiB of "):
+    with pytest.raises(UserError, match=r"big.launch:\d+: include.file: more than 16 MiB"):
+        read_launch(path)
+
+
+def test_files_loaded_by_params_are_bounded_in_bytes_in_all(tmp_path: Path) -> None:
+    """Each textfile is at most 1 MiB, but 20,000 params fit in a launch file: 20 GB kept."""
+    (tmp_path / "half.txt").write_text("x" * 500_000)
+    params = "".join(f'  <param name="p{i}" textfile="half.txt"/>\n' for i in range(40))
+    path = tmp_path / "robot.launch"
+    path.write_text("<launch>\n" + params + "</launch>\n")
+    with pytest.raises(UserError, match=r"robot.launch:\d+: param.textfile: more than 16 MiB "):
         read_launch(path)
 
 

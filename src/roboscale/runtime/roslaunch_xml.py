@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 MAX_INCLUDES = 16
 MAX_INCLUDED = 1000  # includes in all: each is read anew, so breadth times depth would explode
-MAX_INCLUDED_BYTES = 16 << 20  # of included files in all (each may be 1 MiB)
+MAX_READ_BYTES = 16 << 20  # of files included or loaded in all (each may be 1 MiB)
 NODES_INTENSITY = (100, 10.0)  # roslaunch respawns forever; OTP gives up: 100 in 10 s
 
 _IF = {"if", "unless"}
@@ -103,7 +103,7 @@ class _Reader:
         self.default_machine: str | None = None
         self.anon: dict[str, str] = {}
         self.included = 0
-        self.included_bytes = 0
+        self.bytes_read = 0
 
     # -- helpers -----------------------------------------------------------------------------
     def fail(self, s: Scope, el: Element, attr: str, problem: str) -> SpecError:
@@ -138,12 +138,22 @@ class _Reader:
         """`reader` of the file `attr` names (relative to this file's folder); a problem
         opening it is named at this element's line and attribute, one inside it at its own."""
         path = Path(self.attr(s, el, attr))
+        path = path if path.is_absolute() else s.file.parent / path
+        self.count_bytes(s, el, attr, path)
         try:
-            return reader(path if path.is_absolute() else s.file.parent / path)
+            return reader(path)
         except SpecError:
             raise
         except UserError as e:
             raise self.fail(s, el, attr, str(e)) from None
+
+    def count_bytes(self, s: Scope, el: Element, attr: str, path: Path) -> None:
+        """Each file is bounded, not their number: a budget for all the files read."""
+        with contextlib.suppress(OSError):  # the reader names what is wrong with the file
+            self.bytes_read += path.stat().st_size
+        if self.bytes_read > MAX_READ_BYTES:
+            limit = MAX_READ_BYTES >> 20
+            raise self.fail(s, el, attr, f"more than {limit} MiB of included or loaded files")
 
     def flag(self, s: Scope, el: Element, name: str, default: bool) -> bool:
         value = self.attr(s, el, name, "true" if default else "false").strip().lower()
@@ -329,11 +339,7 @@ class _Reader:
                 env[self.attr(s, child, "name")] = self.attr(s, child, "value")
             else:
                 given[self.attr(s, child, "name")] = self.attr(s, child, "value")
-        with contextlib.suppress(OSError):  # parse_xml names what is wrong with the file
-            self.included_bytes += path.stat().st_size
-        if self.included_bytes > MAX_INCLUDED_BYTES:
-            limit = MAX_INCLUDED_BYTES >> 20
-            raise self.fail(s, el, "file", f"more than {limit} MiB of included files in all")
+        self.count_bytes(s, el, "file", path)
         try:
             root = parse_xml(path)
         except SpecError:

@@ -285,6 +285,9 @@ def test_eval_computes_what_roslaunch_computes(tmp_path: Path) -> None:
     for expr, value in cases.items():
         assert rosexpr.evaluate(expr, ctx) == value, expr
     assert rosexpr.substitute("$(eval rate * 2)", ctx) == "40"
+    # roslaunch substitutes str(eval(...)): a str param or a node's argument reads "True"
+    assert rosexpr.substitute("$(eval rate > 10)", ctx) == "True"
+    assert rosexpr.substitute("$(eval not sim)", ctx) == "False"
     assert rosexpr.substitute("$(arg robot)/$(optenv NOPE_X a b)", ctx) == "arm/a b"
 
 

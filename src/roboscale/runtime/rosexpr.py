@@ -79,7 +79,7 @@ def substitute(text: str, ctx: Context) -> str:
     """Every $(...) of `text` resolved; `$(eval ...)` must be the whole value (roslaunch)."""
     stripped = text.strip()
     if stripped.startswith("$(eval ") and stripped.endswith(")"):
-        return _text(evaluate(stripped[7:-1], ctx))
+        return str(evaluate(stripped[7:-1], ctx))  # roslaunch's str(eval()): True, not true
     if "$(eval" in text:
         raise ExprError("$(eval ...) must be the whole value")
     out, pos = [], 0
@@ -114,12 +114,6 @@ def _one(kind: str, words: list[str], ctx: Context) -> str:
     if kind == "dirname":
         return str(ctx.dirname)
     return ctx.anon.setdefault(words[0], f"{words[0]}_{os.getpid()}_{len(ctx.anon)}")
-
-
-def _text(value: Value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def evaluate(expr: str, ctx: Context) -> Value:

@@ -49,3 +49,17 @@ def test_a_stream_to_a_new_name_is_created(tmp_path: Path) -> None:
     os.write(fd, b"two\n")
     os.close(fd)
     assert (tmp_path / "log").read_bytes() == b"one\ntwo\n"
+
+
+def test_an_mcap_recording_is_never_written_through_a_link(tmp_path: Path) -> None:
+    from roboscale.bags import write_mcap
+    from roboscale.cli import _check_record
+
+    target = tmp_path / "authorized_keys"  # absent: a dangling link "does not exist"
+    record = tmp_path / "trial.mcap"
+    record.symlink_to(target)
+    with pytest.raises(UserError, match="exists already"):
+        _check_record(record, "stata")
+    with pytest.raises(OSError):
+        write_mcap(record, [], "stata")
+    assert not target.exists()

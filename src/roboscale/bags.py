@@ -26,6 +26,7 @@ import atexit
 import base64
 import functools
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from typing import Any
 from roboscale.backends.base import MessageKind, TypedPayload
 from roboscale.bagread import BagTypes, read_bag
 from roboscale.errors import UserError
+from roboscale.safewrite import open_stream
 from roboscale.workloads.replay import (
     STATA,
     FileStream,
@@ -236,7 +238,7 @@ def write_mcap(path: Path, captures: list[Path], source: str) -> int:
             frames.append((offset, stream.topics[k].name, topics[k], stream.body(i)))
     frames.sort(key=lambda f: f[0])
     ros1 = all(f[2].encoding == "ros1" for f in frames)
-    with path.open("wb") as f:
+    with os.fdopen(open_stream(path), "wb") as f:  # never through a link at `path`
         writer: Any = Writer(f)
         writer.start(profile="ros1" if ros1 else "ros2", library="roboscale")
         schemas: dict[tuple[str, str], int] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -253,7 +254,7 @@ def _check_record(record: Path, replay: str | None) -> None:
             "--record records a replayed stream; the spec has no replay:",
             hint="add `replay: stata` or `replay: my.bag` to the spec",
         )
-    if record.exists():
+    if os.path.lexists(record):  # a dangling link too: writing it would create its target
         raise UserError(f"--record: {record} exists already; choose a new file")
 
 

@@ -91,8 +91,15 @@ def message(err: Any, loc: KeyPath, names: list[str], allowed: str) -> str:
         return msg
     given = err.get("input")
     quoted = isinstance(given, dict | list) or repr(given) in msg
-    shown = "" if quoted else f" (got {given!r})"
+    shown = "" if quoted else f" (got {_shortened(repr(given))})"
     return f"{msg}{shown}; allowed: {allowed}" if allowed else f"{msg}{shown}"
+
+
+MAX_SHOWN = 60  # characters of a wrong value echoed into its one-line error
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
 
 def to_spec_errors(

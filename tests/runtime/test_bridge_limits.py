@@ -14,19 +14,13 @@ from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config, session_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.wire import DEFAULT_MAX_PAYLOAD, Codec, pack_header, type_tag
 
 from .conftest import wait_until
+from .test_bridge import Sink
 from .test_wire import Point
-
-
-class Sink(Node):
-    def on_start(self) -> None:
-        got: list[Any] = self.params["got"]
-        self.subscribe("/points", got.append, msg_type=Point)
-        self.subscribe("/any", got.append)
 
 
 @pytest.fixture

@@ -132,6 +132,12 @@ def test_every_shipped_launch_file_checks_without_importing(path: Path) -> None:
         (("target: boom_pkg.detect:main", "target: boom_pkg/detect.py"),
          "robot.yaml:14: children[2].children[0].target: 'boom_pkg/detect.py' is not allowed; "
          "write package.module:function"),
+        (("target: boom_pkg.detect:main", 'target: "boom_pkg.detect:main\\n"'),
+         "robot.yaml:14: children[2].children[0].target: 'boom_pkg.detect:main\\n' is not "
+         "allowed; write package.module:function"),
+        (("class: boom_pkg.camera:Camera", 'class: "boom_pkg.camera:Camera\\n"'),
+         "robot.yaml:4: children[0].class: 'boom_pkg.camera:Camera\\n' is not allowed; "
+         "write package.module:Class"),
         (("  - process: detector", "  - process: detector\n        required: maybe"),
          "robot.yaml:14: children[2].children[0].required: Input should be a valid boolean"),
     ],

@@ -153,6 +153,15 @@ BROKEN: dict[str, tuple[str, str]] = {
         "robot.launch:2: param.value: $(shell ...) is not supported; allowed: $(arg, find, env, "
         "optenv, dirname, anon, eval ...)",
     ),
+    "textfile_device": (
+        '<launch>\n  <param name="p" textfile="/dev/zero"/>\n</launch>\n',
+        "robot.launch:2: param.textfile: /dev/zero: is a character device; the textfile must "
+        "be a regular file",
+    ),
+    "rosparam_file_missing": (
+        '<launch>\n  <rosparam file="nope.yaml"/>\n</launch>\n',
+        "robot.launch:2: rosparam.file: nope.yaml: no such rosparam",
+    ),
     "command_param": (
         '<launch>\n  <param name="p" command="cat /etc/passwd"/>\n</launch>\n',
         "robot.launch:2: param.command: not supported by roboscale (it runs a program while the "
@@ -192,6 +201,44 @@ def test_billion_laughs_is_refused_before_any_expansion(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 5  # 10**9 'lol's would take minutes and gigabytes
 
 
+def test_an_include_bomb_is_refused_at_the_bound(tmp_path: Path) -> None:
+    """A file that includes itself 4 times per level, 6 levels deep (depth < 16): 5,460
+    includes, each parsed anew (4 per level and 14 levels: 4**14 parses, forever)."""
+    include = (
+        '  <include file="$(dirname)/bomb.launch" if="$(eval d &lt; 6)">'
+        '<arg name="d" value="$(eval d + 1)"/></include>\n'
+    )
+    path = tmp_path / "bomb.launch"
+    path.write_text('<launch>\n  <arg name="d" default="0"/>\n' + include * 4 + "</launch>\n")
+    with pytest.raises(UserError, match=r"bomb.launch:\d+: include.file: more than 1000 includes"):
+        read_launch(path)
+
+
+def test_large_includes_are_bounded_in_bytes_in_all(tmp_path: Path) -> None:
+    """Under 1000 includes, a file of 0.9 MB read 85 times is 77 MB of XML parsed."""
+    include = (
+        '  <include file="$(dirname)/big.launch" if="$(eval d &lt; 3)">'
+        '<arg name="d" value="$(eval d + 1)"/></include>\n'
+    )
+    padding = "<!-- " + "x" * 900_000 + " -->\n"
+    path = tmp_path / "big.launch"
+    path.write_text(
+        '<launch>\n  <arg name="d" default="0"/>\n' + include * 4 + padding + "</launch>\n"
+    )
+    with pytest.raises(UserError, match=r"big.launch:\d+: include.file: more than 16 MiB"):
+        read_launch(path)
+
+
+def test_files_loaded_by_params_are_bounded_in_bytes_in_all(tmp_path: Path) -> None:
+    """Each textfile is at most 1 MiB, but 20,000 params fit in a launch file: 20 GB kept."""
+    (tmp_path / "half.txt").write_text("x" * 500_000)
+    params = "".join(f'  <param name="p{i}" textfile="half.txt"/>\n' for i in range(40))
+    path = tmp_path / "robot.launch"
+    path.write_text("<launch>\n" + params + "</launch>\n")
+    with pytest.raises(UserError, match=r"robot.launch:\d+: param.textfile: more than 16 MiB "):
+        read_launch(path)
+
+
 def test_only_regular_files_of_bounded_size(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.launch"
     os.mkfifo(fifo)
@@ -220,6 +267,14 @@ def test_eval_runs_no_code(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+def test_eval_refuses_deep_unary_chains_without_a_recursion_error(tmp_path: Path) -> None:
+    ctx = Context({}, tmp_path)
+    for expr in ("-" * 999 + "1", "-+" * 499 + "1", "not " * 249 + "1"):
+        with pytest.raises(ExprError, match="nested deeper than"):
+            rosexpr.evaluate(expr, ctx)
+    assert rosexpr.evaluate("--1", ctx) == 1
+
+
 def test_eval_computes_what_roslaunch_computes(tmp_path: Path) -> None:
     ctx = Context({"rate": "20", "sim": "true", "robot": "arm"}, tmp_path)
     cases = {
@@ -230,6 +285,9 @@ def test_eval_computes_what_roslaunch_computes(tmp_path: Path) -> None:
     for expr, value in cases.items():
         assert rosexpr.evaluate(expr, ctx) == value, expr
     assert rosexpr.substitute("$(eval rate * 2)", ctx) == "40"
+    # roslaunch substitutes str(eval(...)): a str param or a node's argument reads "True"
+    assert rosexpr.substitute("$(eval rate > 10)", ctx) == "True"
+    assert rosexpr.substitute("$(eval not sim)", ctx) == "False"
     assert rosexpr.substitute("$(arg robot)/$(optenv NOPE_X a b)", ctx) == "arm/a b"
 
 

@@ -69,3 +69,37 @@ def test_tcpros_frames_are_counted_however_they_are_cut(
         counted += conn.feed(stream[pos : pos + step])
         pos, i = pos + step, i + 1
     assert counted == len(payloads)
+
+
+def test_a_malformed_answer_from_the_ros_graph_never_kills_the_tap() -> None:
+    """A master and a publisher on loopback (real XML-RPC servers) whose requestTopic
+    answers a struct, not a protocol list: the tap skips that publisher and keeps going
+    (a KeyError here ended the watchdog's thread, and the child was watched no more)."""
+    import threading
+    from xmlrpc.server import SimpleXMLRPCServer
+
+    from roboscale.runtime.watchdog import TopicTap
+
+    servers = [SimpleXMLRPCServer(("127.0.0.1", 0), logRequests=False) for _ in range(2)]
+    master, node = servers
+    node_uri = f"http://127.0.0.1:{node.server_address[1]}/"
+    master.register_function(
+        lambda caller: [1, "", [[["/chatter", ["/talker"]]], [], []]], "getSystemState"
+    )
+    master.register_function(lambda caller, name: [1, "", node_uri], "lookupNode")
+    node.register_function(
+        lambda caller, topic, protocols: [1, "", {"a": 1, "b": 2, "c": 3}], "requestTopic"
+    )
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
+    for thread in threads:
+        thread.start()
+    tap = TopicTap(f"http://127.0.0.1:{master.server_address[1]}/", "/chatter")
+    try:
+        tap.poll(0.01)
+        assert tap.conns == {}
+    finally:
+        tap.close()
+        for server, thread in zip(servers, threads, strict=True):
+            server.shutdown()
+            server.server_close()
+            thread.join()

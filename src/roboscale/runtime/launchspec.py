@@ -73,7 +73,7 @@ from roboscale.yamlfile import dotted as _dotted
 
 KINDS = ("node", "process", "command", "ros_master", "ros_node", "remote", "supervisor")
 XML_SUFFIXES = (".launch", ".xml")
-_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")  # fullmatch: `$` allows a final newline
 _LEAF = "a letter, then letters, digits or '_'"
 
 
@@ -152,7 +152,7 @@ class NodeChild(_Child):
     @field_validator("class_")
     @classmethod
     def _target(cls, value: str) -> str:
-        if not _TARGET.match(value):
+        if not _TARGET.fullmatch(value):
             raise ValueError(f"{value!r} is not allowed; write package.module:Class")
         return value
 
@@ -170,7 +170,7 @@ class ProcessChild(_Child):
     @field_validator("target")
     @classmethod
     def _target(cls, value: str) -> str:
-        if not _TARGET.match(value):
+        if not _TARGET.fullmatch(value):
             raise ValueError(f"{value!r} is not allowed; write package.module:function")
         return value
 

@@ -79,7 +79,7 @@ def substitute(text: str, ctx: Context) -> str:
     """Every $(...) of `text` resolved; `$(eval ...)` must be the whole value (roslaunch)."""
     stripped = text.strip()
     if stripped.startswith("$(eval ") and stripped.endswith(")"):
-        return _text(evaluate(stripped[7:-1], ctx))
+        return str(evaluate(stripped[7:-1], ctx))  # roslaunch's str(eval()): True, not true
     if "$(eval" in text:
         raise ExprError("$(eval ...) must be the whole value")
     out, pos = [], 0
@@ -114,12 +114,6 @@ def _one(kind: str, words: list[str], ctx: Context) -> str:
     if kind == "dirname":
         return str(ctx.dirname)
     return ctx.anon.setdefault(words[0], f"{words[0]}_{os.getpid()}_{len(ctx.anon)}")
-
-
-def _text(value: Value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def evaluate(expr: str, ctx: Context) -> Value:
@@ -171,8 +165,7 @@ class _Parser:
             raise ExprError(f"$(eval): expected {text!r}")
 
     def expression(self, depth: int) -> Value:
-        if depth > MAX_DEPTH:
-            raise ExprError(f"$(eval): nested deeper than {MAX_DEPTH}")
+        _check_depth(depth)
         value = self.conjunction(depth)
         while self.peek() == "or":
             self.take()
@@ -191,6 +184,7 @@ class _Parser:
     def negation(self, depth: int) -> Value:
         if self.peek() == "not":
             self.take()
+            _check_depth(depth + 1)
             return not self.negation(depth + 1)
         return self.comparison(depth)
 
@@ -223,6 +217,7 @@ class _Parser:
     def unary(self, depth: int) -> Value:
         if self.peek() in ("-", "+"):
             op = self.take()[1]
+            _check_depth(depth + 1)  # `- - - 1` recurses as parentheses do
             value = self.unary(depth + 1)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ExprError(f"$(eval): {op} needs a number, not {value!r}")
@@ -273,6 +268,11 @@ class _Parser:
         if function == "env":
             return _one("env", words, self.ctx)
         return self.ctx.env.get(words[0], words[1] if len(words) > 1 else "")
+
+
+def _check_depth(depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise ExprError(f"$(eval): nested deeper than {MAX_DEPTH}")
 
 
 def _typed(text: str) -> Value:

@@ -24,7 +24,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from roboscale.errors import SpecError, UserError
 from roboscale.runtime import rosexpr
@@ -32,7 +32,11 @@ from roboscale.runtime.rosexpr import Context, ExprError
 from roboscale.runtime.safexml import Element, parse_xml
 from roboscale.yamlfile import LineMap, load_yaml, parse_yaml, read_text
 
+T = TypeVar("T")
+
 MAX_INCLUDES = 16
+MAX_INCLUDED = 1000  # includes in all: each is read anew, so breadth times depth would explode
+MAX_READ_BYTES = 16 << 20  # of files included or loaded in all (each may be 1 MiB)
 NODES_INTENSITY = (100, 10.0)  # roslaunch respawns forever; OTP gives up: 100 in 10 s
 
 _IF = {"if", "unless"}
@@ -98,6 +102,8 @@ class _Reader:
         self.machines: dict[str, str] = {}
         self.default_machine: str | None = None
         self.anon: dict[str, str] = {}
+        self.included = 0
+        self.bytes_read = 0
 
     # -- helpers -----------------------------------------------------------------------------
     def fail(self, s: Scope, el: Element, attr: str, problem: str) -> SpecError:
@@ -127,6 +133,27 @@ class _Reader:
             return rosexpr.substitute(raw, s.ctx)
         except ExprError as e:
             raise self.fail(s, el, name, str(e)) from None
+
+    def read(self, s: Scope, el: Element, attr: str, reader: Callable[[Path], T]) -> T:
+        """`reader` of the file `attr` names (relative to this file's folder); a problem
+        opening it is named at this element's line and attribute, one inside it at its own."""
+        path = Path(self.attr(s, el, attr))
+        path = path if path.is_absolute() else s.file.parent / path
+        self.count_bytes(s, el, attr, path)
+        try:
+            return reader(path)
+        except SpecError:
+            raise
+        except UserError as e:
+            raise self.fail(s, el, attr, str(e)) from None
+
+    def count_bytes(self, s: Scope, el: Element, attr: str, path: Path) -> None:
+        """Each file is bounded, not their number: a budget for all the files read."""
+        with contextlib.suppress(OSError):  # the reader names what is wrong with the file
+            self.bytes_read += path.stat().st_size
+        if self.bytes_read > MAX_READ_BYTES:
+            limit = MAX_READ_BYTES >> 20
+            raise self.fail(s, el, attr, f"more than {limit} MiB of included or loaded files")
 
     def flag(self, s: Scope, el: Element, name: str, default: bool) -> bool:
         value = self.attr(s, el, name, "true" if default else "false").strip().lower()
@@ -221,8 +248,7 @@ class _Reader:
         name = self.resolve(s, el, self.attr(s, el, "name"), private_ns)
         kind = self.attr(s, el, "type", "auto")
         if "textfile" in el.attrs:
-            path = Path(self.attr(s, el, "textfile"))
-            value: Any = read_text(path if path.is_absolute() else s.file.parent / path, "textfile")
+            value: Any = self.read(s, el, "textfile", lambda p: read_text(p, "textfile"))
         else:
             text = self.attr(s, el, "value")
             value = self.typed(s, el, text, kind)
@@ -277,8 +303,7 @@ class _Reader:
         if "param" in el.attrs:
             where = self.resolve(base, el, self.attr(s, el, "param"), private_ns)
         if "file" in el.attrs:
-            path = Path(self.attr(s, el, "file"))
-            data, _ = load_yaml(path if path.is_absolute() else s.file.parent / path, "rosparam")
+            data = self.read(s, el, "file", lambda p: load_yaml(p, "rosparam")[0])
         else:
             text = el.text
             if self.flag(s, el, "subst_value", False):
@@ -296,6 +321,9 @@ class _Reader:
     def el_include(self, s: Scope, el: Element) -> None:
         if s.depth >= MAX_INCLUDES:
             raise self.fail(s, el, "file", f"includes nested deeper than {MAX_INCLUDES}")
+        self.included += 1
+        if self.included > MAX_INCLUDED:
+            raise self.fail(s, el, "file", f"more than {MAX_INCLUDED} includes in all")
         path = Path(self.attr(s, el, "file"))
         path = path if path.is_absolute() else s.file.parent / path
         ns = self.attr(s, el, "ns", "")
@@ -311,6 +339,7 @@ class _Reader:
                 env[self.attr(s, child, "name")] = self.attr(s, child, "value")
             else:
                 given[self.attr(s, child, "name")] = self.attr(s, child, "value")
+        self.count_bytes(s, el, "file", path)
         try:
             root = parse_xml(path)
         except SpecError:

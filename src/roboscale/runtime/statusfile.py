@@ -142,8 +142,8 @@ class StatusPublisher:
             self.remove()
 
     def remove(self) -> None:
+        # safewrite leaves no partial file behind (its temporary name is removed on failure)
         self.path.unlink(missing_ok=True)
-        self.path.with_name(self.path.name + ".part").unlink(missing_ok=True)
 
 
 @dataclass(frozen=True, slots=True)

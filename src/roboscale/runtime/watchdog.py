@@ -37,6 +37,7 @@ DISCOVER_S = 0.5
 RPC_TIMEOUT_S = 2.0
 MAX_HEADER = 1 << 16  # a TCPROS connection header larger than this is refused
 CALLER = "/roboscale_watchdog"
+_BAD_ANSWER = (OSError, xmlrpc.client.Error, ValueError, TypeError, LookupError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +117,9 @@ class TopicTap:
         now = time.monotonic()
         if now >= self.next_discovery:
             self.next_discovery = now + DISCOVER_S
-            with contextlib.suppress(OSError, xmlrpc.client.Error, ValueError, TypeError):
+            # The graph's answers are outside data: a malformed one skips that publisher
+            # (a struct for a list is a LookupError), never ends the watchdog's thread.
+            with contextlib.suppress(*_BAD_ANSWER):
                 self._discover()
         if not self.conns:
             time.sleep(timeout_s)
@@ -138,17 +141,26 @@ class TopicTap:
         _, _, (publishers, _, _) = _proxy(self.master_uri).getSystemState(CALLER)
         nodes: list[str] = next((n for t, n in publishers if t == self.topic), [])
         for node in nodes:
-            code, _, uri = _proxy(self.master_uri).lookupNode(CALLER, node)
-            if code != 1 or uri in self.conns:
-                continue
-            code, _, proto = _proxy(uri).requestTopic(CALLER, self.topic, [["TCPROS"]])
-            if code != 1 or len(proto) < 3 or proto[0] != "TCPROS":
-                continue
-            sock = socket.create_connection((proto[1], int(proto[2])), timeout=RPC_TIMEOUT_S)
+            with contextlib.suppress(*_BAD_ANSWER):
+                self._connect(node)
+
+    def _connect(self, node: str) -> None:
+        """A connection to one publisher of the topic, unless it has one."""
+        code, _, uri = _proxy(self.master_uri).lookupNode(CALLER, node)
+        if code != 1 or uri in self.conns:
+            return
+        code, _, proto = _proxy(uri).requestTopic(CALLER, self.topic, [["TCPROS"]])
+        if code != 1 or len(proto) < 3 or proto[0] != "TCPROS":
+            return
+        sock = socket.create_connection((proto[1], int(proto[2])), timeout=RPC_TIMEOUT_S)
+        try:
             sock.sendall(_header(self.topic))
             sock.setblocking(False)
-            self.conns[uri] = _Conn(sock)
-            self.sel.register(sock, selectors.EVENT_READ, uri)
+        except OSError:
+            sock.close()
+            raise
+        self.conns[uri] = _Conn(sock)
+        self.sel.register(sock, selectors.EVENT_READ, uri)
 
     def _drop(self, uri: str) -> None:
         conn = self.conns.pop(uri)

@@ -69,6 +69,7 @@ class TrialPlan:
     # replay (workloads/replay.py): `stata` or a bag's path, its topics, speed-up and loop
     replay: str = ""
     stream_topics: tuple[str, ...] = ()
+    replay_topics: tuple[str, ...] = ()  # the spec's choice of the bag's topics (): all
     rate_factor: float = 1.0
     loop: bool = False
     record: str = ""  # --record: the folder where echoers write what they received
@@ -323,7 +324,8 @@ def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
         return {}
     from roboscale.bags import replay_info
 
-    info, t = replay_info(spec.replay), spec.trial
+    chosen = tuple(spec.replay_topics or ())
+    info, t = replay_info(spec.replay, chosen), spec.trial
     given = t.messages is not None or t.duration_s is not None
     messages = t.message_count(rate) if given else info.messages - warmup
     if not t.loop:
@@ -331,6 +333,7 @@ def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
     return {
         "replay": spec.replay,
         "stream_topics": tuple(topic.name for topic in info.topics),
+        "replay_topics": chosen,
         "rate_factor": rate / info.rate_hz,
         "loop": t.loop,
         "messages": max(1, messages),

@@ -63,6 +63,9 @@ class ReplayInfo:
     rate_hz: float  # messages per second of recorded time, all topics together
     topic_messages: tuple[int, ...] = ()  # per topic (as `topics`), in one pass
     topic_bytes: tuple[int, ...] = ()  # per topic, its messages' mean size
+    # Recorded faster than MIN_GAP_NS apart on average: sent back to back whatever the
+    # rate_factor, its trial named `burst`; `rate_hz` is then a bound, not a rate.
+    burst: bool = False
 
     def topic_rate_hz(self, topic: int) -> float:
         """One topic's messages per second of recorded time."""
@@ -82,6 +85,7 @@ def info_of(stream: Stream, source: str, label: str, sizes: list[int]) -> Replay
         messages=len(stream),
         mean_bytes=max(1, round(sum(sizes) / len(sizes))),
         rate_hz=len(stream) * 1e9 / max(stream.span_ns, len(stream) * MIN_GAP_NS),
+        burst=stream.span_ns < len(stream) * MIN_GAP_NS,
         topic_messages=tuple(counts),
         topic_bytes=tuple(
             max(1, round(t / c)) if c else 1 for t, c in zip(totals, counts, strict=True)
@@ -116,11 +120,13 @@ def _bag_info(path: Path, chosen: tuple[str, ...]) -> ReplayInfo:
     write_stream_file(out, list(topics), frames)
     _STORES[str(out)] = stores
     stream = FileStream(topics, frames)
-    if stream.span_ns < len(stream) * MIN_GAP_NS:
+    info = info_of(stream, str(out), path.stem, [len(f[2]) for f in frames])
+    if info.burst:
         print(f"roboscale: {path}: {len(stream)} messages recorded within "
-              f"{stream.offsets[-1]} ns: a burst, sent back to back; its rate counts as "
-              f"{1e9 / MIN_GAP_NS:.0f} messages/s", file=sys.stderr)  # fmt: skip
-    return info_of(stream, str(out), path.stem, [len(f[2]) for f in frames])
+              f"{stream.offsets[-1]} ns: a burst, sent back to back in one trial named "
+              "burst (rate_factor does not apply; no rate is claimed)",
+              file=sys.stderr)  # fmt: skip
+    return info
 
 
 def _new_stream_file() -> Path:

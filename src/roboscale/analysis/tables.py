@@ -59,7 +59,7 @@ def flow_table(entries: Sequence[Entry]) -> Table | None:
     rows = []
     for e in flows:
         lead = [e["trial"], e["backend"], shape_of(e).describe(e), env_label(e) or "local",
-                f"{e['rate_hz']:g}", e["payload"], str(e["run"])]  # fmt: skip
+                rate_cell(e), e["payload"], str(e["run"])]  # fmt: skip
         if e.get("error"):
             rows.append([*lead, *["-"] * 8, "failed"])
             continue
@@ -73,6 +73,11 @@ def flow_table(entries: Sequence[Entry]) -> Table | None:
     return head, rows
 
 
+def rate_cell(e: Entry) -> str:
+    """A trial's rate as a table shows it: a replayed burst claims none."""
+    return "burst" if e.get("burst") else f"{e['rate_hz']:g}"
+
+
 def percentile_table(entries: Sequence[Entry]) -> Table:
     head = [
         "trial", "backend", "where", "rate Hz", "payload", "pairs", "run", "back/sent",
@@ -83,14 +88,14 @@ def percentile_table(entries: Sequence[Entry]) -> Table:
     rows = []
     for e in entries:
         if e.get("error"):
-            rows.append([e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}",
+            rows.append([e["trial"], e["backend"], env_label(e) or "local", rate_cell(e),
                          e["payload"], str(e["pairs"]), str(e["run"]), *["-"] * 10,
                          "failed"])  # fmt: skip
             continue
         r, lag = e["rtt_us"], e["send_lag_us"]
         achieved = e["achieved_rate_hz"]
         rows.append([
-            e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}", e["payload"],
+            e["trial"], e["backend"], env_label(e) or "local", rate_cell(e), e["payload"],
             str(e["pairs"]),
             str(e["run"]), f"{e['received']}/{e['sent']}",
             "-" if achieved is None else f"{achieved:.4g}",
@@ -116,7 +121,8 @@ def comparison_table(entries: Sequence[Entry]) -> Table | None:
     rows = []
     for (where, payload, _, rate, pairs), per in sorted(configs.items()):
         cells = [_cell(per.get(b, [])) for b in backends]
-        rows.append([where, payload, f"{rate:g}", str(pairs), *cells])
+        burst = any(e.get("burst") for group in per.values() for e in group)
+        rows.append([where, payload, "burst" if burst else f"{rate:g}", str(pairs), *cells])
     return head, rows
 
 

@@ -219,8 +219,9 @@ def run_sweep(
                     time.sleep(t.pause_s)
                 bar.update(
                     task,
-                    description=f"{t.backend} {t.workload} {t.rate_hz:g} Hz "
-                    f"{t.subject or t.payload} x{t.measured_nodes} run {t.run}",
+                    description=f"{t.backend} {t.workload} "
+                    + ("burst " if t.burst else f"{t.rate_hz:g} Hz ")
+                    + f"{t.subject or t.payload} x{t.measured_nodes} run {t.run}",
                 )
                 entry = run_one(backends[t.backend], envs, t, run_dir, th)
                 append_summary(run_dir, entry, th.to_dict())
@@ -243,9 +244,10 @@ def _log_trial(console: Console, e: dict[str, Any]) -> None:
     p50, p99, rate = (
         _figure(v) for v in (rtt.get("p50"), rtt.get("p99"), e.get("achieved_rate_hz"))
     )
+    pace = "a burst, sent back to back" if e.get("burst") else f"{rate} Hz achieved"
     console.print(
         f"  {mark} {e['trial']}: {e['received']}/{e['sent']} {arrived}, "
-        f"{rate} Hz achieved, {what} p50 {p50} µs p99 {p99} µs"
+        f"{pace}, {what} p50 {p50} µs p99 {p99} µs"
     )
 
 

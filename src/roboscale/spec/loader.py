@@ -149,7 +149,8 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
                         f"{', '.join(e.names)}") from None  # fmt: skip
     except UserError as e:
         raise error("replay", str(e)) from None
-    rates = [info.rate_hz * f for f in sw.rate_factor]
+    # A burst is sent back to back: one trial, whatever the factors (bags.ReplayInfo.burst).
+    rates = [info.rate_hz] if info.burst else [info.rate_hz * f for f in sw.rate_factor]
     sweep = sw.model_copy(update={"rate_hz": rates, "payload": [(info.label, info.mean_bytes)]})
     return spec.model_copy(update={"sweep": sweep, "replay": source})
 

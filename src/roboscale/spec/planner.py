@@ -70,6 +70,7 @@ class TrialPlan:
     replay: str = ""
     stream_topics: tuple[str, ...] = ()
     replay_topics: tuple[str, ...] = ()  # the spec's choice of the bag's topics (): all
+    burst: bool = False  # a recorded burst, sent back to back: `rate_hz` is no target
     rate_factor: float = 1.0
     loop: bool = False
     record: str = ""  # --record: the folder where echoers write what they received
@@ -277,7 +278,8 @@ def _trial(
         pairs = pairs_given * senders * (hosts - senders)
     label = "".join(f"{p}-" for p in (backend, variant.label) if p)
     shown = payload[0].replace("/msg/", ".")  # a type of the user's: package.Type
-    label += f"{_rate_label(rate)}hz" + (f"-{shown}-p{pairs}" if variant.names_payload else "")
+    pace = "burst" if _replay_burst(spec) else f"{_rate_label(rate)}hz"  # burst: no rate
+    label += pace + (f"-{shown}-p{pairs}" if variant.names_payload else "")
     subject = payload[0] if variant.names_payload else variant.label
     trial = TrialPlan(
         index=0,
@@ -317,6 +319,15 @@ def _trial(
     return replace(trial, **variant.fields, **_replay_fields(spec, rate, trial.warmup))
 
 
+def _replay_burst(spec: Spec) -> bool:
+    """Whether the spec replays a recorded burst (sent back to back)."""
+    if spec.replay is None:
+        return False
+    from roboscale.bags import replay_info
+
+    return replay_info(spec.replay, tuple(spec.replay_topics or ())).burst
+
+
 def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
     """A replay's source, topics and speed-up; messages default to one pass of the
     stream and, without `loop`, never go past its end."""
@@ -334,6 +345,7 @@ def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
         "replay": spec.replay,
         "stream_topics": tuple(topic.name for topic in info.topics),
         "replay_topics": chosen,
+        "burst": info.burst,
         "rate_factor": rate / info.rate_hz,
         "loop": t.loop,
         "messages": max(1, messages),

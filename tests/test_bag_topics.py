@@ -146,3 +146,4 @@ def test_a_burst_replays_and_its_trial_line_claims_no_rate(
     summary = (out / "summary.md").read_text()
     row = next(line for line in summary.splitlines() if line.startswith("| t0000-"))
     assert "| burst |" in row and "100000" not in row, row
+    assert "100000" not in (out / "report.html").read_text()

@@ -17,7 +17,7 @@ from tests.test_malformed import check, run
 
 require_module("rosbags", "the data extra")
 
-from tests.test_bags_rosbag2 import record  # noqa: E402
+from tests.test_bags_rosbag2 import RIHS, STORE, int32, record  # noqa: E402
 from tests.test_malformed_msg import ros1_bag  # noqa: E402
 
 from roboscale.bags import replay_info  # noqa: E402
@@ -147,3 +147,27 @@ def test_a_burst_replays_and_its_trial_line_claims_no_rate(
     row = next(line for line in summary.splitlines() if line.startswith("| t0000-"))
     assert "| burst |" in row and "100000" not in row, row
     assert "100000" not in (out / "report.html").read_text()
+
+
+def test_a_topic_left_out_is_never_parsed(tmp_path: Path) -> None:
+    """A bag whose /evil connection holds a definition that is refused (a fixed array of
+    10^9 elements) is refused whole; choosing /count replays /count, and the left-out
+    definition is never parsed nor handed on."""
+    from rosbags.rosbag2 import StoragePlugin
+    from rosbags.rosbag2 import Writer as Writer2
+
+    from roboscale.errors import UserError
+
+    bag = tmp_path / "mixed"
+    with Writer2(bag, version=9, storage_plugin=StoragePlugin.SQLITE3) as w:
+        evil = w.add_connection(
+            "/evil", "evil_msgs/msg/Evil", msgdef="int32[1000000000] data\n", rihs01=RIHS
+        )
+        count = w.add_connection("/count", "std_msgs/msg/Int32", typestore=STORE)
+        for i in range(5):
+            w.write(evil, 1_000 + i * 10_000_000, b"\0\1\0\0\1\0\0\0")
+            w.write(count, 2_000 + i * 10_000_000, int32(i))
+    with pytest.raises(UserError, match="data"):
+        replay_info(str(bag))
+    info = replay_info(str(bag), ("/count",))
+    assert [t.name for t in info.topics] == ["/count"] and info.messages == 5

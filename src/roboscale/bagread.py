@@ -95,10 +95,13 @@ def _reader(path: Path) -> tuple[Any, bool]:
     return Reader1(path), False
 
 
-def read_bag(path: Path) -> tuple[list[tuple[int, int, bytes]], Any, BagTypes]:
+def read_bag(
+    path: Path, chosen: tuple[str, ...] = ()
+) -> tuple[list[tuple[int, int, bytes]], Any, BagTypes]:
     """Every message of the topics that can be replayed (offset from the first, topic
     index, raw bytes); a topic that cannot (a service's events, a type without a
-    definition, a definition rosbags does not parse) is skipped with one line. Every
+    definition, a definition rosbags does not parse), or that `chosen` (the spec's
+    `replay_topics`; all when empty) leaves out, is skipped with one line. Every
     kept type is proven data before anything uses it (`check_definitions`), and each
     topic's first message deserializes."""
     folder = bag_paths(path)
@@ -106,7 +109,8 @@ def read_bag(path: Path) -> tuple[list[tuple[int, int, bytes]], Any, BagTypes]:
         reader, is2 = _reader(folder)
         with reader as bag:
             encoding = "cdr" if is2 else "ros1"
-            store, conns = _replayable(bag.connections, is2, path)
+            check_chosen(bag.connections, chosen, path)
+            store, conns = _replayable(bag.connections, is2, path, chosen)
             check_definitions(store, conns, path)
             names = sorted({c.topic for c in conns})
             index = {n: i for i, n in enumerate(names)}
@@ -141,9 +145,28 @@ def _first_line(e: Exception) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-def _replayable(connections: Any, is2: bool, path: Path) -> tuple[Any, list[Any]]:
-    """A store of the types of the connections that can be replayed, and those
-    connections; one line for each skipped topic."""
+class UnknownTopics(UserError):
+    """Topics a spec chose that the bag does not have (the spec names the field)."""
+
+    def __init__(self, path: Path, missing: list[str], names: list[str]) -> None:
+        self.missing, self.names = missing, names
+        super().__init__(f"{path}: the bag has no topic {', '.join(map(_shown, missing))}")
+
+
+def check_chosen(connections: Any, chosen: tuple[str, ...], path: Path) -> None:
+    """Every chosen topic is one of the bag's (compared in full: a name with a trailing
+    newline or space is another name)."""
+    names = sorted({c.topic for c in connections})
+    missing = [t for t in chosen if t not in names]
+    if missing:
+        raise UnknownTopics(path, missing, names)
+
+
+def _replayable(
+    connections: Any, is2: bool, path: Path, chosen: tuple[str, ...] = ()
+) -> tuple[Any, list[Any]]:
+    """A store of the types of the connections that can be replayed (and are chosen, when
+    topics are), and those connections; one line for each skipped topic."""
     from rosbags.typesys import Stores, get_typestore
 
     default = get_typestore(Stores.LATEST if is2 else Stores.ROS1_NOETIC)
@@ -151,9 +174,10 @@ def _replayable(connections: Any, is2: bool, path: Path) -> tuple[Any, list[Any]
     kept, skipped = [], []
     budget = MAX_DEFINITIONS_BYTES
     for conn in connections:
-        why = _skip_reason(conn, is2)
+        why = "not among replay_topics" if chosen and conn.topic not in chosen else None
+        why = why or _skip_reason(conn, is2)
         size = len(str(conn.msgdef.data))
-        budget -= size
+        budget -= size if why is None else 0  # a skipped topic's definition is not parsed
         if why is None and (size > MAX_DEFINITION_BYTES or budget < 0):
             why = (f"a definition of {size} bytes (at most {MAX_DEFINITION_BYTES} each, "
                    f"{MAX_DEFINITIONS_BYTES} in all)")  # fmt: skip
@@ -172,7 +196,8 @@ def _replayable(connections: Any, is2: bool, path: Path) -> tuple[Any, list[Any]
             print(f"roboscale: {path}: topic {_shown(conn.topic)} skipped: {why}", file=sys.stderr)
     kept = [c for c in kept if c.topic not in skipped]
     if not kept:
-        raise UserError(f"{path}: no topic of the bag can be replayed (each was skipped: "
+        which = "chosen topic" if chosen else "topic"
+        raise UserError(f"{path}: no {which} of the bag can be replayed (each was skipped: "
                         "service events, or a type without a definition)")  # fmt: skip
     return store, kept
 

@@ -65,6 +65,9 @@ class ReplayInfo:
     rate_hz: float  # messages per second of recorded time, all topics together
     topic_messages: tuple[int, ...] = ()  # per topic (as `topics`), in one pass
     topic_bytes: tuple[int, ...] = ()  # per topic, its messages' mean size
+    # Recorded faster than MIN_GAP_NS apart on average: sent back to back whatever the
+    # rate_factor, its trial named `burst`; `rate_hz` is then a bound, not a rate.
+    burst: bool = False
 
     def topic_rate_hz(self, topic: int) -> float:
         """One topic's messages per second of recorded time."""
@@ -84,6 +87,7 @@ def info_of(stream: Stream, source: str, label: str, sizes: list[int]) -> Replay
         messages=len(stream),
         mean_bytes=max(1, round(sum(sizes) / len(sizes))),
         rate_hz=len(stream) * 1e9 / max(stream.span_ns, len(stream) * MIN_GAP_NS),
+        burst=stream.span_ns < len(stream) * MIN_GAP_NS,
         topic_messages=tuple(counts),
         topic_bytes=tuple(
             max(1, round(t / c)) if c else 1 for t, c in zip(totals, counts, strict=True)
@@ -91,33 +95,40 @@ def info_of(stream: Stream, source: str, label: str, sizes: list[int]) -> Replay
     )
 
 
+def replay_info(source: str, chosen: tuple[str, ...] = ()) -> ReplayInfo:
+    """`stata`, or the path of a bag (converted once per process), of its `chosen` topics
+    only when some are (the spec's `replay_topics`)."""
+    return _replay_info(source, chosen)  # one cache entry, however the call names them
+
+
 @functools.cache
-def replay_info(source: str) -> ReplayInfo:
-    """`stata`, or the path of a bag (converted once per process)."""
+def _replay_info(source: str, chosen: tuple[str, ...]) -> ReplayInfo:
     if source == STATA:
         stream = StataStream()
         first = {stream.topic_of[i]: len(stream.body(i)) for i in range(4)}
         return info_of(stream, STATA, STATA, [first[t] for t in stream.topic_of])
-    return _bag_info(Path(source))
+    return _bag_info(Path(source), chosen)
 
 
-def _bag_info(path: Path) -> ReplayInfo:
+def _bag_info(path: Path, chosen: tuple[str, ...]) -> ReplayInfo:
     try:
         import rosbags  # noqa: F401
     except ImportError:
         raise UserError("replaying a bag needs rosbags", hint=INSTALL_HINT) from None
-    frames, topics, stores = read_bag(path)
+    frames, topics, stores = read_bag(path, chosen)
     if not frames:
         raise UserError(f"{path}: the bag has no messages on a topic it can replay")
     out = _new_stream_file()
     write_stream_file(out, list(topics), frames)
     _STORES[str(out)] = stores
     stream = FileStream(topics, frames)
-    if stream.span_ns < len(stream) * MIN_GAP_NS:
+    info = info_of(stream, str(out), path.stem, [len(f[2]) for f in frames])
+    if info.burst:
         print(f"roboscale: {path}: {len(stream)} messages recorded within "
-              f"{stream.offsets[-1]} ns: a burst, sent back to back; its rate counts as "
-              f"{1e9 / MIN_GAP_NS:.0f} messages/s", file=sys.stderr)  # fmt: skip
-    return info_of(stream, str(out), path.stem, [len(f[2]) for f in frames])
+              f"{stream.offsets[-1]} ns: a burst, sent back to back in one trial named "
+              "burst (rate_factor does not apply; no rate is claimed)",
+              file=sys.stderr)  # fmt: skip
+    return info
 
 
 def _new_stream_file() -> Path:
@@ -135,12 +146,21 @@ def stream_dir() -> Path:
     return path
 
 
+def replay_stream(
+    source: str, encoding: str = "", chosen: tuple[str, ...] = ()
+) -> tuple[str, tuple[StreamTopic, ...]]:
+    """What agents open to replay `source` (its `chosen` topics, when some are) in
+    `encoding` (`ros1`, `cdr`; "": as recorded), and its topics with their definitions in
+    that encoding. A bag recorded in the other serialization is converted here, once per
+    process: never during a trial."""
+    return _replay_stream(source, encoding, chosen)
+
+
 @functools.cache
-def replay_stream(source: str, encoding: str = "") -> tuple[str, tuple[StreamTopic, ...]]:
-    """What agents open to replay `source` in `encoding` (`ros1`, `cdr`; "": as
-    recorded), and its topics with their definitions in that encoding. A bag recorded in
-    the other serialization is converted here, once per process: never during a trial."""
-    info = replay_info(source)
+def _replay_stream(
+    source: str, encoding: str, chosen: tuple[str, ...]
+) -> tuple[str, tuple[StreamTopic, ...]]:
+    info = replay_info(source, chosen)
     recorded = info.topics[0].encoding
     if source == STATA:
         return STATA, stata_topics(encoding or recorded)
@@ -182,12 +202,17 @@ def _topic_in(types: BagTypes, topic: StreamTopic, encoding: str) -> StreamTopic
     return StreamTopic(topic.name, topic.msgtype, encoding, definition)
 
 
-@functools.cache
-def replay_kinds(source: str) -> tuple[MessageKind, ...]:
+def replay_kinds(source: str, chosen: tuple[str, ...] = ()) -> tuple[MessageKind, ...]:
     """Each topic's message kind: the Stata streams' sensor_msgs LaserScan and Image (the
-    backends' own `laserscan` and `image`), a bag's topics as their recorded types (a
-    `custom` kind: the type's definitions and first message, both serializations)."""
-    info = replay_info(source)
+    backends' own `laserscan` and `image`), a bag's topics (its `chosen` ones, when some
+    are) as their recorded types (a `custom` kind: the type's definitions and first
+    message, both serializations)."""
+    return _replay_kinds(source, chosen)
+
+
+@functools.cache
+def _replay_kinds(source: str, chosen: tuple[str, ...]) -> tuple[MessageKind, ...]:
+    info = replay_info(source, chosen)
     topics = info.topics
     if source == STATA:
         names = ("laserscan", "image")
@@ -220,7 +245,7 @@ def replay_kinds(source: str) -> tuple[MessageKind, ...]:
     )
 
 
-def write_mcap(path: Path, captures: list[Path], source: str) -> int:
+def write_mcap(path: Path, captures: list[Path], source: str, chosen: tuple[str, ...] = ()) -> int:
     """What the echoers received (their capture files: `workloads/echo.Echoer.finish`) as
     one MCAP file, each message stamped with its receive time, under the topic it arrived
     on, with the replayed type's schema in the serialization the echoer received
@@ -232,7 +257,7 @@ def write_mcap(path: Path, captures: list[Path], source: str) -> int:
     frames: list[tuple[int, str, StreamTopic, bytes]] = []
     for capture in sorted(captures):
         stream = read_stream_file(capture)
-        topics = replay_stream(source, stream.topics[0].encoding)[1]
+        topics = replay_stream(source, stream.topics[0].encoding, chosen)[1]
         for i, offset in enumerate(stream.offsets):
             k = stream.topic_of[i]
             frames.append((offset, stream.topics[k].name, topics[k], stream.body(i)))

@@ -177,7 +177,8 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
             spec, trials, out, text, command, console, resume=args.resume, replace=args.replace
         )
         if captures is not None and spec.replay is not None:
-            _write_recording(args.record, captures, spec.replay, console)
+            chosen = tuple(spec.replay_topics or ())
+            _write_recording(args.record, captures, (spec.replay, chosen), console)
     finally:
         if captures is not None:
             shutil.rmtree(captures, ignore_errors=True)
@@ -258,12 +259,14 @@ def _check_record(record: Path, replay: str | None) -> None:
         raise UserError(f"--record: {record} exists already; choose a new file")
 
 
-def _write_recording(record: Path, folder: Path, replay: str, console: Console) -> None:
-    """The echoers' captures as one MCAP file."""
+def _write_recording(
+    record: Path, folder: Path, replay: tuple[str, tuple[str, ...]], console: Console
+) -> None:
+    """The echoers' captures as one MCAP file; `replay`: the source and its chosen topics."""
     from roboscale.bags import write_mcap
 
     captures = sorted(folder.glob("*.rec"))
-    count = write_mcap(record, captures, replay)
+    count = write_mcap(record, captures, *replay)
     console.print(f"[bold]recorded:[/bold] {record} ({count:,} messages)")
 
 

@@ -86,8 +86,8 @@ def test_unknown_top_level_field(tmp_path: Path) -> None:
     msgs = messages(tmp_path, "name: x\nsweep:\n  rate_hz: 1\ntrials:\n  runs: 2\n")
     assert msgs == [
         "F:4: trials: unknown field; did you mean 'trial'? "
-        "allowed fields here: name, description, sweep, trial, seed, replay, message_types, "
-        "verdict, env"
+        "allowed fields here: name, description, sweep, trial, seed, replay, replay_topics, "
+        "message_types, verdict, env"
     ]
 
 

@@ -76,7 +76,8 @@ def latency_by_id(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | N
         for i, rate in enumerate(sorted(by_rate)):
             tables = [t for e in by_rate[rate] if (t := records_of(e["trial"])) is not None]
             ids, mean = rtt_by_id(tables)
-            ax.plot(ids, mean, lw=0.8, color=COLORS[i % len(COLORS)], label=f"{rate:g} Hz")
+            label = _rate_text(rate, by_rate[rate])
+            ax.plot(ids, mean, lw=0.8, color=COLORS[i % len(COLORS)], label=label)
         ax.set(title=series_label(key), xlabel="message id", ylabel="RTT (µs)", yscale="log")
         ax.legend(fontsize=7, ncol=2)
         ax.grid(alpha=0.3, which="both")
@@ -105,6 +106,11 @@ def mean_vs_rate(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | No
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return fig
+
+
+def _rate_text(rate: float, entries: Sequence[Entry]) -> str:
+    """A rate as a plot names it: a replayed burst claims none."""
+    return "burst" if any(e.get("burst") for e in entries) else f"{rate:g} Hz"
 
 
 def _pooled_rtt(entries: Sequence[Entry], records_of: RecordsOf) -> FloatArray:
@@ -143,7 +149,7 @@ def box_by_size(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | Non
             if data:
                 _boxes(ax, data, pos, width, COLORS[b % len(COLORS)])
         ax.set_xticks(range(len(sizes)), [_size_label(s) for s in sizes], fontsize=8)
-        ax.set(yscale="log", ylabel="RTT (µs)", title=f"{rate:g} Hz")
+        ax.set(yscale="log", ylabel="RTT (µs)", title=_rate_text(rate, at_rate))
         ax.grid(alpha=0.3, axis="y", which="both")
     handles = [_patch(COLORS[b % len(COLORS)]) for b in range(len(backends))]
     fig.legend(handles, backends, loc="outside upper right", fontsize=8)
@@ -244,7 +250,8 @@ def _against(
         std = np.array([p.std(ddof=1) / 1e3 if p.size > 1 else 0.0 for p in pooled])
         low = np.minimum(std, mean * 0.999)  # error bars stay above zero on a log axis
         backend, payload, rate, env = key
-        label = " ".join(p for p in (backend, payload, f"{rate:g} Hz", env) if p)
+        shown = _rate_text(rate, [e for group in points.values() for e in group])
+        label = " ".join(p for p in (backend, payload, shown, env) if p)
         ax.errorbar(xs, mean, yerr=[low, std], marker="o", capsize=3, label=label,
                     color=COLORS[i % len(COLORS)])  # fmt: skip
     ax.set(xlabel=xlabel, ylabel="RTT mean ± std (ms)", title=title)

@@ -96,8 +96,11 @@ def summarize_round_trips(
     measured = [r for r in rates if r is not None]
     sent = int(table.num_rows)
     received = int(np.count_nonzero(~np.isnan(recv_ns)))
-    ratio = min(measured) / float(params["rate_hz"]) if measured else 1.0
-    period = period_of(column(table, "t_intended"), float(params["rate_hz"]))
+    # A burst is sent back to back: it has no target rate to fall short of, nor a period
+    # to be late against (the rules that need one say "not judged").
+    burst = bool(params.get("burst"))
+    ratio = min(measured) / float(params["rate_hz"]) if measured and not burst else 1.0
+    period = None if burst else period_of(column(table, "t_intended"), float(params["rate_hz"]))
     trace = Trace(sent_ns, rtt, lag, period, round_trip=True)
     verdict = judge(th, trace, ratio, loss_of(sent, received))
     figures = {

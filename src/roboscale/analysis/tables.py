@@ -60,7 +60,7 @@ def flow_table(entries: Sequence[Entry]) -> Table | None:
     rows = []
     for e in flows:
         lead = [e["trial"], e["backend"], shape_of(e).describe(e), env_label(e) or "local",
-                f"{e['rate_hz']:g}", e["payload"], str(e["run"])]  # fmt: skip
+                rate_cell(e), e["payload"], str(e["run"])]  # fmt: skip
         if e.get("error"):
             rows.append([*lead, *["-"] * 7, "failed"])
             continue
@@ -70,6 +70,11 @@ def flow_table(entries: Sequence[Entry]) -> Table | None:
             us(o["mean"]), us(e["rtt_us"]["p50"]), _nodes_cell(e), _verdict_short(e),
         ])  # fmt: skip
     return head, rows
+
+
+def rate_cell(e: Entry) -> str:
+    """A trial's rate as a table shows it: a replayed burst claims none."""
+    return "burst" if e.get("burst") else f"{e['rate_hz']:g}"
 
 
 def percentile_table(entries: Sequence[Entry]) -> Table:
@@ -82,7 +87,7 @@ def percentile_table(entries: Sequence[Entry]) -> Table:
     ]  # fmt: skip
     rows = []
     for e in entries:
-        lead = [e["trial"], e["backend"], env_label(e) or "local", f"{e['rate_hz']:g}",
+        lead = [e["trial"], e["backend"], env_label(e) or "local", rate_cell(e),
                 e["payload"], str(e["pairs"]), str(e["run"])]  # fmt: skip
         if e.get("error"):
             rows.append([*lead, *["-"] * 7, "failed"])
@@ -123,7 +128,8 @@ def comparison_table(entries: Sequence[Entry]) -> Table | None:
     rows = []
     for (where, payload, _, rate, pairs), per in sorted(configs.items()):
         cells = [_cell(per.get(b, [])) for b in backends]
-        rows.append([where, payload, f"{rate:g}", str(pairs), *cells])
+        burst = any(e.get("burst") for group in per.values() for e in group)
+        rows.append([where, payload, "burst" if burst else f"{rate:g}", str(pairs), *cells])
     return head, rows
 
 

@@ -301,8 +301,9 @@ def run_sweep(
                     time.sleep(t.pause_s)
                 bar.update(
                     task,
-                    description=f"{t.backend} {t.workload} {t.rate_hz:g} Hz "
-                    f"{t.subject or t.payload} x{t.measured_nodes} run {t.run}",
+                    description=f"{t.backend} {t.workload} "
+                    + ("burst " if t.burst else f"{t.rate_hz:g} Hz ")
+                    + f"{t.subject or t.payload} x{t.measured_nodes} run {t.run}",
                 )
                 entry = run_one(backends[t.backend], envs, t, folder, th)
                 folder.add_entry(entry, th.to_dict())
@@ -322,12 +323,11 @@ def _log_trial(console: Console, e: SummaryEntry) -> None:
     key, arrived, what = workload_of(e).log_words
     latency = getattr(e, key)
     mark = "[green]✓[/green]" if e.sustained else "[yellow]✗[/yellow]"
-    p50 = "-" if latency.p50 is None else f"{latency.p50:.0f}"
-    p99 = "-" if latency.p99 is None else f"{latency.p99:.0f}"
-    rate = "-" if e.achieved_rate_hz is None else f"{e.achieved_rate_hz:.0f}"
+    p50, p99, rate = (_figure(v) for v in (latency.p50, latency.p99, e.achieved_rate_hz))
+    pace = "a burst, sent back to back" if e.burst else f"{rate} Hz achieved"
     console.print(
         f"  {mark} {escape(e.trial)}: {e.received}/{e.sent} {arrived}, "
-        f"{rate} Hz achieved, {what} p50 {p50} µs p99 {p99} µs"
+        f"{pace}, {what} p50 {p50} µs p99 {p99} µs"
     )
 
 

@@ -93,6 +93,7 @@ class TrialParams(Record):
     kills: Count = 0
     kill_method: str = ""
     dispatch: str = ""
+    burst: bool = False  # a replayed recording sent back to back: it claims no rate
 
     @property
     def params(self) -> JsonObject:

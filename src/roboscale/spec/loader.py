@@ -12,10 +12,11 @@ from pydantic import BaseModel, ValidationError
 from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.facetrackcheck import check_facetrack
-from roboscale.spec.graphfile import with_graphs
+from roboscale.spec.graphfile import nearest, with_graphs
 from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
 from roboscale.validation import to_spec_errors as spec_errors
 from roboscale.workloads.base import get_workload
+from roboscale.workloads.replay import STATA
 from roboscale.yamlfile import KeyPath, LineMap, line_for, load_yaml
 
 Path_ = KeyPath
@@ -113,6 +114,9 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
         key = tuple(field.split("."))
         return SpecError(file, line_for(key, lines) or lines.get(key[:1]), field, problem)
 
+    if spec.replay in (None, STATA) and spec.replay_topics is not None:
+        raise error("replay_topics", "chooses topics of a bag given as replay: (stata "
+                    "replays both its streams); remove it or replay a bag")  # fmt: skip
     if spec.replay is None:
         if not sw.rate_hz:
             raise error("sweep.rate_hz", f"required field is missing; expected "
@@ -129,18 +133,40 @@ def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:
         able = [w for w in WORKLOADS if get_workload(w).replays]
         raise error("replay", f"workloads that replay a stream: {either(able)}; "
                     f"sweep.workload is [{', '.join(sw.workload)}]")  # fmt: skip
+    from roboscale.bagread import UnknownTopics
     from roboscale.bags import replay_info
-    from roboscale.workloads.replay import STATA
 
     # absolute, links not followed: a link loop or a link to a device is reported as such
     source = spec.replay if spec.replay == STATA else os.path.abspath(path.parent / spec.replay)
+    chosen = _chosen_topics(spec.replay_topics or [], file, lines)
     try:
-        info = replay_info(source)
+        info = replay_info(source, chosen)
+    except UnknownTopics as e:
+        k = chosen.index(e.missing[0])
+        hint = nearest(e.missing[0], e.names) or ";"
+        raise SpecError(file, line_for(("replay_topics", k), lines), f"replay_topics[{k}]",
+                        f"the bag has no topic {e.missing[0]!r}{hint} its topics: "
+                        f"{', '.join(e.names)}") from None  # fmt: skip
     except UserError as e:
         raise error("replay", str(e)) from None
-    rates = [info.rate_hz * f for f in sw.rate_factor]
+    # A burst is sent back to back: one trial, whatever the factors (bags.ReplayInfo.burst).
+    rates = [info.rate_hz] if info.burst else [info.rate_hz * f for f in sw.rate_factor]
     sweep = sw.model_copy(update={"rate_hz": rates, "payload": [(info.label, info.mean_bytes)]})
     return spec.model_copy(update={"sweep": sweep, "replay": source})
+
+
+def _chosen_topics(names: list[str], file: str, lines: LineMap) -> tuple[str, ...]:
+    """`replay_topics`, each a ROS topic name in full (no trailing newline or space) and
+    named once."""
+    from roboscale.bagread import TOPIC_NAME
+
+    for k, name in enumerate(names):
+        where = (file, line_for(("replay_topics", k), lines), f"replay_topics[{k}]")
+        if not TOPIC_NAME.fullmatch(name):
+            raise SpecError(*where, f"{name!r} is not a topic name; {ALLOWED['replay_topics']}")
+        if name in names[:k]:
+            raise SpecError(*where, f"{name} is named twice; name each topic once")
+    return tuple(names)
 
 
 def with_message_types(spec: Spec, path: Path, lines: LineMap) -> Spec:

@@ -74,6 +74,8 @@ class TrialPlan:
     # replay (workloads/replay.py): `stata` or a bag's path, its topics, speed-up and loop
     replay: str = ""
     stream_topics: tuple[str, ...] = ()
+    replay_topics: tuple[str, ...] = ()  # the spec's choice of the bag's topics (): all
+    burst: bool = False  # a recorded burst, sent back to back: `rate_hz` is no target
     rate_factor: float = 1.0
     loop: bool = False
     record: str = ""  # --record: the folder where echoers write what they received
@@ -287,7 +289,8 @@ def _trial(
         pairs = pairs_given * senders * (hosts - senders)
     label = "".join(f"{p}-" for p in (backend, variant.label) if p)
     shown = payload[0].replace("/msg/", ".")  # a type of the user's: package.Type
-    label += f"{_rate_label(rate)}hz" + (f"-{shown}-p{pairs}" if variant.names_payload else "")
+    pace = "burst" if _replay_burst(spec) else f"{_rate_label(rate)}hz"  # burst: no rate
+    label += pace + (f"-{shown}-p{pairs}" if variant.names_payload else "")
     subject = payload[0] if variant.names_payload else variant.label
     trial = TrialPlan(
         index=0,
@@ -327,6 +330,15 @@ def _trial(
     return replace(trial, **variant.fields, **_replay_fields(spec, rate, trial.warmup))
 
 
+def _replay_burst(spec: Spec) -> bool:
+    """Whether the spec replays a recorded burst (sent back to back)."""
+    if spec.replay is None:
+        return False
+    from roboscale.bags import replay_info
+
+    return replay_info(spec.replay, tuple(spec.replay_topics or ())).burst
+
+
 def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
     """A replay's source, topics and speed-up; messages default to one pass of the
     stream and, without `loop`, never go past its end."""
@@ -334,7 +346,8 @@ def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
         return {}
     from roboscale.bags import replay_info
 
-    info, t = replay_info(spec.replay), spec.trial
+    chosen = tuple(spec.replay_topics or ())
+    info, t = replay_info(spec.replay, chosen), spec.trial
     given = t.messages is not None or t.duration_s is not None
     messages = t.message_count(rate) if given else info.messages - warmup
     if not t.loop:
@@ -342,6 +355,8 @@ def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
     return {
         "replay": spec.replay,
         "stream_topics": tuple(topic.name for topic in info.topics),
+        "replay_topics": chosen,
+        "burst": info.burst,
         "rate_factor": rate / info.rate_hz,
         "loop": t.loop,
         "messages": max(1, messages),

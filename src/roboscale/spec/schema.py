@@ -245,6 +245,10 @@ class Spec(Strict):
     trial: TrialSettings = TrialSettings()
     seed: int = Field(0, ge=0)
     replay: PathText | None = None
+    # The bag's topics to replay (all it can when absent); checked against it on loading.
+    replay_topics: (
+        Annotated[list[Annotated[str, Field(max_length=256)]], Field(min_length=1)] | None
+    ) = None
     # .msg files or folders (relative to the spec; absolute once loaded) whose types
     # payloads may name (roboscale/msgtypes.py).
     message_types: Annotated[list[PathText], BeforeValidator(_as_list)] = []
@@ -266,6 +270,8 @@ ALLOWED: dict[str, str] = {
     "1000 (1: as recorded, 2: twice as fast), or a list of them",
     "replay": "stata (generated MIT Stata Center streams: LaserScan 20 Hz, Image 30 Hz) or a "
     "bag to replay, relative to the spec: a ROS 1 .bag, or a rosbag2 folder (sqlite3 or MCAP)",
+    "replay_topics": "with a bag as replay: a list of at least one of its topics "
+    "(/name/name...) to replay; the others are skipped",
     "trial.loop": "true or false: with replay, start the stream again until trial.messages",
     "sweep.payload": "text, laserscan, image, a size from 1 B to 4 MB (256, '4KB'), a type of "
     "message_types (package/msg/Type, or {type: package/msg/Type, size: 64KB}), or a list",

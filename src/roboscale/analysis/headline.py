@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from roboscale.analysis.stats import FloatArray, column
-from roboscale.analysis.tables import env_label
+from roboscale.analysis.tables import env_label, rate_label
 from roboscale.analysis.uncertainty import Estimate, percentile, ratio, run_warnings
 from roboscale.analysis.verdict import Verdict
 from roboscale.workloads.base import Entry, name_of
@@ -148,7 +148,7 @@ def _fastest(
     out: list[str] = []
     wins: dict[str, int] = {}
     for key in sorted(configs, key=lambda k: (k[0], k[2], k[3], k[4], k[5])):
-        workload, payload, _, rate, pairs, env = key
+        workload, payload, _, _, pairs, env = key
         per = {b: _latencies(g, records_of) for b, g in configs[key].items()}
         medians = {b: percentile(runs, 50.0) for b, runs in per.items()}
         known = {b: m for b, m in medians.items() if m.value is not None}
@@ -156,7 +156,7 @@ def _fastest(
             p
             for p in (
                 payload,
-                _rate(rate),
+                rate_label(next(iter(configs[key].values()))[0]),
                 f"{pairs} pairs" if pairs > 1 else "",
                 env,
                 workload,
@@ -214,6 +214,8 @@ def _first_failure(e: Entry) -> str:
 def _sustained(entries: list[Entry]) -> list[str]:
     lines: dict[tuple[str, str, str, int, int, str], dict[float, list[Entry]]] = {}
     for e in entries:
+        if e.get("burst"):
+            continue  # sent back to back: no rate to have sustained
         key = (e["backend"], workload_label(e), str(e["payload"]),
                int(e.get("payload_bytes", 0)), int(e.get("pairs", 1)), env_label(e))  # fmt: skip
         lines.setdefault(key, {}).setdefault(float(e["rate_hz"]), []).append(e)

@@ -29,7 +29,7 @@ from plotly.subplots import make_subplots
 from roboscale.analysis.headline import fmt_us, latency_us, workload_label
 from roboscale.analysis.plots import COLORS, series_key, series_label
 from roboscale.analysis.stats import FloatArray, column
-from roboscale.analysis.tables import env_label
+from roboscale.analysis.tables import env_label, rate_label
 from roboscale.workloads.base import Entry
 
 RecordsOf = Callable[[str], pa.Table | None]
@@ -87,7 +87,7 @@ def _name(key: tuple[str, str, int, str, str]) -> str:
 
 
 def _label(e: Entry) -> str:
-    return f"{_name(_key(e))} {e['rate_hz']:g} Hz" + (f" run {e['run']}" if e.get("run") else "")
+    return f"{_name(_key(e))} {rate_label(e)}" + (f" run {e['run']}" if e.get("run") else "")
 
 
 def _kind(entries: Sequence[Entry]) -> str:
@@ -118,7 +118,7 @@ def latency_cdf(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | 
         xs = np.quantile(lat, probs) if lat.size > points else np.sort(lat)
         ys = probs if lat.size > points else np.arange(1, lat.size + 1) / lat.size
         e = group[0]
-        label = f"{_name(_key(e))} {e['rate_hz']:g} Hz" + (
+        label = f"{_name(_key(e))} {rate_label(e)}" + (
             f" ({len(group)} runs)" if len(group) > 1 else "")  # fmt: skip
         color = COLORS[backends.index(e["backend"]) % len(COLORS)]
         fig.add_trace(go.Scatter(
@@ -301,7 +301,7 @@ def box_by_size(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | 
         for e in mine:
             table = records_of(e["trial"])
             if table is not None:
-                label = f"{e['payload']} {e['rate_hz']:g} Hz {env_label(e)}".strip()
+                label = f"{e['payload']} {rate_label(e)} {env_label(e)}".strip()
                 groups.setdefault(label, []).append(latency_us(e, table))
         xs, stats = [], []
         for label, parts in groups.items():

@@ -77,6 +77,11 @@ def rate_cell(e: Entry) -> str:
     return "burst" if e.get("burst") else f"{e['rate_hz']:g}"
 
 
+def rate_label(e: Entry) -> str:
+    """A trial's rate as a label or a sentence names it, with its unit."""
+    return "burst" if e.get("burst") else f"{e['rate_hz']:g} Hz"
+
+
 def percentile_table(entries: Sequence[Entry]) -> Table:
     """Each trial: what came back, the achieved rate, percentiles with their 95 % intervals
     (within the trial), and the verdict."""

@@ -1,8 +1,8 @@
 """roboscale compare: two real runs of one spec pass; a slowdown injected into a copy of
 one fails with exit 1, naming the configurations that regressed.
 
-The two runs are the alternate runs of one sweep (trial.runs: 4; runs 0 and 2 against 1
-and 3): on this shared machine, load changes from one minute to the next, and two sweeps
+The two runs are the alternate runs of one sweep (trial.runs: 6; runs 0, 2, 4 against
+1, 3, 5): on this shared machine, load changes from one minute to the next, and two sweeps
 one after the other would compare the load, not roboscale (two separate demo runs under
 a load average of 12 differed by up to 9.6x in p50)."""
 
@@ -34,7 +34,7 @@ trial:
   messages: 200
   warmup: 5
   drain_s: 1
-  runs: 4
+  runs: 6
 """
 
 
@@ -59,12 +59,12 @@ def keep_runs(folder: Path, runs: set[int]) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Two runs of the same spec on the native backend, each of two runs a configuration,
+    """Two runs of the same spec on the native backend, each of three runs a configuration,
     interleaved in time."""
     folder = tmp_path_factory.mktemp("gate")
     whole = real_run(folder, "whole")
-    base = keep_runs(shutil.copytree(whole, folder / "base"), {0, 2})
-    again = keep_runs(shutil.copytree(whole, folder / "again"), {1, 3})
+    base = keep_runs(shutil.copytree(whole, folder / "base"), {0, 2, 4})
+    again = keep_runs(shutil.copytree(whole, folder / "again"), {1, 3, 5})
     return base, again
 
 
@@ -152,10 +152,12 @@ def test_bootstrap_over_runs_widens_with_their_spread() -> None:
     assert wide > 5 * narrow
 
 
-def test_one_run_a_side_is_shown_but_not_judged(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    """Messages of one run share its load: their interval understates how runs differ."""
-    base = keep_runs(shutil.copytree(runs[0], tmp_path / "base"), {0})
-    slow = keep_runs(slowed(runs[0], tmp_path / "slow", factor=3.0, rate_hz=500.0), {0})
+def test_too_few_runs_a_side_are_shown_but_not_judged(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Two runs a side: resampled, they give intervals too narrow; nothing is judged."""
+    base = keep_runs(shutil.copytree(runs[0], tmp_path / "base"), {0, 2})
+    slow = keep_runs(slowed(runs[0], tmp_path / "slow", factor=3.0, rate_hz=500.0), {0, 2})
     outcome = compare(base, slow)
     assert outcome.regressed == []
     slower = [r for r in outcome.rows if r.ratio is not None and r.ratio > 2.5]

@@ -23,7 +23,7 @@ SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs p
 	chromium
 SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl gcc \
 	chromium
-# make test installs the optional extras too (DDS, face tracker, bags, pandas); make demo does not.
+# make test installs the optional extras too (DDS, face tracker, bags); make demo does not.
 EXTRAS := dev,dds,facetrack,data,notebook
 comma := ,
 EXTRAS_STAMP := $(VENV)/.extras

@@ -113,7 +113,10 @@ def test_a_drain_thread_that_fails_surfaces_as_an_event(
             monkeypatch.setattr(bridge.link.drain, "row", broken)
             session.put("rs/any", b"x")
             wait_until(lambda: any(e.kind == "thread_failed" for e in seen))
-            assert not bridge.link.drain.thread.is_alive()
+            thread = bridge.link.drain.thread
+            assert thread is not None
+            thread.join(5.0)
+            assert not thread.is_alive()
         error = next(e for e in seen if e.kind == "thread_failed")
         assert "drain thread failed: KeyError" in error.detail and error.supervisor == "bridge"
     finally:

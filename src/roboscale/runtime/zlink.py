@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from roboscale.errors import UserError
 from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_settings, session_config
 from roboscale.runtime.executor import Runtime
+from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.wire import HEADER, VERSION
 
 PATH_ENV, PATHS = "ROBOSCALE_BRIDGE_PATH", ("auto", "native", "python")
@@ -165,6 +166,7 @@ class PythonLink:
             raise OpenFailed(str(e)) from e
         self._entities: list[Any] = []
         self.drain: Drain | None = None
+        self.threads: ThreadScope | None = None
 
     def publisher(self, key: str, publisher_id: int, express: bool) -> Publisher:
         import zenoh
@@ -183,8 +185,16 @@ class PythonLink:
             allowed_origin=zenoh.Locality.REMOTE,
         )
         self._entities.append(sub)
-        self.drain = Drain(self.runtime, sub, len(prefix), on_rows, on_error)
-        self.drain.start()
+        loop = self.runtime.loop
+
+        def report(name: str, e: BaseException) -> None:
+            detail = f"bridge drain thread failed: {type(e).__name__}: {e}"
+            with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
+                loop.call_soon_threadsafe(on_error, detail)
+
+        self.threads = ThreadScope("bridge", on_error=report)
+        self.drain = Drain(self.runtime, sub, len(prefix), on_rows)
+        self.drain.thread = self.threads.spawn(self.drain.run, name="roboscale-bridge")
 
     def queryable(self, key: str, answer: Answer) -> None:
         def on_query(query: Any) -> None:
@@ -229,6 +239,8 @@ class PythonLink:
         self.session.close()
         if self.drain is not None:
             self.drain.stop()
+        if self.threads is not None:
+            self.threads.close(timeout_s=5.0)
 
 
 class Drain:
@@ -237,46 +249,26 @@ class Drain:
     At most BACKLOG batches wait for the loop: past that this thread waits, the channel
     fills, and Zenoh applies back-pressure to the publishers. Batches handed to the loop
     and taken by it are plain counters, each written by one thread only, so neither
-    thread takes a lock per batch. An exception in the thread (other than the channel
-    closing with the subscriber) is reported through `on_error` on the loop, not lost.
+    thread takes a lock per batch. The thread runs in the link's ThreadScope: an
+    exception it ends on (other than the channel closing with the subscriber) is reported
+    on the loop as a `thread_failed` event, and closing the link joins it.
     """
 
-    def __init__(
-        self,
-        runtime: Runtime,
-        sub: Any,
-        strip: int,
-        on_rows: RawRows,
-        on_error: Callable[[str], None],
-    ) -> None:
-        self.runtime, self.sub, self.strip = runtime, sub, strip
-        self.on_rows, self.on_error = on_rows, on_error
+    def __init__(self, runtime: Runtime, sub: Any, strip: int, on_rows: RawRows) -> None:
+        self.runtime, self.sub, self.strip, self.on_rows = runtime, sub, strip, on_rows
         self.posted = 0
         self.taken = 0
         self.stopped = False
         self._waiting = False  # the drain thread waits for room: the loop sets _room
         self._room = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="roboscale-bridge", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
+        self.thread: threading.Thread | None = None
 
     def stop(self) -> None:
-        """After the subscriber is undeclared (its channel closed): join the thread."""
+        """After the subscriber is undeclared (its channel closed): let the thread end."""
         self.stopped = True
         self._room.set()
-        if self.thread.is_alive() and self.thread is not threading.current_thread():
-            self.thread.join(timeout=5.0)
 
-    def _run(self) -> None:
-        try:
-            self._drain()
-        except Exception as e:  # a bug here must not end the bridge's input silently
-            detail = f"bridge drain thread failed: {type(e).__name__}: {e}"
-            with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
-                self.runtime.loop.call_soon_threadsafe(self.on_error, detail)
-
-    def _drain(self) -> None:
+    def run(self) -> None:
         sample: Any = None
         while True:
             if sample is None:

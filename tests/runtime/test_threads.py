@@ -40,3 +40,17 @@ def test_close_joins_every_thread_and_names_one_that_would_not_end() -> None:
     assert scope.close() == []
     with pytest.raises(RuntimeError, match="closed"):
         scope.spawn(print, name="late")
+
+
+def test_bus_and_executor_never_import_node() -> None:
+    """The bus-executor-node circle is cut: both see nodes through runtime/callee.py."""
+    import ast
+    from pathlib import Path
+
+    import roboscale.runtime as runtime
+
+    root = Path(runtime.__file__).parent
+    for module in ("bus.py", "executor.py", "callee.py"):
+        tree = ast.parse((root / module).read_text())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert "roboscale.runtime.node" not in imported, module

@@ -44,6 +44,7 @@ from typing import IO, Any, Protocol
 
 from roboscale import lifeline
 from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
+from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.zygote import ExitStatus, Zygote, ZygoteError
 
 # Signals that mean "killed from outside"; any other fatal signal is a crash.
@@ -131,7 +132,10 @@ class _Monitor:
         self._wake_r, self._wake_w = os.pipe()
         self._requests: queue.SimpleQueue[_Launch] = queue.SimpleQueue()
         self._sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
-        threading.Thread(target=self._loop, name="process-monitor", daemon=True).start()
+        # A process-wide service: its scope surfaces a failure (every process node would
+        # be left unwatched) rather than letting the thread end silently.
+        self.threads = ThreadScope("process monitor", on_error=_report_thread_failure)
+        self.threads.spawn(self._loop, name="process-monitor")
 
     def launch(self, request: _Launch) -> _Proc:
         self._requests.put(request)
@@ -267,7 +271,8 @@ class _Notifier:
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name="exit-notifier", daemon=True).start()
+        self.threads = ThreadScope("exit notifier", on_error=_report_thread_failure)
+        self.threads.spawn(self._loop, name="exit-notifier")
 
     def post(self, call: Callable[[], None]) -> None:
         self._queue.put(call)
@@ -279,6 +284,10 @@ class _Notifier:
                 call()
             except Exception as exc:  # a receiver's bug must not stop later notifications
                 print(f"roboscale: on_exit callback failed: {exc!r}", file=sys.stderr)
+
+
+def _report_thread_failure(name: str, error: BaseException) -> None:
+    print(f"roboscale: thread {name} failed: {error!r}", file=sys.stderr)
 
 
 _shared_lock = threading.Lock()

@@ -416,21 +416,25 @@ class ProcessNode(_ProcessChild):
         env: dict[str, str] | None = None,
         log: Path | None = None,
         ready_timeout_s: float = 10.0,
+        standby: bool = False,
     ) -> None:
         super().__init__(name, ready_timeout_s)
+        self.standby = standby  # restart on the zygote's warm standby of this target
         self.target = target
         self.config = config or {}
         self.zygote = zygote
         self.python = python
         self.env = env or {}
         self.log = log
-        self.started_via = ""  # "zygote" or "python": how the last start was made
+        self.started_via = ""  # "zygote", "zygote standby" or "python": the last start's way
 
     def _launch(self) -> Running:
         if self.zygote is not None and self.zygote.alive():
             try:
-                child = self.zygote.spawn(self.name, self.target, self.config, log=self.log)
-                self.started_via = "zygote"
+                child = self.zygote.spawn(
+                    self.name, self.target, self.config, log=self.log, standby=self.standby
+                )
+                self.started_via = "zygote standby" if child.standby else "zygote"
                 return child
             except ZygoteError:
                 pass  # it died meanwhile: a fresh interpreter still works

@@ -54,3 +54,12 @@ def write_text(path: Path, text: str, mode: int = 0o644) -> None:
 def write_json(path: Path, data: Any, *, indent: int | None = 2) -> None:
     """Write `data` as JSON to `path` atomically (see `write_bytes`)."""
     write_text(path, json.dumps(data, indent=indent) + "\n")
+
+
+def open_stream(path: Path, *, append: bool = False) -> int:
+    """A file descriptor to write a stream (a log, a record of events) to `path`, which is
+    never a link followed: O_NOFOLLOW refuses a symlink at the name (ELOOP, an OSError
+    like any other failure to open). Truncated unless `append`; created 0644 (umask)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags |= os.O_APPEND if append else os.O_TRUNC
+    return os.open(path, flags, 0o644)

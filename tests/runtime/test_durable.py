@@ -76,7 +76,7 @@ def test_live_and_backlog_merge_in_order_once() -> None:
     r.offer(1, 7, "g")  # live, while the backlog query is out
     r.offer(1, 8, "h")
     for seq, msg in ((2, "b"), (4, "d"), (5, "e"), (6, "f"), (7, "g")):  # the backlog
-        r.offer(1, seq, msg)
+        r.offer(1, seq, msg, owned=True)
     r.backlog_done()
     assert [s for _, s, _ in c.out] == [4, 5, 6, 7, 8]
     assert r.duplicates == 2 and r.lost == 0 and not c.gaps
@@ -90,7 +90,7 @@ def test_a_hole_asks_for_the_backlog_and_an_unfillable_one_is_a_reported_gap() -
     r.offer(1, 1, "a")
     assert r.offer(1, 4, "d")  # 2 and 3 missing: query the backlog
     r.begin_sync()
-    r.offer(1, 3, "c")  # the backlog only still had 3
+    r.offer(1, 3, "c", owned=True)  # the backlog only still had 3
     r.backlog_done()
     assert [s for _, s, _ in c.out] == [1, 3, 4]
     assert c.gaps == [(1, 2, 1)] and r.lost == 1
@@ -99,9 +99,28 @@ def test_a_hole_asks_for_the_backlog_and_an_unfillable_one_is_a_reported_gap() -
 def test_a_fresh_subscriber_starts_at_what_is_available() -> None:
     c = Collector()
     r = c.resequencer({}, fresh=True)
-    r.offer(9, 500, "x")
-    r.offer(9, 501, "y")
+    r.offer(9, 500, "x", owned=True)  # its owner's backlog
+    r.offer(9, 501, "y")  # live
     r.backlog_done()
     assert [s for _, s, _ in c.out] == [500, 501] and r.lost == 0
-    r.offer(5, 1, "new publisher")  # appears later: starts at 1
-    assert c.out[-1] == (5, 1, "new publisher")
+    assert r.offer(5, 1, "new publisher")  # appears later, live: held, query its owner
+    r.begin_sync()
+    r.offer(5, 1, "new publisher", owned=True)  # the owner's backlog confirms it
+    r.backlog_done()
+    assert c.out[-1] == (5, 1, "new publisher") and r.duplicates == 1
+
+
+def test_a_connected_publishers_cursor_is_never_evicted(tmp_path: Path) -> None:
+    """Its retention could replay to the next instance: a 65th publisher goes unsaved
+    (counted) rather than evict it; publishers gone give their slots."""
+    path = tmp_path / "cursor"
+    connected = set(range(1, CursorLog.SLOTS + 1))
+    log = CursorLog(path, keep=connected)
+    for publisher in range(1, CursorLog.SLOTS + 1):
+        log.commit(publisher, 5)
+    log.commit(999, 1)
+    assert log.unsaved == 1 and 999 not in CursorLog(path).cursors
+    connected.discard(7)  # its session left
+    log.commit(999, 2)
+    log.close()
+    assert set(CursorLog(path).cursors) == set(range(1, CursorLog.SLOTS + 1)) - {7} | {999}

@@ -146,7 +146,8 @@ def line_of(text: str, start: str) -> int:
 def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: Path) -> None:
     with pytest.raises(SpecErrors) as info:
         load_launch_file(write(tmp_path, BRIDGED), rt)
-    expected = f"robot.yaml:{line_of(BRIDGED, 'bridge:')}: bridge: tcp/0.0.0.0:7447 is beyond"
+    line = line_of(BRIDGED, "  listen:")  # the endpoint's own line (judged per endpoint)
+    expected = f"robot.yaml:{line}: bridge.listen: tcp/0.0.0.0:7447 is beyond"
     assert expected in str(info.value).replace(str(tmp_path) + "/", "")
     private(tmp_path / "users.txt", "robot:secret\n")
     _, bridge = load_launch_file(write(tmp_path, SECURED), rt)

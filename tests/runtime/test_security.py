@@ -107,11 +107,14 @@ def test_rules_become_zenoh_access_control_per_subject() -> None:
     section = acl(Security(rules=(rule,)), "rs")
     assert section["default_permission"] == "deny"
     assert section["subjects"] == [{"id": "s0", "usernames": ["robot"]}]
-    data, declare = section["rules"]
-    assert (data["flows"], data["messages"], data["key_exprs"]) == (
-        ["ingress"], ["put", "delete"], ["rs/cmd"]
-    )  # fmt: skip
-    assert (declare["flows"], declare["key_exprs"]) == (["egress"], ["rs/**"])
+    grants = [(r["flows"][0], tuple(r["messages"]), r["key_exprs"]) for r in section["rules"]]
+    assert grants == [
+        ("ingress", ("put", "delete"), ["rs/cmd"]),
+        ("egress", ("query",), ["rs/@retain/cmd"]),  # publishing answers retention queries
+        ("ingress", ("reply",), ["rs/@retain/cmd"]),
+        ("egress", ("declare_subscriber",), ["rs/**"]),
+        ("ingress", ("declare_queryable",), ["rs/@retain/**"]),
+    ]
     deny = AccessRule("deny", ("subscribe",), ("**",), cert_common_names=("viewer",))
     (only,) = acl(Security(rules=(deny,)), "rs")["rules"]  # a deny denies the data only
     assert (only["flows"], only["key_exprs"]) == (["egress"], ["rs/**"])

@@ -64,7 +64,7 @@ def test_typed_messages_use_their_own_codec_checked_against_the_topic_type() -> 
     kind, tag, data = codec.encode(Other(1))
     with pytest.raises(Malformed, match="not of this topic's Point"):
         codec.decode(kind, tag, data, Point)
-    with pytest.raises(Malformed, match="not of this topic's object"):
+    with pytest.raises(Malformed, match="not a codec of this topic's object"):
         codec.decode(kind, tag, data, object)
 
 
@@ -119,3 +119,49 @@ def test_header_round_trip_and_malformed_headers() -> None:
     with pytest.raises(Malformed, match="sequence number 0"):
         unpack_header(pack_header(Codec.RAW, 0, 1, 0))
     assert HEADER.size == 22
+
+
+@pytest.mark.parametrize(
+    ("codec", "data", "msg_type"),
+    [
+        (Codec.RAW, b"\x07\x00\x00\x00", Point),
+        (Codec.MSGPACK, msgpack.packb({"x": 7}), Point),
+        (Codec.MSGPACK, msgpack.packb(7), bytes),
+        (Codec.RAW, b"7", int),
+        (Codec.MSGPACK, msgpack.packb("7"), int),  # msgpack, but not the topic's plain type
+        (Codec.TYPED, b"\x07\x00\x00\x00", int),
+        (Codec.RAW, b"x", Opaque),  # a class with no codec takes nothing
+    ],
+)
+def test_a_typed_topic_takes_only_its_types_codec(
+    codec: Codec, data: bytes, msg_type: type
+) -> None:
+    with pytest.raises(Malformed, match=r"not a codec of this topic's|cannot decode"):
+        WireCodec().decode(codec, type_tag(msg_type.__name__), data, msg_type)
+
+
+def test_plain_typed_topics_get_their_plain_type() -> None:
+    codec = WireCodec()
+    assert codec.decode(Codec.MSGPACK, 0, msgpack.packb([1, 2]), tuple) == (1, 2)
+    assert codec.decode(Codec.MSGPACK, 0, msgpack.packb({"a": 1}), dict) == {"a": 1}
+    assert codec.decode(Codec.RAW, 0, b"ab", bytes) == b"ab"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xdd\x00\x1e\x84\x80" + b"\x90" * 2_000_000,  # 2,000,000 empty lists (the review's)
+        b"\x91" * 100_000,  # nested 100,000 deep
+        b"\xdb\xff\xff\xff\xff",  # a string of 4 GiB announced
+        b"\xc6\x00\x50\x00\x01" + b"x" * 5_242_881,  # a 5 MiB byte string
+        b"\xdf\x00\x10\x00\x00" + b"\x00\x00" * 0x100000,  # a map of 1 Mi pairs
+    ],
+)
+def test_msgpack_decoding_is_bounded(data: bytes) -> None:
+    with pytest.raises(Malformed, match="cannot decode"):
+        WireCodec().decode(Codec.MSGPACK, 0, data, object)
+
+
+def test_a_payload_over_the_limit_is_malformed_before_decoding() -> None:
+    with pytest.raises(Malformed, match="payload of 11 bytes, over this topic's maximum of 10"):
+        WireCodec().decode(Codec.RAW, 0, b"x" * 11, object, 10)

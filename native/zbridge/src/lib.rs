@@ -21,7 +21,7 @@ use pyo3::types::PyBytes;
 use zenoh::bytes::ZBytes;
 use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, QueryTarget};
-use zenoh::sample::{Locality, Sample};
+use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::Wait;
 
 const HEADER_SIZE: usize = 22; // <BBIQQ: version, codec, tag, publisher id, seq
@@ -49,6 +49,9 @@ fn check_header(raw: &[u8]) -> Result<Header, String> {
     let seq = u64::from_le_bytes(raw[14..22].try_into().expect("8 bytes"));
     if seq < 1 {
         return Err(format!("sequence number {seq}"));
+    }
+    if publisher < 1 {
+        return Err("publisher id 0".to_string());
     }
     Ok((codec, tag, publisher, seq))
 }
@@ -193,6 +196,22 @@ struct Inbox {
     subscriber: Option<zenoh::pubsub::Subscriber<()>>,
 }
 
+/// The transport events listener: Zenoh's thread tells Python of peers (rare).
+#[pyclass(module = "roboscale.runtime._zbridge")]
+struct Peers {
+    listener: Option<zenoh::session::TransportEventsListener<()>>,
+}
+
+#[pymethods]
+impl Peers {
+    fn undeclare(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.listener.take() {
+            Some(l) => py.allow_threads(|| l.undeclare().wait()).map_err(|e| error("undeclare", e)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The retention queryable: Zenoh's thread asks Python (rare: a subscriber's backlog).
 #[pyclass(module = "roboscale.runtime._zbridge")]
 struct Queryable {
@@ -210,6 +229,34 @@ impl Session {
         }
         let session = py.allow_threads(|| zenoh::open(config).wait());
         Ok(Session { session: Some(session.map_err(|e| error("open", e))?) })
+    }
+
+    /// This session's Zenoh id, as zenoh-python prints it.
+    fn zid(&self) -> PyResult<String> {
+        Ok(self.open()?.zid().to_string())
+    }
+
+    /// `on_event(opened, peer zid)` on Zenoh's thread, with the GIL, for each transport
+    /// opened (a peer admitted) or closed.
+    fn peers(&self, py: Python<'_>, on_event: PyObject) -> PyResult<Peers> {
+        let session = self.open()?;
+        let declared = py.allow_threads(|| {
+            session
+                .info()
+                .transport_events_listener()
+                .callback(move |event| {
+                    let opened = event.kind() == SampleKind::Put;
+                    let zid = event.transport().zid().to_string();
+                    Python::with_gil(|py| {
+                        if let Err(e) = on_event.call1(py, (opened, zid)) {
+                            e.write_unraisable(py, None);
+                        }
+                    });
+                })
+                .wait()
+        });
+        let listener = declared.map_err(|e| error("transport_events_listener", e))?;
+        Ok(Peers { listener: Some(listener) })
     }
 
     /// A publisher with congestion control BLOCK; `id`: the bridge's publisher id.
@@ -296,14 +343,15 @@ impl Session {
         Ok(Queryable { queryable: Some(queryable) })
     }
 
-    /// Query every matching queryable; the replies as [(payload, attachment)].
+    /// Query every matching queryable; the replies as [(payload, attachment, the Zenoh id
+    /// of the session that answered, "" if unknown)].
     fn get(
         &self,
         py: Python<'_>,
         selector: String,
         payload: Vec<u8>,
         timeout_s: f64,
-    ) -> PyResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    ) -> PyResult<Vec<(Vec<u8>, Vec<u8>, String)>> {
         let session = self.open()?;
         py.allow_threads(|| {
             let replies = session
@@ -316,9 +364,11 @@ impl Session {
                 .map_err(|e| error("get", e))?;
             let mut out = Vec::new();
             while let Ok(reply) = replies.recv() {
+                let replier = reply.replier_id().map(|id| id.zid().to_string()).unwrap_or_default();
                 if let Ok(sample) = reply.result() {
                     let attachment = sample.attachment().map(|a| a.to_bytes().into_owned());
-                    out.push((sample.payload().to_bytes().into_owned(), attachment.unwrap_or_default()));
+                    let payload = sample.payload().to_bytes().into_owned();
+                    out.push((payload, attachment.unwrap_or_default(), replier));
                 }
             }
             Ok(out)
@@ -443,6 +493,7 @@ fn _zbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Publisher>()?;
     m.add_class::<Inbox>()?;
     m.add_class::<Queryable>()?;
+    m.add_class::<Peers>()?;
     m.add_function(wrap_pyfunction!(unpack_header, m)?)?;
     m.add("ZENOH", "1.10.2")
 }

@@ -28,6 +28,7 @@ from roboscale.records.store import (
     read_summary,
     write_json,
 )
+from roboscale.safewrite import write_text
 from roboscale.workloads.base import (
     FigureSpec,
     TableSpec,
@@ -82,8 +83,8 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
     html = run_dir / "report.html"
     md = run_dir / "summary.md"
     try:
-        html.write_text(_html(run, th, entries, figures, tables, leading))
-        md.write_text(_markdown(run, th, entries, tables))
+        write_text(html, _html(run, th, entries, figures, tables, leading))
+        write_text(md, _markdown(run, th, entries, tables))
     except OSError as e:
         raise UserError(f"{run_dir}: cannot write the report ({e.strerror or e})") from None
     return html, md

@@ -129,22 +129,36 @@ static void on_data_available(int32_t reader, void *arg) {
 }
 
 static int Taker_init(Taker *t, PyObject *args, PyObject *kwargs) {
+    /* Everything is parsed and checked into locals, and a second call refused, before
+       the object is written: a second __init__ once rewrote the sizes of the buffers
+       allocated by the first, and take_all then read past them. */
     unsigned long long takecdr, unref, size, to_ser_ref, to_ser_unref;
     int reader;
     unsigned int mask, batch;
+    Py_ssize_t info_size, valid_offset;
     PyObject *deliver, *sample_type;
     static char *names[] = {"functions", "reader", "mask", "batch", "info_layout", "deliver", "sample_type", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(KKKKK)iII(nn)OO", names, &takecdr, &unref, &size, &to_ser_ref,
-                                     &to_ser_unref, &reader, &mask, &batch, &t->info_size, &t->valid_offset, &deliver,
-                                     &sample_type))
-        return -1;
-    if (t->refs != NULL) {
+    if (t->refs != NULL || t->infos != NULL || t->errors != NULL || t->deliver != NULL) {
         PyErr_SetString(PyExc_TypeError, "a Taker is initialized once");
         return -1;
     }
-    if (!takecdr || !unref || !size || !to_ser_ref || !to_ser_unref || batch == 0 || t->info_size <= 0 ||
-        t->valid_offset < 0 || t->valid_offset >= t->info_size) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(KKKKK)iII(nn)OO", names, &takecdr, &unref, &size, &to_ser_ref,
+                                     &to_ser_unref, &reader, &mask, &batch, &info_size, &valid_offset, &deliver,
+                                     &sample_type))
+        return -1;
+    if (!takecdr || !unref || !size || !to_ser_ref || !to_ser_unref || batch == 0 || info_size <= 0 ||
+        valid_offset < 0 || valid_offset >= info_size) {
         PyErr_SetString(PyExc_ValueError, "a Taker needs five function addresses, a batch and a sample info layout");
+        return -1;
+    }
+    void **refs = PyMem_RawCalloc(batch, sizeof(void *));
+    unsigned char *infos = PyMem_RawCalloc(batch, (size_t)info_size);
+    PyObject *errors = PyList_New(0);
+    if (refs == NULL || infos == NULL || errors == NULL) {
+        PyMem_RawFree(refs);
+        PyMem_RawFree(infos);
+        Py_XDECREF(errors);
+        PyErr_NoMemory();
         return -1;
     }
     t->takecdr = (takecdr_fn)(uintptr_t)takecdr;
@@ -155,13 +169,11 @@ static int Taker_init(Taker *t, PyObject *args, PyObject *kwargs) {
     t->reader = reader;
     t->mask = mask;
     t->batch = batch;
-    t->refs = PyMem_RawCalloc(batch, sizeof(void *));
-    t->infos = PyMem_RawCalloc(batch, (size_t)t->info_size);
-    t->errors = PyList_New(0);
-    if (t->refs == NULL || t->infos == NULL || t->errors == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    t->info_size = info_size;
+    t->valid_offset = valid_offset;
+    t->refs = refs;
+    t->infos = infos;
+    t->errors = errors;
     Py_INCREF(deliver);
     t->deliver = deliver;
     Py_INCREF(sample_type);

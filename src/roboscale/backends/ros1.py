@@ -41,6 +41,7 @@ from roboscale.backends.base import (
 from roboscale.backends.payload import TEXT, body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable, UserError
+from roboscale.safewrite import open_stream
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 INSTALL_HINT = (
@@ -226,7 +227,7 @@ class Roscore:
             "ROS_LOG_DIR": str(home / "log"),
             "ROS_IP": address,
         }
-        self._log = (workdir / "roscore.log").open("wb")
+        self._log = os.fdopen(open_stream(workdir / "roscore.log"), "wb")
         self._proc = subprocess.Popen(
             [*self.prefix, "roscore", "-p", str(port)],
             env={**os.environ, **self.env, **lifeline.child_env()},

@@ -24,6 +24,7 @@ from roboscale import lifeline
 from roboscale.backends.base import Where, current_python
 from roboscale.errors import UserError
 from roboscale.runtime.threads import ThreadScope
+from roboscale.safewrite import open_stream
 
 READY_TIMEOUT_S = 20.0
 
@@ -65,7 +66,7 @@ class ZenohRouters:
             listen,
             *connect,
         ]
-        with log.open("wb") as err:
+        with os.fdopen(open_stream(log), "wb") as err:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                 env={**os.environ, **lifeline.child_env()}, start_new_session=True,

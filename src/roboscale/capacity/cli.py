@@ -8,6 +8,7 @@ the default, `capacity.lab.open_lab`, runs them as ordinary lab trials.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import time
@@ -21,6 +22,7 @@ from rich.table import Table
 
 from roboscale.cliargs import number, path, whole
 from roboscale.errors import UserError
+from roboscale.safewrite import write_bytes
 
 HELP = """\
 Capacity: how many nodes, at what rate and message size, this host sustains.
@@ -174,8 +176,10 @@ def _save_figures(folder: Path, figures: dict[str, Any]) -> list[str]:
     written = []
     for name, fig in figures.items():
         path = folder / f"{name}.png"
-        fig.savefig(path, dpi=110)
+        image = io.BytesIO()  # rendered in memory, then written without following a link
+        fig.savefig(image, format="png", dpi=110)
         plt.close(fig)
+        write_bytes(path, image.getvalue())
         written.append(str(path))
     return written
 
@@ -273,7 +277,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
         out["unseen_results"] = held.to_dict()
     if args.json:
         from roboscale.capacity.modelfile import encode
-        from roboscale.records.store import write_json
+        from roboscale.safewrite import write_json
 
         write_json(args.json, encode(out))  # strict JSON: infinities as "inf"
     if args.plots:
@@ -389,7 +393,7 @@ def _search_one(
 def run_search(args: argparse.Namespace, console: Console, open_lab: LabOpener) -> int:
     """Search every configuration of the spec, sharing the time budget between them."""
     from roboscale.capacity.search import Budget
-    from roboscale.records.store import write_json
+    from roboscale.safewrite import write_json
     from roboscale.spec.loader import load_spec
     from roboscale.yamlfile import read_text
 

@@ -23,7 +23,8 @@ from roboscale.capacity.fitting import FloatArray
 from roboscale.capacity.models import MODEL_NAMES, PARAM_NAMES, FittedModel, fit_all
 from roboscale.capacity.predict import FittedRange
 from roboscale.errors import UserError
-from roboscale.records.store import read_json, write_json
+from roboscale.records.store import read_json
+from roboscale.safewrite import write_json
 
 MODEL_FORMAT = "roboscale-capacity-model"
 # 2: the two-resource model prices bytes of numeric arrays apart (cpu_s_per_numeric_byte).

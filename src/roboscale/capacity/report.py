@@ -20,6 +20,7 @@ from roboscale.capacity.modelfile import CapacityModel
 from roboscale.capacity.validate import Validation
 from roboscale.errors import UserError
 from roboscale.records.store import read_summary
+from roboscale.safewrite import write_text
 
 MODEL_TITLES = {"cslv": "CSLV (thesis)", "two_resource": "two-resource"}
 FIGURES = (
@@ -148,6 +149,6 @@ def write(
     page = render(model, obs, left_out, unseen)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
+        write_text(path, page)
     except OSError as e:
         raise UserError(f"{path}: cannot write the report ({e.strerror or e})") from None

@@ -48,6 +48,7 @@ from roboscale.env.links import BUILTIN, LinkProfile, loss_rule, tbf_args
 from roboscale.env.netcmd import require_root
 from roboscale.errors import UserError
 from roboscale.privdir import private_dir
+from roboscale.safewrite import open_stream, write_text
 
 DEFAULT_SUBNET = "10.231.0.0/24"
 TOPOLOGIES = ("star", "mesh")
@@ -218,7 +219,7 @@ class HostSet:
             "cgroups": [],
             "workdir": str(self._workdir),
         }
-        self._marker_path.write_text(json.dumps(marker))
+        write_text(self._marker_path, json.dumps(marker))
 
     @property
     def _marker_path(self) -> Path:
@@ -245,7 +246,7 @@ class HostSet:
         group = CpuGroup(self.netns_of(index), limit)
         marker = json.loads(self._marker_path.read_text())
         marker["cgroups"].extend(str(p) for p in group.dirs.values())
-        self._marker_path.write_text(json.dumps(marker))
+        write_text(self._marker_path, json.dumps(marker))
         group.create()
         return group
 
@@ -308,8 +309,8 @@ class HostSet:
             "stats": str(self._workdir / "linkemu-stats.json"),
         }
         path = self._workdir / "linkemu.json"
-        path.write_text(json.dumps(config))
-        with open(self._workdir / "linkemu.log", "w") as log:
+        write_text(path, json.dumps(config))
+        with os.fdopen(open_stream(self._workdir / "linkemu.log"), "w") as log:
             self._emulator = subprocess.Popen(
                 [*netcmd.netns_exec_prefix(self.switch_netns), sys.executable, "-m",
                  "roboscale.env.linkemu", str(path)],

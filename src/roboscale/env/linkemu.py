@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roboscale.safewrite import write_text
+
 TUNSETIFF = 0x400454CA
 IFF_TUN = 0x0001
 IFF_NO_PI = 0x1000
@@ -215,7 +217,7 @@ def main(argv: list[str]) -> int:
     finally:
         stats = config.get("stats")
         if stats:
-            Path(stats).write_text(json.dumps(emulator.counters.__dict__))
+            write_text(Path(stats), json.dumps(emulator.counters.__dict__))
         for fd in fds:
             os.close(fd)
     return 0

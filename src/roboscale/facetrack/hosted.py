@@ -33,6 +33,7 @@ from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.records import ProcessUsage, TrackerRun
 from roboscale.facetrack.stack import Progress
 from roboscale.facetrack.usage import usage_of
+from roboscale.safewrite import open_stream
 
 STOP_TIMEOUT_S = 30.0
 KILL_TIMEOUT_S = 10.0
@@ -56,7 +57,7 @@ class HostedTracker:
         self.stack, self.cfg, self.workdir = stack, cfg, workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{stack}-host.log"
-        self._log = self.log_path.open("ab")
+        self._log = os.fdopen(open_stream(self.log_path, append=True), "ab")
         self.proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,

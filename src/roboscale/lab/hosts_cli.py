@@ -15,6 +15,7 @@ from rich.table import Table
 from roboscale.env.inventory import Inventory, load_inventory
 from roboscale.env.ssh import connections
 from roboscale.errors import UserError
+from roboscale.safewrite import write_text
 
 HELP = """\
 Real machines: an inventory (YAML) names them; every command reaches them with
@@ -93,7 +94,7 @@ def _check(inventory: Inventory, hosts: list[Any], args: argparse.Namespace, out
         if c.problem:
             out.print(f"[red]{escape(c.name)}[/red]: {escape(c.problem)}", highlight=False)
     if args.json:
-        args.json.write_text(json.dumps([c.as_dict() for c in checks], indent=2))
+        write_text(args.json, json.dumps([c.as_dict() for c in checks], indent=2))
     return 0 if all(not c.problem for c in checks) else 1
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import roboscale
 from roboscale import lifeline
 from roboscale.privdir import private_subdir
+from roboscale.safewrite import open_stream, write_text
 from roboscale.workloads.base import AgentConfig
 
 # Variables of the lab's own interpreter that must not leak into system-Python agents.
@@ -95,12 +96,12 @@ def spawn(
     """Start an agent; `prefix` runs it on an emulated host (namespace, CPU group)."""
     name = config.name
     cfg_path = workdir / f"{name}.json"
-    cfg_path.write_text(config.to_json())
+    write_text(cfg_path, config.to_json())
     log = workdir / f"{name}.log"
     base = {k: v for k, v in os.environ.items() if k not in _PYTHON_ENV}
     proc_env = {**base, **env, "PYTHONPATH": str(package_path()), "PYTHONUNBUFFERED": "1"}
     proc_env.update(lifeline.child_env())  # ends with the lab, even on SIGKILL
-    with log.open("wb") as err:
+    with os.fdopen(open_stream(log), "wb") as err:
         proc = subprocess.Popen(
             [*(prefix or []), python, "-m", "roboscale.workloads.agent", str(cfg_path)],
             stdin=subprocess.PIPE,

@@ -34,6 +34,7 @@ from typing import Any
 
 from roboscale.env.inventory import InventoryHost
 from roboscale.env.ssh import Ssh, SshError
+from roboscale.safewrite import write_bytes, write_text
 
 FORWARDED = ("ROS_", "ROBOSCALE_", "ZENOH", "CYCLONEDDS", "RUST_LOG", "PYTHONUNBUFFERED")
 REMOTE_VENV_PYTHON = "venv/bin/python"
@@ -85,7 +86,7 @@ class HostFile:
     input_dirs: list[str] = field(default_factory=list)
 
     def write(self, path: Path) -> Path:
-        path.write_text(json.dumps(asdict(self)))
+        write_text(path, json.dumps(asdict(self)))
         return path
 
     @classmethod
@@ -195,7 +196,7 @@ def fetch(ssh: Ssh, mirror: Mirror) -> None:
         done = ssh.run(["sh", "-c", f"cat {shlex.quote(remote)} 2>/dev/null"], timeout_s=600)
         if done.returncode == 0 and done.stdout:
             local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_bytes(done.stdout)
+            write_bytes(local, done.stdout)
 
 
 def relay(proc: subprocess.Popen[bytes]) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,7 +41,7 @@ from roboscale.runtime.bridgeconfig import (
     session_config,
 )
 from roboscale.runtime.bus import Inbox, Topic
-from roboscale.runtime.durable import CursorLog, Resequencer, Retention
+from roboscale.runtime.durable import CursorLog, Resequencer, Retention, publisher_of
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
@@ -84,9 +83,16 @@ class _DurableImport:
         self.bridge, self.topic, self.cursor = bridge, topic, cursor
         self.inflight: deque[tuple[int, int, int]] = deque()  # (local seq, publisher, seq)
         self.seq = Resequencer(
-            cursor.cursors, fresh=cursor.fresh, deliver=self._deliver, gap=self._gap
+            cursor.cursors,
+            fresh=cursor.fresh,
+            deliver=self._deliver,
+            gap=self._gap,
+            window=bridge.config.retain,
         )
         self.querying = False
+        self.forged = 0  # backlog replies of a publisher id not the replier's own
+        self.queries = 0  # backlog queries sent
+        self.flooded = 0  # backlog replies past `retain` from one session: dropped
         if bridge.config.delivery == "at_least_once":
             inbox.on_done = self._commit
         else:
@@ -112,19 +118,29 @@ class _DurableImport:
         if self.seq.offer(publisher, seq, msg) and not self.querying:
             self.query()
 
+    def offer_backlog(self, owner: int, publisher: int, seq: int, msg: Any) -> None:
+        """A backlog reply of the session whose publisher id is `owner`: only its own
+        messages are taken (a peer answering for another publisher is refused)."""
+        if publisher != owner:
+            self.forged += 1
+            return
+        self.seq.offer(publisher, seq, msg, owned=True)
+
     def query(self) -> None:
         """Ask the publishers for what they retained after our cursors (in a thread)."""
         self.querying = True
+        self.queries += 1
         self.seq.begin_sync()
         after = self.seq.after()
         self.bridge.runtime.loop.run_in_executor(None, self.bridge.fetch, self, after)
 
-    def backlog(self, replies: list[tuple[bytes, bytes]]) -> None:
-        """On the loop: the replies of one query, then resume in-order delivery."""
+    def backlog(self, replies: list[tuple[bytes, bytes, int]]) -> None:
+        """On the loop: the replies of one query (payload, attachment, the publisher id
+        of the session that answered), then resume in-order delivery."""
         if self.bridge.link is None:
             return  # closed while the query ran: its cursor is closed too
-        for payload, attachment in replies:
-            self.bridge.take(self.topic, payload, attachment, self)
+        for payload, attachment, owner in replies:
+            self.bridge.take(self.topic, payload, attachment, self, owner=owner)
         self.querying = False
         self.seq.backlog_done()
 
@@ -146,13 +162,15 @@ class Bridge:
         self.codec = WireCodec(typestore)  # typestore: rosbags', for CDR messages
         self.cursor_paths = dict(cursors or {})
         self.query_timeout_s = query_timeout_s
-        self.publisher_id = random.getrandbits(63) + 1
+        self.publisher_id = 0  # of the session's id, once open (durable.publisher_of)
         self.path, self.path_reason = zlink.link_path(config)
         self.link: zlink.Link | None = None
         self.malformed = 0
         self.ignored = 0  # samples of topics this process does not import
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
+        self.connected: set[int] = set()  # publisher ids of the peers' sessions now admitted
+        self.payload_limits = config.payload_limits()  # topic -> largest payload taken
         self.imported: dict[str, _DurableImport | None] = {}
         # Native link: imported topics by the index its rows carry.
         self._by_index: list[tuple[Topic, _DurableImport | None]] = []
@@ -173,6 +191,7 @@ class Bridge:
         if insecure:
             self.runtime.call(self._warn_insecure, insecure)
         self.link = self._open_link()
+        self.publisher_id = publisher_of(self.link.zid())
         try:
             self.link.watch_peers(self._on_peer)
             self.runtime.call(self._declare)
@@ -203,10 +222,13 @@ class Bridge:
 
     def _on_peer(self, opened: bool, zid: str) -> None:
         """On a Zenoh thread (rare): a peer's transport opened (admitted) or closed."""
+        peer = publisher_of(zid)
         if opened:
             self.admitted += 1
+            self.connected.add(peer)
         else:
             self.left += 1
+            self.connected.discard(peer)
         detail = f"{'admitted' if opened else 'left'}: {zid}"
         with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
             self.runtime.loop.call_soon_threadsafe(self.emit, "peer", detail)
@@ -286,7 +308,8 @@ class Bridge:
                 f"bridge: no durable subscription of {topic.name} in this process: "
                 "start the nodes before opening the bridge"
             )
-        return _DurableImport(self, topic, inboxes[0], CursorLog(self.cursor_paths[topic.name]))
+        cursor = CursorLog(self.cursor_paths[topic.name], keep=self.connected)
+        return _DurableImport(self, topic, inboxes[0], cursor)
 
     def close(self) -> None:
         """Undeclare everything and close the session (idempotent)."""
@@ -343,15 +366,16 @@ class Bridge:
         attachment: bytes,
         durable: _DurableImport | None,
         ready: list[Inbox] | None = None,
+        owner: int | None = None,
     ) -> None:
         """Check and decode one sample and hand it on; a malformed one is counted and
-        dropped."""
+        dropped. `owner`: the sample is a backlog reply of the session of that publisher id."""
         try:
             codec, tag, publisher, seq = unpack_header(attachment)
         except Malformed as e:
             self._malformed(topic.name, 1, e)
             return
-        self.deliver(topic, codec, tag, publisher, seq, payload, durable, ready)
+        self.deliver(topic, codec, tag, publisher, seq, payload, durable, ready, owner)
 
     def deliver(
         self,
@@ -363,17 +387,21 @@ class Bridge:
         payload: bytes,
         durable: _DurableImport | None,
         ready: list[Inbox] | None = None,
+        owner: int | None = None,
     ) -> None:
         """Decode one sample whose header passed its checks and hand it on."""
         try:
-            msg = self.codec.decode(codec, tag, payload, topic.msg_type)
+            limit = self.payload_limits.get(topic.name, self.config.max_payload)
+            msg = self.codec.decode(codec, tag, payload, topic.msg_type, limit)
         except Malformed as e:
             self._malformed(topic.name, 1, e)
             return
         if durable is None:
             topic.inject(msg, ready)
-        else:
+        elif owner is None:
             durable.offer(publisher, seq, msg)
+        else:
+            durable.offer_backlog(owner, publisher, seq, msg)
 
     def _malformed(self, where: str, count: int, error: object) -> None:
         before, self.malformed = self.malformed, self.malformed + count
@@ -416,12 +444,13 @@ class Bridge:
 
     def fetch(self, durable: _DurableImport, after: dict[int, int]) -> None:
         """In a worker thread: query the backlog, then hand the replies to the loop."""
-        replies: list[tuple[bytes, bytes]] = []
+        replies: list[tuple[bytes, bytes, int]] = []
         link = self.link
         try:
             if link is not None:
                 selector = f"{self.config.prefix}/@retain{durable.topic.name}?after=0"
-                replies = link.get(selector, _pack_cursors(after), self.query_timeout_s)
+                got = link.get(selector, _pack_cursors(after), self.query_timeout_s)
+                replies = self._collect(got, durable)
         except Exception as e:  # whatever failed, delivery must resume
             # Go on with what came: holes left are counted and reported as gaps, not hidden.
             with contextlib.suppress(RuntimeError):
@@ -432,6 +461,23 @@ class Bridge:
             with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
                 self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
 
+    def _collect(
+        self, got: list[tuple[bytes, bytes, str]], durable: _DurableImport
+    ) -> list[tuple[bytes, bytes, int]]:
+        """The replies of one backlog query, with the publisher id of the session that
+        sent each; at most `retain` per session (what one retention holds): a peer that
+        floods replies is cut off there, counted in `durable.flooded`."""
+        replies: list[tuple[bytes, bytes, int]] = []
+        per_owner: dict[int, int] = {}
+        for payload, attachment, replier in got:
+            owner = publisher_of(replier) if replier else 0
+            per_owner[owner] = per_owner.get(owner, 0) + 1
+            if per_owner[owner] > self.config.retain:
+                durable.flooded += 1  # an int store from this thread: read by stats() only
+                continue
+            replies.append((payload, attachment, owner))
+        return replies
+
     def emit(self, kind: str, detail: str) -> None:
         self.runtime.emit(SupervisionEvent(kind, "bridge", "", "", detail))
 
@@ -441,6 +487,15 @@ class Bridge:
                 "duplicates": d.seq.duplicates,
                 "lost": d.seq.lost,
                 "cursor": d.cursor.last_seq(),
+                "unsaved": d.cursor.unsaved,
+                "queries": d.queries,
+                "refused": {
+                    "jumps": d.seq.refused.jumps,
+                    "unconfirmed": d.seq.refused.unconfirmed,
+                    "expired": d.seq.refused.expired,
+                    "forged_replies": d.forged,
+                    "flooded_replies": d.flooded,
+                },
             }
             for name, d in self.imported.items()
             if d is not None

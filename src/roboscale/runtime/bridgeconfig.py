@@ -11,13 +11,14 @@ from typing import Any
 from roboscale.errors import UserError
 from roboscale.runtime.names import check_name
 from roboscale.runtime.security import Security, check_reach, security_config, security_settings
+from roboscale.runtime.wire import DEFAULT_MAX_PAYLOAD, MAX_PAYLOAD_LIMIT
 from roboscale.runtime.zenoh_config import Settings, zenoh_config, zenoh_settings
 
 MODES = ("peer", "client")
 DELIVERIES = ("at_most_once", "at_least_once")
 FIELDS = (
     "mode", "listen", "connect", "export", "import", "durable", "retain", "prefix",
-    "shared_memory", "express", "security", "delivery",
+    "shared_memory", "express", "security", "delivery", "max_payload",
 )  # fmt: skip
 
 
@@ -41,6 +42,15 @@ class BridgeConfig:
     # (at_most_once: a SIGKILL in between loses it) or when the callback returned
     # (at_least_once: it comes again to the next instance; nodes dedupe by sequence).
     delivery: str = "at_most_once"
+    # The largest payload an imported topic takes (bytes); larger samples are malformed.
+    max_payload: int = DEFAULT_MAX_PAYLOAD
+    topic_max_payload: tuple[tuple[str, int], ...] = ()  # per imported topic, over the above
+
+    def payload_limits(self) -> dict[str, int]:
+        """The largest payload of each imported topic."""
+        limits = dict.fromkeys(self.imports, self.max_payload)
+        limits.update(self.topic_max_payload)
+        return limits
 
 
 def bridge_config(
@@ -68,18 +78,22 @@ def bridge_config(
     prefix = raw.get("prefix", "rs")
     if not isinstance(prefix, str) or not prefix or "*" in prefix or prefix.strip("/") != prefix:
         raise UserError(f"{where}: prefix: a Zenoh key without '*' or outer '/', got {prefix!r}")
+    imports = _topics(raw, "import", where)
+    max_payload, topic_max_payload = _max_payload(raw.get("max_payload"), imports, where)
     config = BridgeConfig(
         mode=mode,
         listen=_endpoints(raw, "listen", where),
         connect=_endpoints(raw, "connect", where),
         exports=_topics(raw, "export", where),
-        imports=_topics(raw, "import", where),
+        imports=imports,
         durable=_topics(raw, "durable", where),
         retain=retain,
         prefix=prefix,
         shared_memory=flags["shared_memory"],
         express=flags["express"],
         delivery=delivery,
+        max_payload=max_payload,
+        topic_max_payload=topic_max_payload,
         security=(
             security_config(raw["security"], f"{where}: security", base)
             if "security" in raw
@@ -91,6 +105,32 @@ def bridge_config(
     if stray:
         raise UserError(f"{where}: durable: {sorted(stray)[0]} is neither exported nor imported")
     return config
+
+
+def _max_payload(
+    raw: Any, imports: tuple[str, ...], where: str
+) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """`max_payload: N` (bytes, every imported topic) or `{/topic: N, ...}` (those
+    topics; the others keep the default)."""
+    if raw is None:
+        return DEFAULT_MAX_PAYLOAD, ()
+    if not isinstance(raw, Mapping):
+        return _payload_size(raw, f"{where}: max_payload"), ()
+    limits = []
+    for topic, size in raw.items():
+        if topic not in imports:
+            raise UserError(f"{where}: max_payload: {topic!r} is not an imported topic")
+        limits.append((topic, _payload_size(size, f"{where}: max_payload: {topic}")))
+    return DEFAULT_MAX_PAYLOAD, tuple(limits)
+
+
+def _payload_size(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PAYLOAD_LIMIT:
+        raise UserError(
+            f"{where}: a number of bytes from 1 to {MAX_PAYLOAD_LIMIT}, got {value!r} "
+            "(or a mapping of imported topics to such numbers)"
+        )
+    return value
 
 
 def _endpoints(raw: Mapping[str, Any], name: str, where: str) -> tuple[str, ...]:

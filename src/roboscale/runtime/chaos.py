@@ -41,6 +41,7 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import CallbackHung, Runtime
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import Supervisor
+from roboscale.safewrite import open_stream
 from roboscale.yamlfile import load_yaml
 
 MAX_RATE = 10_000.0  # kills per second
@@ -356,7 +357,7 @@ class ChaosMonkey:
             return
         try:
             self.spec.log.parent.mkdir(parents=True, exist_ok=True)
-            self._log = self.spec.log.open("w", encoding="utf-8")
+            self._log = os.fdopen(open_stream(self.spec.log), "w", encoding="utf-8")
         except OSError as e:
             raise UserError(f"cannot write the chaos log {self.spec.log}: {e.strerror}") from e
 

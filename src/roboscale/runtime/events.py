@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from roboscale.errors import UserError
+from roboscale.safewrite import open_stream
 
 # What happened; the set is closed so that recorders and reports can rely on it.
 EVENT_KINDS = frozenset(
@@ -81,7 +83,7 @@ class JsonLinesRecorder:
 
     def __init__(self, path: Path) -> None:
         try:
-            self._file: IO[str] = path.open("a", encoding="utf-8")
+            self._file: IO[str] = os.fdopen(open_stream(path, append=True), "a", encoding="utf-8")
         except OSError as e:
             raise UserError(f"cannot write events to {path}: {e.strerror}") from e
         self.path = path

@@ -293,7 +293,8 @@ class _Server:
             die_with_parent(zygote_pid)
             self._forget_server()
             if req.get("log"):
-                log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW  # no link followed
+                log = os.open(req["log"], flags, 0o644)
                 os.dup2(log, 1)
                 os.dup2(log, 2)
                 os.close(log)

@@ -46,6 +46,7 @@ from roboscale import lifeline
 from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
 from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.zygote import ExitStatus, Zygote, ZygoteError
+from roboscale.safewrite import open_stream
 
 # Signals that mean "killed from outside"; any other fatal signal is a crash.
 OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
@@ -170,7 +171,7 @@ class _Monitor:
     def _start(self, req: _Launch) -> _Proc:
         ready_r, ready_w = os.pipe() if req.ready_pipe else (-1, -1)
         argv = [*req.argv, "--ready-fd", str(ready_w)] if req.ready_pipe else req.argv
-        log = req.log.open("ab") if req.log is not None else None
+        log = os.fdopen(open_stream(req.log, append=True), "ab") if req.log is not None else None
         try:
             popen = subprocess.Popen(
                 argv,

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,15 +87,27 @@ class Security:
     default: str = "deny"  # for what no rule names, once there are rules
     insecure: bool = False
 
-    @property
-    def authenticates_peers(self) -> bool:
-        """Incoming sessions must prove who they are (usrpwd dictionary or mTLS)."""
-        return self.users_file is not None or (self.tls is not None and self.tls.mutual)
+    def authenticates_peers_on(self, endpoint: str) -> bool:
+        """Sessions coming in on `endpoint` must prove who they are: a login of the users
+        file (usrpwd, any protocol), or, on tls/ and quic/ only, a certificate of the CA
+        (mutual TLS protects no other protocol's links)."""
+        if self.users_file is not None:
+            return True
+        return _is_tls(endpoint) and self.tls is not None and self.tls.mutual
 
-    @property
-    def authenticates_self(self) -> bool:
-        """Outgoing sessions prove who we are and who the peer is (login or TLS)."""
-        return self.user is not None or (self.tls is not None and self.tls.certificate is not None)
+    def authenticates_self_on(self, endpoint: str) -> bool:
+        """Sessions going out on `endpoint` prove who we are: our login (usrpwd, any
+        protocol), or, on tls/ and quic/ only, our certificate (mutual TLS)."""
+        if self.user is not None:
+            return True
+        return _is_tls(endpoint) and self.tls is not None and self.tls.certificate is not None
+
+
+TLS_PROTOCOLS = ("tls", "quic")  # the protocols Zenoh's TLS settings protect
+
+
+def _is_tls(endpoint: str) -> bool:
+    return endpoint.split("/", 1)[0].lower() in TLS_PROTOCOLS
 
 
 def security_config(raw: Any, where: str = "security", base: Path | None = None) -> Security:
@@ -109,10 +123,16 @@ def security_config(raw: Any, where: str = "security", base: Path | None = None)
     if not isinstance(insecure, bool):
         raise UserError(f"{where}: insecure: true or false, got {insecure!r}")
     default, rules = _access(mapping.get("access"), f"{where}: access")
+    users_file = _file(mapping, "users_file", where, base)
+    if users_file is not None:
+        check_users(users_file, f"{where}: users_file")
+    password_file = _file(mapping, "password_file", where, base)
+    if password_file is not None:
+        read_password(password_file, f"{where}: password_file")
     return Security(
-        users_file=_file(mapping, "users_file", where, base),
+        users_file=users_file,
         user=user,
-        password_file=_file(mapping, "password_file", where, base),
+        password_file=password_file,
         tls=_tls(mapping.get("tls"), f"{where}: tls", base),
         rules=rules,
         default=default,
@@ -146,16 +166,86 @@ SECRETS = ("users_file", "password_file", "private_key")  # hold passwords or ke
 
 
 def check_private(path: Path, where: str, *, secret: bool) -> None:
-    """Refuse a file other users could rewrite (to let themselves in) or, for a secret,
-    read: the ssh rule for keys."""
+    """Refuse a file other users could rewrite (to let themselves in), or replace (it is
+    theirs, or its folder is writable by others), or, for a secret, read: the ssh rule."""
     try:
-        mode = path.stat().st_mode
+        real = path.resolve(strict=True)
+        info, folder = real.stat(), real.parent.stat()
+    except (OSError, RuntimeError) as e:
+        raise UserError(f"{where}: cannot read {path}: {getattr(e, 'strerror', e)}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{where}: {path} is not a regular file")
+    if info.st_uid not in (os.getuid(), 0):
+        raise UserError(f"{where}: {path} belongs to another user (uid {info.st_uid})")
+    if info.st_mode & 0o022:
+        raise UserError(f"{where}: {path} is writable by other users: chmod go-w it")
+    if folder.st_mode & 0o022:
+        raise UserError(
+            f"{where}: {path} is in {real.parent}, a folder other users can write (they could "
+            "replace the file): keep it in a folder only you can write (chmod go-w the folder)"
+        )
+    if secret and info.st_mode & 0o044:
+        raise UserError(f"{where}: {path} is readable by other users: chmod 600 it")
+
+
+MAX_SECRET_BYTES = 1024 * 1024  # a users file of thousands of logins is still far below
+
+
+def _read_secret(path: Path, where: str) -> list[str]:
+    """The lines of a security file (split on \n only), bounded and without blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise UserError(f"{where}: {path} is not a regular file")
+            data = f.read(MAX_SECRET_BYTES + 1)
     except OSError as e:
         raise UserError(f"{where}: cannot read {path}: {e.strerror}") from None
-    if mode & 0o022:
-        raise UserError(f"{where}: {path} is writable by other users: chmod go-w it")
-    if secret and mode & 0o044:
-        raise UserError(f"{where}: {path} is readable by other users: chmod 600 it")
+    if len(data) > MAX_SECRET_BYTES:
+        raise UserError(f"{where}: {path} is over {MAX_SECRET_BYTES} bytes")
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{where}: {path} is not UTF-8 text (byte {e.start})") from None
+
+
+def _bad_character(text: str) -> bool:
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in text)
+
+
+def check_users(path: Path, where: str) -> int:
+    """The number of `user:password` lines of a users file; UserError naming the line of
+    any other line, or if there is none (Zenoh turns usrpwd off for an empty dictionary:
+    an empty file would let anyone in)."""
+    logins = 0
+    for n, line in enumerate(_read_secret(path, where), 1):
+        line = line.removesuffix("\r")
+        if not line:
+            continue
+        user, colon, password = line.partition(":")
+        if not colon or not user or not password or _bad_character(line):
+            raise UserError(
+                f"{where}: {path}:{n}: not a `user:password` line (a name, ':', a password, "
+                "no control characters)"
+            )
+        logins += 1
+    if not logins:
+        raise UserError(
+            f"{where}: {path} has no `user:password` line: an empty users file lets anyone "
+            "in (Zenoh turns authentication off), so the bridge refuses it"
+        )
+    return logins
+
+
+def read_password(path: Path, where: str) -> str:
+    """The password of a password file: its first line, not empty, no control characters."""
+    lines = _read_secret(path, where)
+    password = lines[0].removesuffix("\r")
+    if not password:
+        raise UserError(f"{where}: {path}:1: empty: the password is the file's line 1")
+    if _bad_character(password):
+        raise UserError(f"{where}: {path}:1: the password holds a control character")
+    return password
 
 
 def _tls(raw: Any, where: str, base: Path | None) -> Tls | None:
@@ -234,13 +324,15 @@ def security_settings(security: Security, prefix: str) -> Settings:
     for name, path in files.items():
         if path is not None:
             check_private(path, f"security: {name}", secret=name.split(".")[-1] in SECRETS)
+    if security.users_file is not None:
+        check_users(security.users_file, "security: users_file")
     settings: Settings = []
     usrpwd: dict[str, str] = {}
     if security.users_file is not None:
         usrpwd["dictionary_file"] = str(security.users_file)
     if security.user is not None and security.password_file is not None:
         usrpwd["user"] = security.user
-        usrpwd["password"] = _password(security.password_file)
+        usrpwd["password"] = read_password(security.password_file, "security: password_file")
     if usrpwd:
         settings.append(("transport/auth/usrpwd", json.dumps(usrpwd)))
     if security.tls is not None:
@@ -248,16 +340,6 @@ def security_settings(security: Security, prefix: str) -> Settings:
     if security.rules:
         settings.append(("access_control", json.dumps(acl(security, prefix))))
     return settings
-
-
-def _password(path: Path) -> str:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"security: password_file: cannot read {path}: {e}") from None
-    if not lines or not lines[0]:
-        raise UserError(f"security: password_file: {path} is empty: the password is its line 1")
-    return lines[0]
 
 
 def _tls_settings(tls: Tls) -> dict[str, Any]:
@@ -306,48 +388,70 @@ def grants_of(action: str, rule: AccessRule, prefix: str) -> list[Grant]:
     """What an action means in Zenoh ACL messages (ingress: from the subject to this bridge,
     egress: from this bridge to it). Data is checked per topic key. Declarations are allowed
     on the whole prefix (they carry no data): a bridge subscribes to `<prefix>/**` once,
-    and a writer only sends to peers whose subscription it saw. Deny rules deny the data."""
+    and a writer only sends to peers whose subscription it saw. Deny rules deny the data.
+
+    - publish: the subject puts on the topic, and answers this bridge's retention queries
+      of it (a backlog reply is a message of the topic, placed in its durable importers);
+    - subscribe: this bridge puts to the subject;
+    - query: the subject queries this bridge's retention and gets its replies, nothing
+      more: it never answers a retention query, so it places nothing in an importer;
+    - liveliness: tokens and their subscriptions under `<prefix>/@alive/`.
+    """
     every = f"{prefix}/**"
     if action == "liveliness":
         keys = [f"{prefix}/@alive/**"]
         return [("ingress", LIVELINESS, keys), ("egress", LIVELINESS, keys)]
-    if action == "query":
-        keys = [
-            f"{prefix}/@retain/**" if t == "**" else f"{prefix}/@retain{t}" for t in rule.topics
+    topics = [every if t == "**" else f"{prefix}{t}" for t in rule.topics]
+    retained = [
+        f"{prefix}/@retain/**" if t == "**" else f"{prefix}/@retain{t}" for t in rule.topics
+    ]
+    data: list[Grant]
+    declare: list[Grant]
+    if action == "query":  # it asks, we answer
+        data = [("ingress", ("query",), retained), ("egress", ("reply",), retained)]
+        declare = [("egress", ("declare_queryable",), [f"{prefix}/@retain/**"])]
+    elif action == "publish":  # it puts, and answers what we ask of its retention
+        data = [
+            ("ingress", ("put", "delete"), topics),
+            ("egress", ("query",), retained),
+            ("ingress", ("reply",), retained),
         ]
-        data: list[Grant] = [(flow, ("query", "reply"), keys) for flow in ("ingress", "egress")]
-        declare: list[Grant] = [
-            (flow, ("declare_queryable",), [f"{prefix}/@retain/**"])
-            for flow in ("ingress", "egress")
+        declare = [
+            ("egress", ("declare_subscriber",), [every]),
+            ("ingress", ("declare_queryable",), [f"{prefix}/@retain/**"]),
         ]
-    else:
-        keys = [every if t == "**" else f"{prefix}{t}" for t in rule.topics]
-        writes = action == "publish"
-        data = [("ingress" if writes else "egress", ("put", "delete"), keys)]
-        declare = [("egress" if writes else "ingress", ("declare_subscriber",), [every])]
+    else:  # subscribe: we put to it
+        data = [("egress", ("put", "delete"), topics)]
+        declare = [("ingress", ("declare_subscriber",), [every])]
     return data + declare if rule.permission == "allow" else data
 
 
 def check_reach(
     listen: tuple[str, ...], connect: tuple[str, ...], security: Security | None, where: str
 ) -> list[str]:
-    """Refuse endpoints beyond loopback with no authentication; with `insecure`, return
-    them (the bridge logs and reports them when it opens)."""
+    """Refuse an endpoint beyond loopback that is not authenticated, each judged on its own
+    protocol; with `insecure`, return them (the bridge logs and reports them when it opens)."""
     beyond = [e for e in (*listen, *connect) if not is_loopback(e)]
     if not beyond or (security is not None and security.insecure):
         return beyond
-    missing = []
-    if any(e in listen for e in beyond) and not (security and security.authenticates_peers):
-        missing.append("users_file or mutual tls (who may connect)")
-    if any(e in connect for e in beyond) and not (security and security.authenticates_self):
-        missing.append("user and password_file, or tls (who we are)")
-    if missing:
-        raise UserError(
-            f"{where}: {beyond[0]} is beyond loopback and the bridge has no authentication: "
-            f"set security: {'; '.join(missing)}, or insecure: true to run unprotected",
-            hint="docs/security.md shows the setup step by step",
-        )
+    for endpoint in listen:
+        if endpoint in beyond and not (security and security.authenticates_peers_on(endpoint)):
+            need = "users_file or mutual tls" if _is_tls(endpoint) else "users_file"
+            _unprotected(where, "listen", endpoint, f"{need} (who may connect)")
+    for endpoint in connect:
+        if endpoint in beyond and not (security and security.authenticates_self_on(endpoint)):
+            need = "user and password_file" + (", or tls with a certificate" * _is_tls(endpoint))
+            _unprotected(where, "connect", endpoint, f"{need} (who we are)")
     return []
+
+
+def _unprotected(where: str, side: str, endpoint: str, need: str) -> None:
+    tls_note = "" if _is_tls(endpoint) else " (TLS protects only tls/ and quic/ endpoints)"
+    raise UserError(
+        f"{where}: {side}: {endpoint} is beyond loopback and the bridge does not authenticate "
+        f"its sessions{tls_note}: set security: {need}, or insecure: true to run unprotected",
+        hint="docs/security.md shows the setup step by step",
+    )
 
 
 def is_loopback(endpoint: str) -> bool:

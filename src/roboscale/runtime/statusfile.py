@@ -31,6 +31,7 @@ from roboscale.errors import UserError
 from roboscale.privdir import private_subdir
 from roboscale.runtime.bus import Bus
 from roboscale.runtime.supervisor import Supervisor
+from roboscale.safewrite import write_text
 
 FORMAT_VERSION = 1
 PUBLISH_PERIOD_S = 0.5  # "about twice per second"
@@ -121,9 +122,7 @@ class StatusPublisher:
         doc = snapshot(self.root.name, self.root, self.rates, self.started_unix, self.extra())
         # A small file on a tmpfs: written inline, well under a millisecond; the rename makes
         # it atomic for readers.
-        tmp = self.path.with_name(self.path.name + ".part")
-        tmp.write_text(json.dumps(doc, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_text(self.path, json.dumps(doc, separators=(",", ":")))
         self.writes += 1
 
     async def run(self) -> None:

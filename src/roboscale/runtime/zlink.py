@@ -110,12 +110,20 @@ class NativeLink:
     def queryable(self, key: str, answer: Answer) -> None:
         self._entities.append(self.session.queryable(key, answer))
 
-    def get(self, selector: str, payload: bytes, timeout_s: float) -> list[tuple[bytes, bytes]]:
-        replies: list[tuple[bytes, bytes]] = self.session.get(selector, payload, timeout_s)
+    def zid(self) -> str:
+        zid: str = self.session.zid()
+        return zid
+
+    def get(
+        self, selector: str, payload: bytes, timeout_s: float
+    ) -> list[tuple[bytes, bytes, str]]:
+        """Replies as (payload, attachment, the answering session's Zenoh id or "")."""
+        replies: list[tuple[bytes, bytes, str]] = self.session.get(selector, payload, timeout_s)
         return replies
 
     def watch_peers(self, on_event: Callable[[bool, str], None]) -> None:
-        """Not on the native link (Zenoh's transport events are an unstable API)."""
+        """`on_event(opened, zid)` for each peer's transport opened or closed."""
+        self._entities.append(self.session.peers(on_event))
 
     def close(self) -> None:
         if self.inbox is not None:
@@ -205,10 +213,16 @@ class PythonLink:
 
         self._entities.append(self.session.declare_queryable(key, on_query))
 
-    def get(self, selector: str, payload: bytes, timeout_s: float) -> list[tuple[bytes, bytes]]:
+    def zid(self) -> str:
+        return str(self.session.zid())
+
+    def get(
+        self, selector: str, payload: bytes, timeout_s: float
+    ) -> list[tuple[bytes, bytes, str]]:
+        """Replies as (payload, attachment, the answering session's Zenoh id or "")."""
         import zenoh
 
-        replies: list[tuple[bytes, bytes]] = []
+        replies: list[tuple[bytes, bytes, str]] = []
         handler = self.session.get(
             selector,
             payload=payload,
@@ -217,10 +231,11 @@ class PythonLink:
             timeout=timeout_s,
         )
         for reply in handler:
-            ok = reply.ok
+            ok, replier = reply.ok, reply.replier_id
             if ok is not None:
                 att = ok.attachment
-                replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b""))
+                zid = str(replier.zid) if replier is not None else ""
+                replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b"", zid))
         return replies
 
     def watch_peers(self, on_event: Callable[[bool, str], None]) -> None:

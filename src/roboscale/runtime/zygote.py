@@ -63,6 +63,7 @@ from typing import Any
 
 from roboscale import lifeline
 from roboscale.runtime.forkserver import SINGLE_THREAD_ENV, ZygoteError
+from roboscale.safewrite import open_stream
 
 __all__ = ["ExitStatus", "ForkedChild", "Zygote", "ZygoteError"]
 
@@ -144,7 +145,7 @@ class Zygote:
     def _launch(self) -> subprocess.Popen[bytes]:
         argv = [self.python, "-m", "roboscale.runtime.forkserver", "serve"]
         argv += ["--parent-pid", str(os.getpid()), "--preload", ",".join(self.preload)]
-        err = self.log.open("ab") if self.log is not None else None
+        err = os.fdopen(open_stream(self.log, append=True), "ab") if self.log is not None else None
         try:
             return subprocess.Popen(
                 argv,

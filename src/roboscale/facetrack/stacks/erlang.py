@@ -45,6 +45,7 @@ from roboscale.facetrack.stacks.link import (
     Role,
 )
 from roboscale.facetrack.usage import process_usage
+from roboscale.safewrite import open_stream, write_bytes, write_text
 
 INSTALL_HINT = "as root: apt-get install erlang-nox (Debian 12), or `sudo make system`"
 METHODS = {"sigterm": 0, "sigkill": 1}  # exit(Pid, shutdown), exit(Pid, kill)
@@ -165,7 +166,7 @@ def compile_tree(build: Path) -> None:
     for entry in sources.iterdir():
         if entry.name.endswith(".erl"):
             target = build / entry.name
-            target.write_bytes(entry.read_bytes())
+            write_bytes(target, entry.read_bytes())
             files.append(str(target))
     out = subprocess.run(
         ["erlc", "-o", str(build), *sorted(files)],
@@ -205,9 +206,9 @@ class ErlangStack:
         try:
             compile_tree(build)
             config = build / "config.json"
-            config.write_text(cfg.to_json())
+            write_text(config, cfg.to_json())
             listener = Listener()
-            with (workdir / "erlang.log").open("wb") as log:
+            with os.fdopen(open_stream(workdir / "erlang.log"), "wb") as log:
                 vm = subprocess.Popen(
                     ["erl", "-noinput", "+Bd", "-pa", str(build), "-run", "facetrack", "start",
                      str(listener.port), str(cfg.workers), sys.executable, str(config)],

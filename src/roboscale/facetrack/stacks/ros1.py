@@ -29,6 +29,7 @@ from roboscale.facetrack.stacks.external import ExternalTracker
 from roboscale.facetrack.stacks.link import Link, LinkClosed, Listener, Role
 from roboscale.facetrack.stacks.ros1_nodes import script
 from roboscale.facetrack.usage import process_usage
+from roboscale.safewrite import write_text
 
 PACKAGE = "roboscale_facetrack"
 PROGRAM = "ft_node"
@@ -146,7 +147,7 @@ class Ros1Stack:
         launch: Roslaunch | None = None
         try:
             config = build / "config.json"
-            config.write_text(cfg.to_json())
+            write_text(config, cfg.to_json())
             packages = make_package(build, PACKAGE, {PROGRAM: script(sys.executable)})
             launch = Roslaunch(build, packages)
             nodes = launch_nodes(cfg, listener.port, launch.core.pid, config)

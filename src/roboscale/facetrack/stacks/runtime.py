@@ -14,6 +14,7 @@ from pathlib import Path
 from roboscale.facetrack import _deps
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.hosted import HostedTracker
+from roboscale.safewrite import write_text
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class RuntimeStack:
     def start(self, cfg: TrackerConfig, workdir: Path) -> HostedTracker:
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "config.json"
-        config.write_text(cfg.to_json())
+        write_text(config, cfg.to_json())
         argv = [sys.executable, "-m", "roboscale.facetrack.stacks.runtime_host", self.mode,
                 str(config), str(workdir)]  # fmt: skip
         per_worker = 0.05 if self.mode == "inprocess" else 1.0

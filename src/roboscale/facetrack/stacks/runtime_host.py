@@ -48,6 +48,7 @@ from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.node import NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.safewrite import write_text
 
 PAPER_INTENSITY = Intensity(max_restarts=1000, period_s=1.0)
 FACES = "/top/faces"
@@ -195,7 +196,7 @@ class Host:
         self.done.wait(drain)
         self.rt.call(lambda: setattr(self, "running", False))
         run = self.rt.call(self._collect)
-        (self.workdir / "run.json").write_text(json.dumps(run.to_dict()))
+        write_text(self.workdir / "run.json", json.dumps(run.to_dict()))
 
     def _collect(self) -> TrackerRun:
         kills = [(k.worker, k.method, k.kill_ns, k.restarted_ns) for k in self.kills]

@@ -97,4 +97,4 @@ system:
 ros1: system
 
 clean:
-	rm -rf $(VENV) results .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) results .mypy_cache .pytest_cache .ruff_cache $(NATIVE_DIR)/target src/roboscale/runtime/_zbridge*.so

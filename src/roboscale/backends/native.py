@@ -239,7 +239,8 @@ class NativeProcBackend(NativeBackend):
         from roboscale.runtime.bridge import BridgeConfig
         from roboscale.runtime.zlink import link_path
 
-        over = f"processes over {ZENOH.version()}, bridge: {link_path(BridgeConfig())[1]}"
+        path = link_path(BridgeConfig(), load=False)[1]
+        over = f"processes over {ZENOH.version()}, bridge: {path}"
         return super().version().replace("in-process", over)
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:

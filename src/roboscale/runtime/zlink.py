@@ -54,14 +54,23 @@ def native_module() -> ModuleType | None:
     return module
 
 
-def link_path(config: BridgeConfig) -> tuple[str, str]:
-    """("native" or "python", why) for a bridge of `config`, from $ROBOSCALE_BRIDGE_PATH."""
+def native_built() -> bool:
+    """Whether the compiled link is installed, without loading it (a process that only
+    reports, such as the lab's driver, need not carry a second Zenoh runtime)."""
+    import importlib.util
+
+    return importlib.util.find_spec("roboscale.runtime._zbridge") is not None
+
+
+def link_path(config: BridgeConfig, *, load: bool = True) -> tuple[str, str]:
+    """("native" or "python", why) for a bridge of `config`, from $ROBOSCALE_BRIDGE_PATH;
+    `load=False` only looks for the extension (`native_built`)."""
     chosen = os.environ.get(PATH_ENV, "") or "auto"
     if chosen not in PATHS:
         raise UserError(f"${PATH_ENV} is {chosen!r}; allowed: {', '.join(PATHS)}")
     if chosen == "python":
         return "python", f"${PATH_ENV}=python"
-    if native_module() is None:
+    if not (native_module() is not None if load else native_built()):
         if chosen == "native":
             raise UserError(
                 f"${PATH_ENV}=native but the native bridge path was not built",

@@ -93,6 +93,7 @@ def run_standby(spec: str, go_fd: int, ready_fd: int) -> int:
     except Exception as exc:
         _report(ready_fd, f"ERROR {type(exc).__name__}: {exc}")
         return 1
+    _report(ready_fd, "WARM")  # imported and prepared: waiting for a hand-over
     line = b""
     while not line.endswith(b"\n"):
         chunk = os.read(go_fd, 65536)
@@ -277,8 +278,7 @@ class _Server:
         self.live.add(pid)
         self.ready_fds[pid] = ready_r
         self.sel.register(ready_r, selectors.EVENT_READ, pid)
-        self.standbys[target] = (pid, go_w)
-        self.emit({"event": "standby", "target": target, "pid": pid})
+        self.standbys[target] = (pid, go_w)  # announced once prepared (its WARM line)
 
     def _settled(self, pid: int) -> None:
         """A handed-over child is ready, failed or gone: its kind gets a standby again."""
@@ -330,6 +330,11 @@ class _Server:
         with contextlib.suppress(OSError):
             data = os.read(fd, 4096)
         for line in data.decode(errors="replace").splitlines():
+            if line == "WARM":  # a standby is prepared: now it waits
+                target = next((t for t, (p, _) in self.standbys.items() if p == pid), None)
+                if target is not None:
+                    self.emit({"event": "standby", "target": target, "pid": pid})
+                continue
             if line == "READY":
                 self.emit({"event": "ready", "pid": pid})
             elif line.startswith("ERROR "):

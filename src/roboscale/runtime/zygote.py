@@ -22,7 +22,7 @@ Protocol: one JSON object per line. On the zygote's stdin:
 On its stdout:
   {"event": "hello", "pid": P, "preloaded": [...], "threads": 1}  or {"event": "fatal", ...}
   {"event": "spawned", "id": 7, "pid": 1234}  or {"event": "spawn_failed", "id": 7, ...}
-  {"event": "standby", "target": "...", "pid": 1235}   a standby waits for a hand-over
+  {"event": "standby", "target": "...", "pid": 1235}   a standby is prepared and waits
   {"event": "ready", "pid": 1234}             the child called ready()
   {"event": "error", "pid": 1234, "detail": "..."}   e.g. its target could not be imported
   {"event": "exit", "pid": 1234, "code": 0|null, "signal": null|9}

@@ -4,7 +4,9 @@
 
 Runs the bench/scale.py echo pair (baselines/runtime_echo.py: two runtimes joined by the
 Zenoh bridge, 11 B, 4250 B and 307,200 B one message at a time) with perf_counter_ns
-taken around the bridge's steps in both processes, and prints the median of each step:
+taken around the bridge's steps in both processes, and prints the median of each step.
+It traces the python link ($ROBOSCALE_BRIDGE_PATH=python: the drain thread's hop is what
+it shows; the native link has no Python frame to time between Zenoh and the loop):
 
     zenoh → loop      the drain thread took the sample from Zenoh's channel until
                       `_on_samples` starts on the loop (one thread hop)
@@ -38,12 +40,14 @@ TRACE_ENV = "ROBOSCALE_HOPS_OUT"
 
 def trace_into(out: Path) -> None:
     """In a traced process: wrap the bridge's steps and write the medians (µs) at exit."""
-    from roboscale.runtime import bridge, bus, wire
+    from roboscale.runtime import bridge, bus, zlink
+
+    os.environ[zlink.PATH_ENV] = "python"
 
     spans: dict[int, dict[str, list[int]]] = {}  # payload size -> step -> durations
     marks: dict[str, int] = {}
     clock = time.perf_counter_ns
-    row, on_samples = bridge.Bridge._row, bridge.Bridge._on_samples
+    row, on_samples = zlink.Drain.row, bridge.Bridge._on_samples
     drain = bus.Inbox.drain
 
     def add(step: str, ns: int) -> None:
@@ -51,9 +55,9 @@ def trace_into(out: Path) -> None:
         if size is not None:  # probes published before any sample came back: no hop yet
             spans.setdefault(size, {s: [] for s in STEPS})[step].append(ns)
 
-    def traced_row(sample: Any, prefix: int) -> tuple[str, bytes, bytes]:
+    def traced_row(self: zlink.Drain, sample: Any) -> tuple[str, bytes, bytes]:
         marks["recv"] = clock()  # the only mark this (drain) thread writes
-        return row(sample, prefix)
+        return row(self, sample)
 
     def traced_on_samples(self: bridge.Bridge, batch: list[tuple[str, bytes, bytes]]) -> None:
         marks["loop"] = start = clock()
@@ -69,11 +73,9 @@ def trace_into(out: Path) -> None:
     def traced_export(self: Any, msg: Any) -> None:
         start = clock()
         add("to_callback", start - marks.get("drain", start))
-        codec, tag, data = self.bridge.codec.encode(msg)
-        self.seq += 1
-        attachment = wire.pack_header(codec, tag, self.bridge.publisher_id, self.seq)
+        codec, tag, data = self.encode(msg)
         encoded = clock()
-        self.pub.put(data, attachment=attachment)
+        self.pub.send(data, codec, tag)
         marks["size"] = len(data)
         add("encode", encoded - start)
         add("put", clock() - encoded)
@@ -86,7 +88,7 @@ def trace_into(out: Path) -> None:
         }
         out.write_text(json.dumps({"median_us": medians}))
 
-    bridge.Bridge._row = staticmethod(traced_row)  # type: ignore[method-assign,assignment]
+    zlink.Drain.row = traced_row  # type: ignore[method-assign]
     bridge.Bridge._on_samples = traced_on_samples  # type: ignore[method-assign]
     bus.Inbox.drain = traced_drain  # type: ignore[method-assign]
     bridge._Export.__call__ = traced_export  # type: ignore[method-assign]

@@ -11,7 +11,8 @@
 3. Echo round-trip time, same payload sizes (11 B, 4,250 B, 307,200 B) in one run:
    - runtime in-process: ping and echo nodes on one loop (runtime/measure.py);
    - runtime between processes: two runtimes joined by the Zenoh bridge
-     (bench/baselines/runtime_echo.py), reported as not available without the bridge;
+     (bench/baselines/runtime_echo.py) on its native per-message path where it was built
+     (`make native`), and again on its python link ($ROBOSCALE_BRIDGE_PATH=python);
    - rospy: two processes under a private roscore, tcp_nodelay (baselines/rospy_echo.py);
    - raw zenoh-python: two peers on explicit tcp/127.0.0.1 endpoints, scouting off,
      FIFO channel handlers (baselines/zenoh_echo.py);
@@ -21,17 +22,24 @@
    - Zenoh through a minimal native binding + event loop: zenoh_min (baselines/zenoh_pyo3),
      whose Zenoh callback wakes the loop through an eventfd, no Python thread between
      (zenoh_native_echo.py): what Zenoh and one Python loop per hop cost, no runtime code;
-   - the runtime on that binding: runtime_echo.py with the bridge's data path on zenoh_min
-     (runtime_native_echo.py; publish/subscribe only, a diagnosis, not a goal): what the
-     runtime's own code costs over the native floor;
    - raw Zenoh in Rust: the same pair with no Python at all (baselines/zenoh_rs): what
      Zenoh costs any runtime that hands each sample to a thread of its own, in any language.
    The two native baselines are built first with cargo into bench/out/zenoh-rs (about 5
    minutes the first time). The floors' ratios to rospy are printed: they bound the
    bridge/rospy goal.
    Every pair pings one message at a time and times the round trip on the ping side.
+   Context switches per round trip (bench/switches.py): every thread of the echo process
+   while the ping ran, and the ping process (waited for: its start-up included), each
+   divided by the round trips timed (warm-up and probes count in the switches, not in
+   the division: an upper bound by a few percent).
+
+With `--rounds N` only the close latency goals run: the bridge (native, then python
+link) and rospy pairs interleaved N times, so every system is measured in every minute
+alike; goals on the pooled p50s, with the range of the per-round ratios
+(bench/scale_rounds.py).
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
+        [--rounds 5]
 """
 
 from __future__ import annotations
@@ -47,9 +55,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import switches
 from common import attempt, counted_args, finish, header, stop_group, table
 from restart_baselines import BASELINES, LineReader, percentiles
 from roboscale.backends.base import free_port
@@ -64,7 +74,8 @@ from roboscale.runtime.supervisor import ChildSpec, Supervisor
 SIZES = [11, 4250, 307_200]
 FLOOR = "zenoh-python + event loop"
 NATIVE_FLOOR = "zenoh (minimal binding) + event loop"
-NATIVE_RUNTIME = "runtime on the minimal binding"
+BRIDGE = "runtime + Zenoh bridge"
+PY_LINK = "runtime + Zenoh bridge (python link)"
 RUST = "zenoh (Rust)"
 ROSPY = "rospy (tcp_nodelay)"
 RUST_WORKSPACE = BASELINES / "Cargo.toml"  # zenoh_rs and zenoh_pyo3
@@ -175,9 +186,29 @@ async def _publish(runtime: Runtime, n: int, seconds: float) -> dict[str, Any]:
 # --------------------------------------------------------------------------- echo pairs
 
 
+@dataclass
+class EchoRun:
+    """One echo pair's round trips (µs per payload size) and its context switches."""
+
+    rtt_us: dict[int, list[float]]
+    echo_switches: int  # every thread of the echo process, while the ping ran
+    ping_switches: int  # the ping process, its start-up included
+
+    def per_round_trip(self) -> dict[str, float]:
+        n = max(1, sum(len(v) for v in self.rtt_us.values()))
+        return {"cs_echo_per_rt": self.echo_switches / n, "cs_ping_per_rt": self.ping_switches / n}
+
+
 def inprocess_echo(count: int, size: int) -> list[float]:
     """In-process round trips after WARMUP discarded ones (as the other pairs discard theirs)."""
     return inprocess_echo_samples(WARMUP + count, size)[WARMUP:]
+
+
+def inprocess_run(count: int) -> EchoRun:
+    """In-process pairs: both sides in this process (its switches in the echo column)."""
+    before = switches.of_self()
+    rtt = {s: inprocess_echo(count, s) for s in SIZES}
+    return EchoRun(rtt, switches.of_self() - before, 0)
 
 
 def program_name(argv: list[str]) -> str:
@@ -186,15 +217,16 @@ def program_name(argv: list[str]) -> str:
 
 
 @contextmanager
-def echo_process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[None]:
-    """An echo program that prints "ready"; its process group is killed on the way out."""
+def echo_process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[int]:
+    """An echo program that prints "ready"; its process group is killed on the way out.
+    Yields its pid."""
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, start_new_session=True
     )
     try:
         if LineReader(proc, "the echo program").next(READY_TIMEOUT_S) != "ready":
             raise UserError(f"{program_name(argv)} did not start")
-        yield
+        yield proc.pid
     finally:
         stop_group_term(proc)
 
@@ -215,11 +247,24 @@ def ping(argv: list[str], count: int, env: dict[str, str] | None = None) -> dict
     return {row["size"]: row["rtt_us"] for row in rows}
 
 
-def endpoint_pair(program: list[str], count: int, suffix: str = "") -> dict[int, list[float]]:
+def measured_pair(
+    echo: list[str], pinger: list[str], count: int, env: dict[str, str] | None = None
+) -> EchoRun:
+    """An echo program, then its ping program: round trips and context switches."""
+    with echo_process(echo, env) as pid, switches.Watch(pid) as echo_side:
+        before_ping = switches.of_children()
+        rtt = ping(pinger, count, env)
+    return EchoRun(rtt, echo_side.total(), switches.of_children() - before_ping)
+
+
+def endpoint_pair(
+    program: list[str], count: int, suffix: str = "", env: dict[str, str] | None = None
+) -> EchoRun:
     """`program echo{suffix} ENDPOINT` and `program ping{suffix} ENDPOINT COUNT SIZE...`."""
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    with echo_process([*program, f"echo{suffix}", endpoint]):
-        return ping([*program, f"ping{suffix}", endpoint], count)
+    return measured_pair(
+        [*program, f"echo{suffix}", endpoint], [*program, f"ping{suffix}", endpoint], count, env
+    )
 
 
 def wait_group(proc: subprocess.Popen[bytes], timeout_s: float, what: str) -> bytes:
@@ -237,7 +282,7 @@ def wait_group(proc: subprocess.Popen[bytes], timeout_s: float, what: str) -> by
     return out or b""
 
 
-def zenoh_pair(count: int, suffix: str = "") -> dict[int, list[float]]:
+def zenoh_pair(count: int, suffix: str = "") -> EchoRun:
     """Raw zenoh-python; suffix "-loop": each sample crosses to an event loop (the floor)."""
     return endpoint_pair([sys.executable, str(BASELINES / "zenoh_echo.py")], count, suffix)
 
@@ -269,25 +314,28 @@ def zenoh_rs_program() -> Path:
     return binary
 
 
-def zenoh_rs_pair(count: int, program: Path) -> dict[int, list[float]]:
+def zenoh_rs_pair(count: int, program: Path) -> EchoRun:
     """Raw Zenoh in Rust (the binary zenoh_rs_program built), shaped as zenoh_pair."""
     return endpoint_pair([str(program)], count)
 
 
-def zenoh_native_pair(count: int, program: str = "zenoh_native_echo.py") -> dict[int, list[float]]:
-    """zenoh_min + event loop (built by zenoh_rs_program), shaped as the -loop zenoh_pair;
-    program runtime_native_echo.py: the runtime's echo on it."""
-    return endpoint_pair([sys.executable, str(BASELINES / program)], count)
+def zenoh_native_pair(count: int) -> EchoRun:
+    """zenoh_min + event loop (built by zenoh_rs_program), shaped as the -loop zenoh_pair."""
+    return endpoint_pair([sys.executable, str(BASELINES / "zenoh_native_echo.py")], count)
 
 
-def runtime_pair(count: int) -> dict[int, list[float]]:
-    import importlib
+def runtime_pair(count: int, path: str = "auto") -> EchoRun:
+    """The runtime's echo over the bridge; `path` native (an error where not built),
+    python or auto ($ROBOSCALE_BRIDGE_PATH)."""
+    from roboscale.runtime import zlink  # ImportError: reported as missing
 
-    importlib.import_module("roboscale.runtime.bridge")  # ImportError: reported as missing
-    return endpoint_pair([sys.executable, str(BASELINES / "runtime_echo.py")], count)
+    if path == "native" and zlink.native_module() is None:
+        raise UserError("the bridge's native path was not built", hint="make native")
+    env = {**os.environ, zlink.PATH_ENV: path}
+    return endpoint_pair([sys.executable, str(BASELINES / "runtime_echo.py")], count, env=env)
 
 
-def rospy_pair(count: int) -> dict[int, list[float]]:
+def rospy_pair(count: int) -> EchoRun:
     if not Path(SYSTEM_PYTHON).exists():
         raise UserError("ROS 1 is not installed", hint="sudo make ros1")
     program = [SYSTEM_PYTHON, str(BASELINES / "rospy_echo.py")]
@@ -295,8 +343,7 @@ def rospy_pair(count: int) -> dict[int, list[float]]:
         core = Roscore(Path(tmp))
         try:
             env = ros_env(core.env)
-            with echo_process([*program, "echo"], env):
-                return ping([*program, "ping"], count, env)
+            return measured_pair([*program, "echo"], [*program, "ping"], count, env)
         finally:
             core.stop()
 
@@ -310,33 +357,24 @@ def stop_group_term(proc: subprocess.Popen[Any]) -> None:
 
 
 def main() -> None:
-    args, n = counted_args(__doc__ or "", FULL, QUICK)
+    def rounds_option(p: Any) -> None:
+        p.add_argument("--rounds", type=int, help="only the close latency goals, N rounds")
+
+    args, n = counted_args(__doc__ or "", FULL, QUICK, rounds_option)
     report = header()
     report["counts"] = n
+    if args.rounds:
+        import scale_rounds
+
+        report["rounds"] = args.rounds
+        finish(report, scale_rounds.run(args.rounds, n["echoes"], report), args, ["by_round"])
+        return
     missing: dict[str, str] = {}
     # Built first: a first build keeps both cores busy for minutes, not between two pairs.
     rust = attempt("build of the native baselines", zenoh_rs_program, missing)
     idle = attempt("idle nodes", lambda: idle_nodes(n["idle_nodes"]), missing)
     pubs = attempt("1 Hz publishers", lambda: publishers(n["publishers"], n["publish_s"]), missing)
-    echoes: dict[str, dict[int, list[float]] | None] = {
-        "runtime in-process": {s: inprocess_echo(n["echoes"] * 10, s) for s in SIZES},
-        "runtime + Zenoh bridge": attempt(
-            "runtime bridge echo", lambda: runtime_pair(n["echoes"]), missing
-        ),
-        ROSPY: attempt("rospy echo", lambda: rospy_pair(n["echoes"]), missing),
-        "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(n["echoes"]), missing),
-        FLOOR: attempt("zenoh loop echo", lambda: zenoh_pair(n["echoes"], "-loop"), missing),
-        NATIVE_FLOOR: rust
-        and attempt("zenoh native loop echo", lambda: zenoh_native_pair(n["echoes"]), missing),
-        NATIVE_RUNTIME: rust
-        and attempt(
-            "runtime echo on the minimal binding",
-            lambda: zenoh_native_pair(n["echoes"], "runtime_native_echo.py"),
-            missing,
-        ),
-        RUST: rust
-        and attempt("zenoh Rust echo", lambda: zenoh_rs_pair(n["echoes"], rust), missing),
-    }
+    echoes = echo_runs(n["echoes"], rust, missing)
     if idle:
         print(f"\n{idle['nodes']:,} idle in-process nodes, one fresh process:")
         table([idle], ["nodes", "start_us_per_node", "rss_bytes_per_node", "heap_bytes_per_node"])
@@ -346,24 +384,50 @@ def main() -> None:
         row = {**percentiles("runtime in-process", pubs["latency"]), "published": pubs["published"]}
         row["delivered"] = row["n"]
         table([row], ["published", "delivered", "p50_us", "p99_us", "max_us", "mean_us"])
-    rows = [
-        {**percentiles(system, samples[size]), "bytes": size}
-        for system, samples in echoes.items()
-        if samples
-        for size in SIZES
-        if samples.get(size)  # a program that printed fewer sizes: those are missing
-    ]
-    print("\necho round trip, one message at a time (µs):")
-    table(rows, ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"])
+    rows = echo_rows(echoes)
+    print("\necho round trip, one message at a time (µs), context switches per round trip:")
+    table(rows, ECHO_COLUMNS)
     for what, why in missing.items():
         print(f"not available: {what}: {why}")
     floor = {system: floor_ratios(rows, system) for system in (FLOOR, NATIVE_FLOOR, RUST)}
     print("\nfloors of the bridge/rospy goal, p50 / rospy p50:")
     for system, ratios in floor.items():
         print(f"  {system}: " + ", ".join(f"{size} B {r:.2f}" for size, r in ratios.items()))
-    report["raw"] = {"idle": idle, "publishers": pubs, "echo_us": echoes}
+    raw = {k: None if v is None else v.rtt_us for k, v in echoes.items()}
+    report["raw"] = {"idle": idle, "publishers": pubs, "echo_us": raw}
     report["results"] = {"echo": rows, "not_available": missing, "floor_over_rospy": floor}
     finish(report, goals(idle, rows), args)
+
+
+ECHO_COLUMNS = ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"]
+ECHO_COLUMNS += ["cs_echo_per_rt", "cs_ping_per_rt"]
+
+
+def echo_runs(count: int, rust: Path | None, missing: dict[str, str]) -> dict[str, EchoRun | None]:
+    return {
+        "runtime in-process": inprocess_run(count * 10),
+        BRIDGE: attempt("runtime bridge echo", lambda: runtime_pair(count, "native"), missing),
+        PY_LINK: attempt(
+            "runtime bridge echo, python link", lambda: runtime_pair(count, "python"), missing
+        ),
+        ROSPY: attempt("rospy echo", lambda: rospy_pair(count), missing),
+        "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(count), missing),
+        FLOOR: attempt("zenoh loop echo", lambda: zenoh_pair(count, "-loop"), missing),
+        NATIVE_FLOOR: rust
+        and attempt("zenoh native loop echo", lambda: zenoh_native_pair(count), missing),
+        RUST: rust and attempt("zenoh Rust echo", lambda: zenoh_rs_pair(count, rust), missing),
+    }
+
+
+def echo_rows(echoes: dict[str, EchoRun | None]) -> list[dict[str, Any]]:
+    """One row per system and size (a program that printed fewer sizes: those missing)."""
+    return [
+        {**percentiles(system, run.rtt_us[size]), "bytes": size, **run.per_round_trip()}
+        for system, run in echoes.items()
+        if run
+        for size in SIZES
+        if run.rtt_us.get(size)
+    ]
 
 
 def p50_of(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
@@ -400,7 +464,7 @@ def goals(idle: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[dict[
         )
     for size in SIZES:
         bridge, rospy = (
-            p50.get(("runtime + Zenoh bridge", size)),
+            p50.get((BRIDGE, size)),
             p50.get((ROSPY, size)),
         )
         ratio = None if bridge is None or rospy is None else bridge / rospy

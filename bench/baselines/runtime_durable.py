@@ -101,11 +101,12 @@ def pub(listen: str, stop: str, count: str) -> None:
     rt.close()
 
 
-def sink(config: dict[str, Any], ready: Callable[[], None]) -> int:
+def sink(config: dict[str, Any], ready: Callable[[], None], rt: Runtime | None = None) -> int:
+    """The durable subscriber; a warm standby started its runtime (`prepare`) already."""
     fd = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     delivery = config.get("delivery", "at_most_once")
     params = {"fd": fd, "acted": last_acted(config["log"]) if delivery == "at_least_once" else 0}
-    rt = Runtime().start()
+    rt = rt or Runtime().start()
     sup = Supervisor(rt, "sub", [ChildSpec(NodeHandle(rt, "sink", Sink, params))])
     rt.wait(sup.start_async())  # the durable subscription exists before the bridge opens
     bridge_cfg = {"connect": [config["connect"]], "import": ["/data"], "durable": ["/data"]}
@@ -118,6 +119,15 @@ def sink(config: dict[str, Any], ready: Callable[[], None]) -> int:
     rt.wait(sup.stop_async())
     rt.close()
     return 0
+
+
+def _start_runtime() -> Runtime:
+    return Runtime().start()
+
+
+# A warm standby starts the runtime before its hand-over: no node, no bridge, no cursor
+# yet, so it is not an instance of the sink until the hand-over.
+sink.prepare = _start_runtime  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

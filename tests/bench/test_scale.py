@@ -31,11 +31,16 @@ def test_one_hertz_publishers_deliver_every_message() -> None:
 @pytest.mark.zenoh
 @pytest.mark.parametrize(
     "pair",
-    [scale.zenoh_pair, lambda n: scale.zenoh_pair(n, "-loop"), scale.runtime_pair],
-    ids=["zenoh", "zenoh-loop", "runtime"],
+    [
+        scale.zenoh_pair,
+        lambda n: scale.zenoh_pair(n, "-loop"),
+        scale.runtime_pair,
+        lambda n: scale.runtime_pair(n, "python"),
+    ],
+    ids=["zenoh", "zenoh-loop", "runtime", "runtime-python-link"],
 )
 def test_zenoh_echo_pairs_return_one_sample_per_ping(
-    pair: Callable[[int], dict[int, list[float]]], zenoh: None
+    pair: Callable[[int], scale.EchoRun], zenoh: None
 ) -> None:
     assert_one_sample_per_ping(pair(5), 5)
 
@@ -48,11 +53,8 @@ def test_rust_zenoh_echo_pair_returns_one_sample_per_ping(rust_baseline: Path) -
 
 @pytest.mark.slow
 @pytest.mark.zenoh
-@pytest.mark.parametrize("program", ["zenoh_native_echo.py", "runtime_native_echo.py"])
-def test_native_binding_echo_pairs_return_one_sample_per_ping(
-    rust_baseline: Path, program: str
-) -> None:
-    assert_one_sample_per_ping(scale.zenoh_native_pair(5, program), 5)
+def test_native_binding_echo_pair_returns_one_sample_per_ping(rust_baseline: Path) -> None:
+    assert_one_sample_per_ping(scale.zenoh_native_pair(5), 5)
 
 
 @pytest.mark.slow
@@ -61,9 +63,12 @@ def test_rospy_echo_pair_returns_one_sample_per_ping(ros1: None) -> None:
     assert_one_sample_per_ping(scale.rospy_pair(5), 5)
 
 
-def assert_one_sample_per_ping(samples: dict[int, list[float]], pings: int) -> None:
+def assert_one_sample_per_ping(run: scale.EchoRun, pings: int) -> None:
+    samples = run.rtt_us
     assert sorted(samples) == scale.SIZES
     assert all(len(v) == pings and min(v) > 0 for v in samples.values())
+    # Every round trip wakes each process at least once: the counts are real.
+    assert run.per_round_trip()["cs_echo_per_rt"] >= 1
 
 
 @pytest.mark.slow
@@ -80,3 +85,24 @@ def test_the_whole_benchmark_writes_json(
     floors = report["results"]["floor_over_rospy"]
     assert set(floors) == {scale.FLOOR, scale.NATIVE_FLOOR, scale.RUST}
     assert all(set(ratios) == {str(s) for s in scale.SIZES} for ratios in floors.values())
+
+
+@pytest.mark.slow
+@pytest.mark.zenoh
+@pytest.mark.ros1
+def test_rounds_mode_interleaves_the_close_goals_and_gives_each_rounds_ratio(
+    run_bench: RunBench, zenoh: None, ros1: None
+) -> None:
+    from tests.conftest import require
+    from tests.runtime.conftest import NOT_BUILT
+
+    from roboscale.runtime.zlink import native_module
+
+    require(native_module() is not None, NOT_BUILT)
+    report = run_bench("scale.py", ["--rounds", "2", "--echoes", "5"])
+    assert report["results"]["not_available"] == {}
+    assert {g["goal"].split(", ")[1] for g in report["goals"]} == {
+        f"{size} B (pooled)" for size in scale.SIZES
+    }
+    assert all("of 2 met" in g["by_round"] for g in report["goals"])
+    assert all(len(runs) == 2 for runs in report["raw"].values())

@@ -7,10 +7,27 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import EVENT_TIMEOUT_S
+from tests.conftest import EVENT_TIMEOUT_S, require
 
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
+from roboscale.runtime.zlink import PATH_ENV, native_module
+
+NOT_BUILT = (
+    "the runtime bridge's native path (_zbridge) was not built: "
+    "run 'make native' (it needs Rust's cargo >= 1.88)"
+)
+
+
+@pytest.fixture(params=["native", "python"])
+def bridge_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each bridge test on both per-message paths ($ROBOSCALE_BRIDGE_PATH, which the
+    processes a test starts inherit)."""
+    path: str = request.param
+    if path == "native":
+        require(native_module() is not None, NOT_BUILT)
+    monkeypatch.setenv(PATH_ENV, path)
+    return path
 
 
 @pytest.fixture

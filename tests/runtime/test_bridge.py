@@ -34,7 +34,7 @@ class Sink(Node):
 
 
 @pytest.fixture
-def pair(zenoh: None) -> Iterator[tuple[Runtime, Runtime, str]]:
+def pair(zenoh: None, bridge_path: str) -> Iterator[tuple[Runtime, Runtime, str]]:
     a, b = Runtime().start(), Runtime().start()
     yield a, b, f"tcp/127.0.0.1:{free_port()}"
     a.close()
@@ -67,7 +67,7 @@ def test_bridged_topics_carry_bytes_typed_and_plain_data(
         raw, obj, point = [m for m in got if m != b"probe"]
         assert raw == b"raw" and obj == {"k": [1, 2]}  # msgpack: tuples arrive as lists
         assert isinstance(point, Point) and point.x == 5
-        assert bb.stats()["malformed"] == 0
+        assert bb.stats()["malformed"] == 0 and bb.stats()["path"] == bb.path
 
 
 def _connected(a: Runtime, b: Runtime, got: list[Any]) -> bool:
@@ -158,20 +158,23 @@ def test_an_object_without_a_safe_codec_is_refused_at_publish(
 def test_a_busy_loop_holds_the_drain_thread_back_at_the_backlog_bound(
     pair: tuple[Runtime, Runtime, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from roboscale.runtime import bridge as bridge_module
+    from roboscale.runtime import zlink
 
-    monkeypatch.setattr(bridge_module, "BACKLOG", 2)
+    monkeypatch.setattr(zlink, "BACKLOG", 2)
+    monkeypatch.setenv(zlink.PATH_ENV, "python")  # the drain thread is the python link's
     b = pair[1]
     with raw_peer_into(pair) as (bridge, session, got):
+        assert isinstance(bridge.link, zlink.PythonLink) and bridge.link.drain is not None
+        drain = bridge.link.drain
         b.call(lambda: None)
         blocked = threading.Event()
         b.loop.call_soon_threadsafe(blocked.wait, 10.0)  # the loop is busy until set
         for seq in range(2, 12):
             _put(session, b"m", pack_header(Codec.RAW, 0, 1, seq))
             time.sleep(0.01)  # one batch per sample
-        wait_until(lambda: bridge._posted - bridge._taken == 2)
+        wait_until(lambda: drain.posted - drain.taken == 2)
         time.sleep(0.2)
-        held = bridge._posted - bridge._taken  # the drain thread waits, samples stay in Zenoh
+        held = drain.posted - drain.taken  # the drain thread waits, samples stay in Zenoh
         blocked.set()
         wait_until(lambda: got.count(b"m") == 10)
         assert held == 2 and bridge.malformed == 0

@@ -80,7 +80,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 @pytest.mark.zenoh
 def test_subscriber_killed_20_times_loses_only_what_was_in_flight(
-    tmp_path: Path, zenoh: None
+    tmp_path: Path, zenoh: None, bridge_path: str
 ) -> None:
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     stop_file, count_file, cursor = tmp_path / "stop", tmp_path / "count", tmp_path / "cursor"
@@ -130,7 +130,7 @@ def stop_and_catch_up(stop_file: Path, count_file: Path, out: Path) -> int:
 @pytest.mark.zenoh
 @pytest.mark.parametrize("delivery", ["at_most_once", "at_least_once"])
 def test_a_message_whose_callback_was_killed_comes_again_only_at_least_once(
-    tmp_path: Path, zenoh: None, delivery: str
+    tmp_path: Path, zenoh: None, delivery: str, bridge_path: str
 ) -> None:
     """SIGKILL while the callback of seq 50 runs, before its effect: at most once, 50 is
     lost (its cursor moved at hand-over); at least once, the next instance gets it."""

@@ -49,7 +49,9 @@ def talk(config, ready):
 
 def write_targets(folder: Path, extra: str = "") -> dict[str, str]:
     (folder / "zyg_targets.py").write_text(TARGETS + textwrap.dedent(extra))
-    return {"PYTHONPATH": str(folder)}
+    return {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    }
 
 
 @pytest.fixture
@@ -225,3 +227,36 @@ def test_forked_child_opens_its_own_zenoh_session(zygote: Zygote, zenoh: None) -
         finally:
             zygote.signal(child.pid, signal.SIGKILL)
             assert child.exited.wait(EVENT_TIMEOUT_S)
+
+
+STANDBY_TARGETS = """
+import os
+def marked(config, ready, prepared):
+    with open(config["mark"], "a") as f:
+        f.write(f"run {os.getpid()} {prepared}\\n")
+    ready()
+    import time
+    time.sleep(30)
+marked.prepare = lambda: "warm"
+"""
+
+
+def test_a_warm_standby_runs_nothing_before_its_hand_over_and_is_made_again(
+    tmp_path: Path,
+) -> None:
+    env = write_targets(tmp_path, STANDBY_TARGETS)
+    mark = tmp_path / "mark"
+    with Zygote(["zenoh", "zyg_targets"], env=env) as z:
+        z.keep_standby("zyg_targets:marked")
+        assert wait_until(lambda: z.standbys.get("zyg_targets:marked"))
+        standby = z.standbys["zyg_targets:marked"]
+        assert not mark.exists()  # waiting, prepared, but not an instance yet
+        os.kill(standby, signal.SIGKILL)  # a kill storm hits the standby: made again
+        assert wait_until(lambda: z.standbys.get("zyg_targets:marked") not in (None, standby))
+        child = z.spawn("m", "zyg_targets:marked", {"mark": str(mark)}, standby=True)
+        assert child.standby and child.pid == z.standbys.get("zyg_targets:marked", child.pid)
+        assert child.ready.wait(EVENT_TIMEOUT_S)
+        assert mark.read_text() == f"run {child.pid} warm\n"  # prepare's result handed in
+        # The next standby is made once the handed-over child is ready.
+        assert wait_until(lambda: z.standbys.get("zyg_targets:marked") not in (None, child.pid))
+        assert mark.read_text().count("run") == 1

@@ -31,19 +31,28 @@ from roboscale.backends.base import (
 from roboscale.backends.payload import HEADER, wire_body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 
-_RUNTIME_LOCK = threading.Lock()
-_RUNTIME: Any = None
 
+class RuntimeOwner:
+    """The one runtime of an agent process, started on first use and handed to every
+    session the backend opens (no module-level singleton); `close` ends it."""
 
-def shared_runtime() -> Any:
-    """The process's one runtime, started on first use; every node of the agent shares it."""
-    global _RUNTIME
-    from roboscale.runtime.executor import Runtime
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runtime: Any = None
 
-    with _RUNTIME_LOCK:
-        if _RUNTIME is None:
-            _RUNTIME = Runtime().start()
-        return _RUNTIME
+    def get(self) -> Any:
+        from roboscale.runtime.executor import Runtime
+
+        with self._lock:
+            if self._runtime is None:
+                self._runtime = Runtime().start()
+            return self._runtime
+
+    def close(self) -> None:
+        with self._lock:
+            runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            runtime.close()
 
 
 class NativePublisher:
@@ -78,10 +87,10 @@ class NativeProcPublisher(NativePublisher):
 class NativeSession:
     """One runtime node; the lab's publishers and subscriptions become the node's own."""
 
-    def __init__(self, ctx: NodeContext) -> None:
+    def __init__(self, ctx: NodeContext, runtime: Any) -> None:
         from roboscale.runtime.node import Node, NodeHandle
 
-        self.runtime = shared_runtime()
+        self.runtime = runtime
         self._malformed = 0
         self.exits: list[str] = []
         self._handle = NodeHandle(self.runtime, ctx.name, Node)
@@ -128,8 +137,8 @@ class NativeProcSession(NativeSession):
     so that no sample arrives before an inbox exists for it; topics declared after that
     (a replay's second stream) are added to it."""
 
-    def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: NodeContext, runtime: Any) -> None:
+        super().__init__(ctx, runtime)
         self._endpoints: dict[str, Any] = {
             k: ctx.config[k]
             for k in ("mode", "listen", "connect", "shared_memory")
@@ -187,6 +196,9 @@ class NativeBackend:
     replay_encoding = ""
     placement = "pair"
 
+    def __init__(self) -> None:
+        self.runtimes = RuntimeOwner()
+
     @property
     def python(self) -> str:
         return current_python()
@@ -206,7 +218,7 @@ class NativeBackend:
         return {}
 
     def open(self, ctx: NodeContext) -> NativeSession:
-        return NativeSession(ctx)
+        return NativeSession(ctx, self.runtimes.get())
 
 
 class NativeProcBackend(NativeBackend):
@@ -214,6 +226,7 @@ class NativeProcBackend(NativeBackend):
     placement = "node"
 
     def __init__(self) -> None:
+        super().__init__()
         self._ports: dict[tuple[str, int], int] = {}
 
     def check(self) -> None:
@@ -223,8 +236,12 @@ class NativeProcBackend(NativeBackend):
 
     def version(self) -> str:
         from roboscale.backends.zenoh import BACKEND as ZENOH
+        from roboscale.runtime.bridge import BridgeConfig
+        from roboscale.runtime.zlink import link_path
 
-        return super().version().replace("in-process", f"processes over {ZENOH.version()}")
+        path = link_path(BridgeConfig(), load=False)[1]
+        over = f"processes over {ZENOH.version()}, bridge: {path}"
+        return super().version().replace("in-process", over)
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         from roboscale.backends.zenoh import BACKEND as ZENOH
@@ -237,7 +254,7 @@ class NativeProcBackend(NativeBackend):
         return ZENOH.node_config(role, key, trial)
 
     def open(self, ctx: NodeContext) -> NativeProcSession:
-        return NativeProcSession(ctx)
+        return NativeProcSession(ctx, self.runtimes.get())
 
 
 BACKEND = NativeBackend()

@@ -9,7 +9,6 @@ per subscriber, never a Python callback per sample on zenoh's threads.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from roboscale.backends.base import (
 from roboscale.backends.payload import HEADER, wire_body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable
+from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
 DEFAULT_CHANNEL = 100_000
@@ -71,6 +71,9 @@ class ZenohSession:
         self._subs: list[Any] = []
         self._pubs: list[Any] = []
         self.malformed = 0
+        # The drain threads: joined on close, and what one raised (a callback's bug) is
+        # raised there, not lost with the thread.
+        self._threads = ThreadScope("zenoh session")
 
     def _key(self, topic: str) -> str:
         return f"roboscale/{topic.strip('/')}"
@@ -88,7 +91,7 @@ class ZenohSession:
         channel: Any = self._zenoh.handlers.FifoChannel(queue or DEFAULT_CHANNEL)
         sub = self._session.declare_subscriber(self._key(topic), channel)
         self._subs.append(sub)
-        threading.Thread(target=self._drain, args=(sub, callback), daemon=True).start()
+        self._threads.spawn(self._drain, sub, callback, name=f"zenoh-drain {topic}")
 
     def _drain(self, sub: Any, callback: Callback) -> None:
         while True:
@@ -111,7 +114,13 @@ class ZenohSession:
     def close(self) -> None:
         for entity in self._subs + self._pubs:
             entity.undeclare()
-        self._session.close()
+        self._session.close()  # ends the channels: the drain threads return
+        stuck = self._threads.close(timeout_s=5.0)
+        if self._threads.errors:
+            name, error = self._threads.errors[0]
+            raise RuntimeError(f"{name} failed: {type(error).__name__}: {error}") from error
+        if stuck:
+            raise RuntimeError(f"zenoh session: {', '.join(stuck)} did not end on close")
 
 
 class ZenohBackend:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 from roboscale import lifeline
 from roboscale.backends.base import Where, current_python
 from roboscale.errors import UserError
+from roboscale.runtime.threads import ThreadScope
 from roboscale.safewrite import open_stream
 
 READY_TIMEOUT_S = 20.0
@@ -76,10 +78,12 @@ class ZenohRouters:
             if proc.stdout.readline().strip() == b"READY":
                 ready.set()
 
-        threading.Thread(target=wait_ready, daemon=True).start()
-        if not ready.wait(READY_TIMEOUT_S):
-            _end(proc)
-            raise UserError(f"the Zenoh router on {listen} did not start; see {log}")
+        # The reader ends with the line or with the router (killed below if it is late).
+        with ThreadScope("zenoh router start") as scope:
+            scope.spawn(wait_ready, name=f"zenoh-router-ready {listen}")
+            if not ready.wait(READY_TIMEOUT_S):
+                _end(proc)
+                raise UserError(f"the Zenoh router on {listen} did not start; see {log}")
         return proc
 
     def stop(self) -> None:
@@ -107,16 +111,15 @@ def main(argv: list[str]) -> int:
     listen, *connect = argv
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-
-    def until_stdin_closes() -> None:
-        sys.stdin.read()
-        done.set()
-
-    threading.Thread(target=until_stdin_closes, daemon=True).start()
     settings = zenoh_settings([listen], connect, mode="router", shared_memory=False)
     session: Any = zenoh.open(zenoh_config(settings))
     print("READY", flush=True)
-    done.wait()
+    # Until SIGTERM or the parent's end (stdin closes), on this thread: no reader thread.
+    with selectors.DefaultSelector() as stdin:
+        stdin.register(sys.stdin.fileno(), selectors.EVENT_READ)
+        while not done.is_set():
+            if stdin.select(0.5) and not os.read(sys.stdin.fileno(), 4096):
+                break
     session.close()
     return 0
 

@@ -7,12 +7,14 @@ processes are injected into the local bus). Durable exports keep their last
 durable imports resume from a `CursorLog` and deliver each message once, in
 order (see runtime/durable.py).
 
-Threads: ONE data subscriber per session (`<prefix>/**`, remote origin only,
-FIFO channel handler), drained by ONE thread that hands batches of samples to
-the loop with `call_soon_threadsafe`; imports are picked out by key on the loop.
-The retention queryable and the liveliness watcher use one callback each per
-session (rare events). Peer mode on explicit endpoints, multicast and gossip
-scouting off; `mode: client` and `connect` endpoints reach routers across hosts.
+Per-message path (runtime/zlink.py): native where the extension `_zbridge` was built
+(`make native`): Zenoh's thread checks the header and queues the sample in Rust, and an
+eventfd wakes the loop; else zenoh-python, with ONE data subscriber per session
+(`<prefix>/**`, remote origin only, FIFO channel handler) drained by ONE thread that hands
+batches to the loop. On the loop, samples are decoded and injected into the local bus.
+The retention queryable and the liveliness watcher use one callback each per session
+(rare events). Peer mode on explicit endpoints, multicast and gossip scouting off;
+`mode: client` and `connect` endpoints reach routers across hosts.
 
 Serialization (runtime/wire.py): bytes as is, plain data as msgpack, objects with
 `to_bytes()`/`from_bytes()` and rosbags messages (CDR) checked against the importing
@@ -25,13 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from roboscale.errors import UserError
+from roboscale.runtime import zlink
 from roboscale.runtime.bridgeconfig import (
     BridgeConfig,
     bridge_config,
@@ -48,9 +50,6 @@ from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_hea
 
 __all__ = ["Bridge", "BridgeConfig", "bridge_config", "bridge_settings", "session_config"]
 
-BATCH = 256  # samples handed to the loop per wake-up at most
-BACKLOG = 64  # batches waiting for the loop at most
-CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 _log = logging.getLogger("roboscale.runtime")
 
 
@@ -58,23 +57,22 @@ class _Export:
     """A local topic published on Zenoh; durable ones retain what they sent."""
 
     def __init__(self, bridge: Bridge, topic: Topic, retention: Retention | None) -> None:
-        import zenoh
-
         self.bridge, self.topic, self.retention = bridge, topic, retention
-        self.seq = 0
-        self.pub = bridge.session.declare_publisher(
-            bridge.key(topic.name),
-            congestion_control=zenoh.CongestionControl.BLOCK,
-            express=bridge.config.express,
+        self.seq = 0  # durable topics only: the link numbers the others itself
+        self.encode = bridge.codec.encode
+        self.pub = bridge._link().publisher(
+            bridge.key(topic.name), bridge.publisher_id, bridge.config.express
         )
 
     def __call__(self, msg: Any) -> None:
-        codec, tag, data = self.bridge.codec.encode(msg)
+        codec, tag, data = self.encode(msg)
+        if self.retention is None:
+            self.pub.send(data, codec, tag)
+            return
         self.seq += 1
         attachment = pack_header(codec, tag, self.bridge.publisher_id, self.seq)
-        if self.retention is not None:  # retained before sent: a query never misses it
-            self.retention.add(self.seq, data, attachment)
-        self.pub.put(data, attachment=attachment)
+        self.retention.add(self.seq, data, attachment)  # retained before sent: never missed
+        self.pub.put(data, attachment)
 
 
 class _DurableImport:
@@ -139,7 +137,7 @@ class _DurableImport:
     def backlog(self, replies: list[tuple[bytes, bytes, int]]) -> None:
         """On the loop: the replies of one query (payload, attachment, the publisher id
         of the session that answered), then resume in-order delivery."""
-        if self.bridge.session is None:
+        if self.bridge.link is None:
             return  # closed while the query ran: its cursor is closed too
         for payload, attachment, owner in replies:
             self.bridge.take(self.topic, payload, attachment, self, owner=owner)
@@ -165,24 +163,20 @@ class Bridge:
         self.cursor_paths = dict(cursors or {})
         self.query_timeout_s = query_timeout_s
         self.publisher_id = 0  # of the session's id, once open (durable.publisher_of)
-        self.session: Any = None
+        self.path, self.path_reason = zlink.link_path(config)
+        self.link: zlink.Link | None = None
         self.malformed = 0
         self.ignored = 0  # samples of topics this process does not import
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
         self.connected: set[int] = set()  # publisher ids of the peers' sessions now admitted
-        self.imported: dict[str, _DurableImport | None] = {}
         self.payload_limits = config.payload_limits()  # topic -> largest payload taken
-        self._entities: list[Any] = []
+        self.imported: dict[str, _DurableImport | None] = {}
+        # Native link: imported topics by the index its rows carry.
+        self._by_index: list[tuple[Topic, _DurableImport | None]] = []
+        self._native_counts = (0, 0)  # (malformed, ignored) the native link counted
         self._retained: dict[str, Retention] = {}
         self._exports: list[_Export] = []
-        self._thread: threading.Thread | None = None
-        # Batches handed to the loop and taken by it: plain counters, each written by one
-        # thread only, so neither thread takes a lock per batch as a semaphore made both do.
-        self._posted = 0
-        self._taken = 0
-        self._waiting = False  # the drain thread waits for room: the loop sets _room
-        self._room = threading.Event()
         missing = [t for t in config.durable if t in config.imports and t not in self.cursor_paths]
         if missing:
             raise UserError(f"bridge: durable import {missing[0]} needs a cursor file")
@@ -196,22 +190,20 @@ class Bridge:
         insecure = check_reach(cfg.listen, cfg.connect, cfg.security, "bridge")
         if insecure:
             self.runtime.call(self._warn_insecure, insecure)
-        self.session = self._open_session()
-        self.publisher_id = publisher_of(str(self.session.zid()))
+        self.link = self._open_link()
+        self.publisher_id = publisher_of(self.link.zid())
         try:
-            self._watch_peers()
+            self.link.watch_peers(self._on_peer)
             self.runtime.call(self._declare)
         except BaseException:
             self.close()  # never leave a half-declared session open
             raise
         return self
 
-    def _open_session(self) -> Any:
-        import zenoh
-
+    def _open_link(self) -> zlink.Link:
         try:
-            return zenoh.open(session_config(self.config))
-        except zenoh.ZError as e:
+            return zlink.open_link(self.runtime, self.config, self.path)
+        except zlink.OpenFailed as e:
             hint = None
             if self.config.connect:  # a refused handshake looks like an unreachable peer
                 hint = (
@@ -228,25 +220,16 @@ class Bridge:
         _log.warning("bridge: %s", detail)
         self.emit("insecure", detail)
 
-    def _watch_peers(self) -> None:
-        """Count the peers Zenoh admits to this session (one callback, rare events)."""
-        self._entities.append(
-            self.session.info.declare_transport_events_listener(self._on_transport)
-        )
-
-    def _on_transport(self, event: Any) -> None:
+    def _on_peer(self, opened: bool, zid: str) -> None:
         """On a Zenoh thread (rare): a peer's transport opened (admitted) or closed."""
-        import zenoh
-
-        opened = event.kind == zenoh.SampleKind.PUT
-        peer = publisher_of(str(event.transport.zid))
+        peer = publisher_of(zid)
         if opened:
             self.admitted += 1
             self.connected.add(peer)
         else:
             self.left += 1
             self.connected.discard(peer)
-        detail = f"{'admitted' if opened else 'left'}: {event.transport.zid}"
+        detail = f"{'admitted' if opened else 'left'}: {zid}"
         with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
             self.runtime.loop.call_soon_threadsafe(self.emit, "peer", detail)
 
@@ -258,9 +241,7 @@ class Bridge:
                 retention = self._retained[name] = Retention(cfg.retain)
             self._export(name, retention)
         if self._retained:
-            self._entities.append(
-                self.session.declare_queryable(f"{cfg.prefix}/@retain/**", self._answer)
-            )
+            self._link().queryable(f"{cfg.prefix}/@retain/**", self._answer)
         durables: list[_DurableImport] = []
         for name in cfg.imports:
             topic = bus.topic(name)
@@ -290,21 +271,35 @@ class Bridge:
             self.imported[name] = None
         if self.imported and not subscribed:
             self._subscribe()
+        elif subscribed:
+            self._import_native(names[len(exports) :])
+
+    def _link(self) -> zlink.Link:
+        if self.link is None:
+            raise RuntimeError("bridge: not open")
+        return self.link
 
     def _subscribe(self) -> None:
-        """The one data subscriber of this session, and its drain thread."""
-        import zenoh
+        """The one data subscriber of this session (and the python link's drain thread)."""
+        link = self._link()
+        if isinstance(link, zlink.NativeLink):
+            link.subscribe(self.config.prefix, self._on_native)
+            self._import_native(list(self.imported))
+        else:
+            link.subscribe(self.config.prefix, self._on_samples, self._on_link_error)
 
-        sub = self.session.declare_subscriber(
-            f"{self.config.prefix}/**",
-            zenoh.handlers.FifoChannel(CHANNEL),
-            allowed_origin=zenoh.Locality.REMOTE,
-        )
-        self._entities.append(sub)
-        self._thread = threading.Thread(
-            target=self._drain, args=(sub,), name="roboscale-bridge", daemon=True
-        )
-        self._thread.start()
+    def _import_native(self, names: Sequence[str]) -> None:
+        link = self.link
+        if not isinstance(link, zlink.NativeLink):
+            return
+        bus = self.runtime.bus
+        for name in names:
+            link.import_topic(name, len(self._by_index))
+            self._by_index.append((bus.topic(name), self.imported[name]))
+
+    def _on_link_error(self, detail: str) -> None:
+        _log.error("bridge: %s", detail)
+        self.emit("thread_failed", detail)
 
     def _durable_import(self, topic: Topic) -> _DurableImport:
         inboxes = [i for i in topic.inboxes if i.durable_key is not None]
@@ -318,19 +313,16 @@ class Bridge:
 
     def close(self) -> None:
         """Undeclare everything and close the session (idempotent)."""
-        if self.session is None:
+        if self.link is None:
             return
-        session, self.session = self.session, None
+        link, self.link = self.link, None
         for export in self._exports:
             if export in export.topic.taps:
                 export.topic.taps.remove(export)
-        for entity in self._entities + [e.pub for e in self._exports]:
             # The session may already be gone; closing it below is what matters.
             with contextlib.suppress(Exception):
-                entity.undeclare()
-        session.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+                export.pub.undeclare()
+        link.close()  # joins the python link's drain thread
         for durable in self.imported.values():
             if durable is not None:
                 durable.cursor.close()
@@ -342,62 +334,8 @@ class Bridge:
         self.close()
 
     # -- receiving ----------------------------------------------------------------------------
-    def _drain(self, sub: Any) -> None:
-        """The one thread of this session: batches of samples to the loop."""
-        loop, prefix = self.runtime.loop, len(self.config.prefix)
-        sample: Any = None
-        while True:
-            if sample is None:
-                try:
-                    sample = sub.recv()
-                except Exception:
-                    return  # the channel closed with the subscriber
-            batch: list[tuple[str, bytes, bytes]] = []
-            closed = False
-            while sample is not None and len(batch) < BATCH:
-                batch.append(self._row(sample, prefix))
-                try:
-                    sample = sub.try_recv()  # a full batch leaves this one for the next
-                except Exception:  # the channel closed with the subscriber, mid-batch
-                    sample, closed = None, True
-            # At most BACKLOG batches wait for the loop: past that this thread waits, the
-            # channel fills, and Zenoh applies back-pressure to the publishers.
-            if self._posted - self._taken >= BACKLOG and not self._wait_for_room():
-                return
-            self._posted += 1
-            try:
-                loop.call_soon_threadsafe(self._on_samples, batch)
-            except RuntimeError:
-                return  # the loop is closed: the process is ending
-            if closed:
-                return
-
-    def _wait_for_room(self) -> bool:
-        """Block until the loop takes a batch; False once the bridge is closed."""
-        while self._posted - self._taken >= BACKLOG:
-            self._room.clear()
-            self._waiting = True
-            if self._posted - self._taken < BACKLOG:
-                break  # taken between the check and the flag: the loop may not set the event
-            self._room.wait(0.5)
-            if self.session is None:
-                return False
-        self._waiting = False
-        return True
-
-    @staticmethod
-    def _row(sample: Any, prefix: int) -> tuple[str, bytes, bytes]:
-        att = sample.attachment
-        return (
-            str(sample.key_expr)[prefix:],
-            sample.payload.to_bytes(),
-            (att.to_bytes() if att is not None else b""),
-        )
-
     def _on_samples(self, batch: list[tuple[str, bytes, bytes]]) -> None:
-        self._taken += 1
-        if self._waiting:
-            self._room.set()
+        """On the loop (python link): a batch of samples, headers not checked yet."""
         bus, imported = self.runtime.bus, self.imported
         ready: list[Inbox] = []
         try:
@@ -430,16 +368,33 @@ class Bridge:
         ready: list[Inbox] | None = None,
         owner: int | None = None,
     ) -> None:
-        """Decode one sample and hand it on; a malformed one is counted and dropped.
-        `owner`: the sample is a backlog reply of the session of that publisher id."""
+        """Check and decode one sample and hand it on; a malformed one is counted and
+        dropped. `owner`: the sample is a backlog reply of the session of that publisher id."""
         try:
             codec, tag, publisher, seq = unpack_header(attachment)
+        except Malformed as e:
+            self._malformed(topic.name, 1, e)
+            return
+        self.deliver(topic, codec, tag, publisher, seq, payload, durable, ready, owner)
+
+    def deliver(
+        self,
+        topic: Topic,
+        codec: int,
+        tag: int,
+        publisher: int,
+        seq: int,
+        payload: bytes,
+        durable: _DurableImport | None,
+        ready: list[Inbox] | None = None,
+        owner: int | None = None,
+    ) -> None:
+        """Decode one sample whose header passed its checks and hand it on."""
+        try:
             limit = self.payload_limits.get(topic.name, self.config.max_payload)
             msg = self.codec.decode(codec, tag, payload, topic.msg_type, limit)
         except Malformed as e:
-            self.malformed += 1
-            if self.malformed & (self.malformed - 1) == 0:  # 1st, 2nd, 4th...: never a flood
-                self.emit("malformed", f"{topic.name}: {self.malformed} dropped, last: {e}")
+            self._malformed(topic.name, 1, e)
             return
         if durable is None:
             topic.inject(msg, ready)
@@ -448,39 +403,54 @@ class Bridge:
         else:
             durable.offer_backlog(owner, publisher, seq, msg)
 
+    def _malformed(self, where: str, count: int, error: object) -> None:
+        before, self.malformed = self.malformed, self.malformed + count
+        if self.malformed.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
+            self.emit("malformed", f"{where}: {self.malformed} dropped, last: {error}")
+
+    def _on_native(self, inbox: Any) -> None:
+        """On the loop (native link): the rows waiting, their headers checked in Rust."""
+        rows = inbox.take(zlink.BATCH)
+        malformed, ignored, error = inbox.counters()
+        if (malformed, ignored) != self._native_counts:
+            self.ignored += ignored - self._native_counts[1]
+            if malformed != self._native_counts[0]:
+                self._malformed("bridge", malformed - self._native_counts[0], error)
+            self._native_counts = (malformed, ignored)
+        by_index, deliver = self._by_index, self.deliver
+        ready: list[Inbox] = []
+        try:
+            for index, codec, tag, publisher, seq, payload in rows:
+                topic, durable = by_index[index]
+                deliver(topic, codec, tag, publisher, seq, payload, durable, ready)
+        finally:
+            self._drain_now(ready)
+
     # -- retention and backlog queries -------------------------------------------------------
-    def _answer(self, query: Any) -> None:
-        """On a Zenoh thread: reply with the retained messages after the asked seq."""
-        key = str(query.key_expr)
+    def _answer(
+        self, key: str, after_text: str | None, payload: bytes
+    ) -> list[tuple[bytes, bytes]]:
+        """On a Zenoh thread: the retained messages after the asked seq, as replies."""
         topic = "/" + key.split("/@retain/", 1)[-1]
         retention = self._retained.get(topic)
         if retention is None:
-            return
-        cursors = _cursors(query.payload.to_bytes() if query.payload is not None else b"")
+            return []
+        cursors = _cursors(payload)
         try:
-            after = cursors.get(self.publisher_id, int(query.parameters.get("after") or 0))
+            after = cursors.get(self.publisher_id, int(after_text or 0))
         except ValueError:
-            return  # a malformed query: nothing to answer
-        for _, payload, attachment in retention.after(after):
-            query.reply(key, payload, attachment=attachment)
+            return []  # a malformed query: nothing to answer
+        return [(data, attachment) for _, data, attachment in retention.after(after)]
 
     def fetch(self, durable: _DurableImport, after: dict[int, int]) -> None:
         """In a worker thread: query the backlog, then hand the replies to the loop."""
-        import zenoh
-
         replies: list[tuple[bytes, bytes, int]] = []
-        session = self.session
+        link = self.link
         try:
-            if session is not None:
+            if link is not None:
                 selector = f"{self.config.prefix}/@retain{durable.topic.name}?after=0"
-                handler = session.get(
-                    selector,
-                    payload=_pack_cursors(after),
-                    target=zenoh.QueryTarget.ALL,
-                    consolidation=zenoh.ConsolidationMode.NONE,
-                    timeout=self.query_timeout_s,
-                )
-                replies = self._collect(handler, durable)
+                got = link.get(selector, _pack_cursors(after), self.query_timeout_s)
+                replies = self._collect(got, durable)
         except Exception as e:  # whatever failed, delivery must resume
             # Go on with what came: holes left are counted and reported as gaps, not hidden.
             with contextlib.suppress(RuntimeError):
@@ -491,23 +461,21 @@ class Bridge:
             with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
                 self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
 
-    def _collect(self, handler: Any, durable: _DurableImport) -> list[tuple[bytes, bytes, int]]:
+    def _collect(
+        self, got: list[tuple[bytes, bytes, str]], durable: _DurableImport
+    ) -> list[tuple[bytes, bytes, int]]:
         """The replies of one backlog query, with the publisher id of the session that
         sent each; at most `retain` per session (what one retention holds): a peer that
         floods replies is cut off there, counted in `durable.flooded`."""
         replies: list[tuple[bytes, bytes, int]] = []
         per_owner: dict[int, int] = {}
-        for reply in handler:
-            ok, replier = reply.ok, reply.replier_id
-            if ok is None:
-                continue
-            owner = publisher_of(str(replier.zid)) if replier is not None else 0
+        for payload, attachment, replier in got:
+            owner = publisher_of(replier) if replier else 0
             per_owner[owner] = per_owner.get(owner, 0) + 1
             if per_owner[owner] > self.config.retain:
                 durable.flooded += 1  # an int store from this thread: read by stats() only
                 continue
-            att = ok.attachment
-            replies.append((ok.payload.to_bytes(), att.to_bytes() if att else b"", owner))
+            replies.append((payload, attachment, owner))
         return replies
 
     def emit(self, kind: str, detail: str) -> None:
@@ -534,6 +502,7 @@ class Bridge:
         }
         evicted = {name: r.evicted for name, r in self._retained.items()}
         return {
+            "path": self.path,
             "malformed": self.malformed,
             "ignored": self.ignored,
             "peers": {"admitted": self.admitted, "left": self.left},

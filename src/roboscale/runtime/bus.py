@@ -23,14 +23,12 @@ import asyncio
 import enum
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roboscale.errors import UserError
+from roboscale.runtime.callee import Callee, Mode
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.names import check_name
-
-if TYPE_CHECKING:
-    from roboscale.runtime.node import Node
 
 
 class Overflow(enum.Enum):
@@ -38,14 +36,6 @@ class Overflow(enum.Enum):
 
     DROP_OLDEST = "drop_oldest"  # keep the newest (ROS queue_size semantics)
     DROP_NEWEST = "drop_newest"  # keep what is queued, refuse the new message
-
-
-class Mode(enum.Enum):
-    """Where a callback runs."""
-
-    INLINE = "inline"  # on the event loop (plain function)
-    COROUTINE = "coroutine"  # as a task on the event loop (async def)
-    THREAD = "thread"  # in the runtime's worker pool (blocking code)
 
 
 # At most this many messages are handed over per drain before yielding the loop,
@@ -94,7 +84,7 @@ class Inbox:
         self.overflow = overflow
         self.durable_key = durable_key
         self.loop = loop
-        self.node: Node | None = None
+        self.node: Callee | None = None
         self.fn: Callable[[Any], Any] | None = None
         self.mode = Mode.INLINE
         self.deadline_s: float | None = None
@@ -112,7 +102,7 @@ class Inbox:
         self.duplicates = 0
 
     def attach(
-        self, node: Node, fn: Callable[[Any], Any], mode: Mode, deadline_s: float | None
+        self, node: Callee, fn: Callable[[Any], Any], mode: Mode, deadline_s: float | None
     ) -> None:
         self.node, self.fn, self.mode, self.deadline_s = node, fn, mode, deadline_s
         self.busy = None
@@ -238,7 +228,7 @@ class Bus:
         self.emit = emit
         self.topics: dict[str, Topic] = {}
         self.durable: dict[str, Inbox] = {}
-        self.services: dict[str, tuple[Node, Callable[[Any], Any], Mode, float | None]] = {}
+        self.services: dict[str, tuple[Callee, Callable[[Any], Any], Mode, float | None]] = {}
 
     def topic(self, name: str) -> Topic:
         topic = self.topics.get(name)

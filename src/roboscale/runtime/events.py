@@ -37,6 +37,7 @@ EVENT_KINDS = frozenset(
         "malformed",  # the bridge dropped samples it could not decode (counted)
         "peer",  # a Zenoh peer was admitted to the bridge's session, or left it
         "insecure",  # a bridge reaches beyond loopback without authentication (opted in)
+        "thread_failed",  # a thread the runtime owns ended on an exception (detail says it)
     }
 )
 

@@ -21,16 +21,14 @@ import ctypes
 import threading
 import time
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from roboscale.eventloop import loop_kind
 from roboscale.runtime.bus import Bus
+from roboscale.runtime.callee import Callee
 from roboscale.runtime.child import ExitReason
 from roboscale.runtime.events import EventSubscriber, SupervisionEvent
 from roboscale.runtime.heap import TRIM_PERIOD_S, heap_trimmer
-
-if TYPE_CHECKING:
-    from roboscale.runtime.node import Node
 
 T = TypeVar("T")
 
@@ -74,11 +72,11 @@ class Runtime:
         self._thread: threading.Thread | None = None
         self.loop_thread_id: int | None = None
         # Deadlines of callbacks running as tasks or in threads: future -> (node, due, label).
-        self.deadlines: dict[asyncio.Future[Any], tuple[Node, float, str]] = {}
+        self.deadlines: dict[asyncio.Future[Any], tuple[Callee, float, str]] = {}
         # Nodes that must beat: node -> allowed silence in seconds.
-        self.beating: dict[Node, float] = {}
+        self.beating: dict[Callee, float] = {}
         # The inline callback running now, for the loop watchdog: (node, due, label).
-        self.current: tuple[Node, float, str] | None = None
+        self.current: tuple[Callee, float, str] | None = None
         self.current_lock = threading.Lock()
         self._watchdog: LoopWatchdog | None = None
         self._scan_handle: asyncio.Handle | None = None

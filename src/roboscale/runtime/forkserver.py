@@ -80,6 +80,51 @@ def run_target(spec: str, config: dict[str, Any], ready_fd: int) -> int:
     return result if isinstance(result, int) else 0
 
 
+def run_standby(spec: str, go_fd: int, ready_fd: int) -> int:
+    """A warm standby: import the target and run its `prepare()` (if it has one: open a
+    session, allocate), then wait on `go_fd` for the zygote's hand-over, one JSON line
+    {"config": ..., "log": ...}, and run the target. EOF before it: never needed, exit 0.
+    Nothing of the target runs before the hand-over, so a standby is never a second
+    live instance of its node; `prepare` must only get ready (no subscriptions)."""
+    try:
+        fn = load_target(spec)
+        prepare = getattr(fn, "prepare", None)
+        prepared = prepare() if callable(prepare) else None
+    except Exception as exc:
+        _report(ready_fd, f"ERROR {type(exc).__name__}: {exc}")
+        return 1
+    _report(ready_fd, "WARM")  # imported and prepared: waiting for a hand-over
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(go_fd, 65536)
+        if not chunk:
+            return 0
+        line += chunk
+    os.close(go_fd)
+    order = json.loads(line)
+    if order.get("log"):
+        _log_to(order["log"])
+    lock = threading.Lock()
+    said = [False]
+
+    def ready() -> None:
+        with lock:
+            if not said[0]:
+                said[0] = True
+                _report(ready_fd, "READY")
+
+    config = order.get("config") or {}
+    result = fn(config, ready) if prepare is None else fn(config, ready, prepared)  # type: ignore[call-arg]
+    return result if isinstance(result, int) else 0
+
+
+def _log_to(path: str) -> None:
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+
+
 def _report(fd: int, line: str) -> None:
     with contextlib.suppress(OSError):
         os.write(fd, (line.replace("\n", " ") + "\n").encode())
@@ -98,6 +143,11 @@ class _Server:
         os.set_blocking(self.wake_w, False)
         self.ready_fds: dict[int, int] = {}  # pid -> read end of its ready pipe
         self.live: set[int] = set()
+        # Warm standbys: target -> (pid, write end of its hand-over pipe); and the targets
+        # whose standby is to be made again once a handed-over child settles (ready,
+        # error or exit): not before, so that its start has the zygote's attention.
+        self.standbys: dict[str, tuple[int, int]] = {}
+        self.refill: dict[int, str] = {}
         self.buffer = b""
 
     def emit(self, event: dict[str, Any]) -> None:
@@ -133,8 +183,12 @@ class _Server:
 
     def _request(self, req: dict[str, Any]) -> bool:
         op = req.get("op")
-        if op == "spawn":
+        if op == "spawn" and req.get("standby"):
+            self._hand_over(req)
+        elif op == "spawn":
             self._spawn(req)
+        elif op == "standby":
+            self._keep_standby(str(req["target"]))
         elif op == "signal":
             pid = int(req["pid"])
             if pid in self.live:  # not yet reaped, so the pid cannot have been reused
@@ -143,7 +197,8 @@ class _Server:
             return False
         return True
 
-    def _spawn(self, req: dict[str, Any]) -> None:
+    def _spawn(self, req: dict[str, Any]) -> int:
+        """Fork a child for `req`; its pid (0 if the fork failed)."""
         sys.stdout.flush()
         sys.stderr.flush()
         r, w = os.pipe()
@@ -154,7 +209,7 @@ class _Server:
             os.close(r)
             os.close(w)
             self.emit({"event": "spawn_failed", "id": req["id"], "detail": str(exc)})
-            return
+            return 0
         if pid == 0:
             os.close(r)
             self._child(req, w, zygote_pid)
@@ -163,6 +218,73 @@ class _Server:
         self.ready_fds[pid] = r
         self.sel.register(r, selectors.EVENT_READ, pid)
         self.emit({"event": "spawned", "id": req["id"], "pid": pid})
+        return pid
+
+    def _hand_over(self, req: dict[str, Any]) -> None:
+        """Start a child of `req` on the target's waiting standby (a fork if none waits),
+        and make the next standby once this child has settled."""
+        target = str(req["target"])
+        started = 0
+        waiting = self.standbys.pop(target, None)
+        if waiting is not None:
+            pid, go_w = waiting
+            order = {"config": req.get("config") or {}, "log": req.get("log")}
+            with contextlib.suppress(OSError):  # a standby dead just now: _reap reports it
+                os.write(go_w, (json.dumps(order) + "\n").encode())
+                started = pid
+            os.close(go_w)
+            if started:
+                self.emit({"event": "spawned", "id": req["id"], "pid": pid, "standby": True})
+        if not started:
+            started = self._spawn(req)
+        if started:
+            self.refill[started] = target
+
+    def _keep_standby(self, target: str) -> None:
+        if target in self.standbys:
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
+        zygote_pid = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in (ready_r, ready_w, go_r, go_w):
+                os.close(fd)
+            self.emit({"event": "standby_failed", "target": target, "detail": str(exc)})
+            return
+        if pid == 0:
+            code = 1
+            try:
+                os.close(ready_r)
+                os.close(go_w)
+                os.setsid()
+                die_with_parent(zygote_pid)
+                self._forget_server()
+                code = run_standby(target, go_r, ready_w)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        os.close(ready_w)
+        os.close(go_r)
+        self.live.add(pid)
+        self.ready_fds[pid] = ready_r
+        self.sel.register(ready_r, selectors.EVENT_READ, pid)
+        self.standbys[target] = (pid, go_w)  # announced once prepared (its WARM line)
+
+    def _settled(self, pid: int) -> None:
+        """A handed-over child is ready, failed or gone: its kind gets a standby again."""
+        target = self.refill.pop(pid, None)
+        if target is not None:
+            self._keep_standby(target)
 
     def _child(self, req: dict[str, Any], ready_fd: int, zygote_pid: int) -> NoReturn:
         code = 1
@@ -198,6 +320,7 @@ class _Server:
             self.wake_r,
             self.wake_w,
             *self.ready_fds.values(),
+            *(go_w for _, go_w in self.standbys.values()),
         ):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -207,10 +330,16 @@ class _Server:
         with contextlib.suppress(OSError):
             data = os.read(fd, 4096)
         for line in data.decode(errors="replace").splitlines():
+            if line == "WARM":  # a standby is prepared: now it waits
+                target = next((t for t, (p, _) in self.standbys.items() if p == pid), None)
+                if target is not None:
+                    self.emit({"event": "standby", "target": target, "pid": pid})
+                continue
             if line == "READY":
                 self.emit({"event": "ready", "pid": pid})
             elif line.startswith("ERROR "):
                 self.emit({"event": "error", "pid": pid, "detail": line[6:]})
+            self._settled(pid)
         if not data:
             self._close_ready(pid)
 
@@ -240,6 +369,19 @@ class _Server:
             code = os.waitstatus_to_exitcode(status)
             sig = -code if code < 0 else None
             self.emit({"event": "exit", "pid": pid, "code": None if sig else code, "signal": sig})
+            self._standby_gone(pid, killed=sig is not None)
+            self._settled(pid)
+
+    def _standby_gone(self, pid: int, killed: bool) -> None:
+        """A standby that died before its hand-over (a kill storm hit it) is made again;
+        one that failed by itself (its target does not import) is not: the next start
+        forks and reports the error."""
+        for target, (standby, go_w) in list(self.standbys.items()):
+            if standby == pid:
+                del self.standbys[target]
+                os.close(go_w)
+                if killed:
+                    self._keep_standby(target)
 
     def _kill_all(self) -> None:
         for pid in list(self.live):

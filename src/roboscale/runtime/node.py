@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from roboscale.errors import UserError
-from roboscale.runtime.bus import Inbox, Mode, Overflow, Topic
+from roboscale.runtime.bus import Inbox, Overflow, Topic
+from roboscale.runtime.callee import Mode
 from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
 from roboscale.runtime.executor import CallbackHung, Runtime
 from roboscale.runtime.names import check_name

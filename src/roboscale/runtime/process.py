@@ -44,6 +44,7 @@ from typing import IO, Any, Protocol
 
 from roboscale import lifeline
 from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
+from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.zygote import ExitStatus, Zygote, ZygoteError
 from roboscale.safewrite import open_stream
 
@@ -132,7 +133,10 @@ class _Monitor:
         self._wake_r, self._wake_w = os.pipe()
         self._requests: queue.SimpleQueue[_Launch] = queue.SimpleQueue()
         self._sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
-        threading.Thread(target=self._loop, name="process-monitor", daemon=True).start()
+        # A process-wide service: its scope surfaces a failure (every process node would
+        # be left unwatched) rather than letting the thread end silently.
+        self.threads = ThreadScope("process monitor", on_error=_report_thread_failure)
+        self.threads.spawn(self._loop, name="process-monitor")
 
     def launch(self, request: _Launch) -> _Proc:
         self._requests.put(request)
@@ -268,7 +272,8 @@ class _Notifier:
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name="exit-notifier", daemon=True).start()
+        self.threads = ThreadScope("exit notifier", on_error=_report_thread_failure)
+        self.threads.spawn(self._loop, name="exit-notifier")
 
     def post(self, call: Callable[[], None]) -> None:
         self._queue.put(call)
@@ -280,6 +285,10 @@ class _Notifier:
                 call()
             except Exception as exc:  # a receiver's bug must not stop later notifications
                 print(f"roboscale: on_exit callback failed: {exc!r}", file=sys.stderr)
+
+
+def _report_thread_failure(name: str, error: BaseException) -> None:
+    print(f"roboscale: thread {name} failed: {error!r}", file=sys.stderr)
 
 
 _shared_lock = threading.Lock()
@@ -408,21 +417,25 @@ class ProcessNode(_ProcessChild):
         env: dict[str, str] | None = None,
         log: Path | None = None,
         ready_timeout_s: float = 10.0,
+        standby: bool = False,
     ) -> None:
         super().__init__(name, ready_timeout_s)
+        self.standby = standby  # restart on the zygote's warm standby of this target
         self.target = target
         self.config = config or {}
         self.zygote = zygote
         self.python = python
         self.env = env or {}
         self.log = log
-        self.started_via = ""  # "zygote" or "python": how the last start was made
+        self.started_via = ""  # "zygote", "zygote standby" or "python": the last start's way
 
     def _launch(self) -> Running:
         if self.zygote is not None and self.zygote.alive():
             try:
-                child = self.zygote.spawn(self.name, self.target, self.config, log=self.log)
-                self.started_via = "zygote"
+                child = self.zygote.spawn(
+                    self.name, self.target, self.config, log=self.log, standby=self.standby
+                )
+                self.started_via = "zygote standby" if child.standby else "zygote"
                 return child
             except ZygoteError:
                 pass  # it died meanwhile: a fresh interpreter still works

@@ -15,11 +15,14 @@ after the fork.
 
 Protocol: one JSON object per line. On the zygote's stdin:
   {"op": "spawn", "id": 7, "target": "pkg.mod:main", "config": {...}, "log": path|null}
+  {"op": "spawn", ..., "standby": true}       (hand over to the target's warm standby)
+  {"op": "standby", "target": "pkg.mod:main"}  (keep one warm standby of that target)
   {"op": "signal", "pid": 1234, "sig": 15}     (to the child's process group)
   {"op": "quit"}                               (or EOF: kill every child, exit)
 On its stdout:
   {"event": "hello", "pid": P, "preloaded": [...], "threads": 1}  or {"event": "fatal", ...}
   {"event": "spawned", "id": 7, "pid": 1234}  or {"event": "spawn_failed", "id": 7, ...}
+  {"event": "standby", "target": "...", "pid": 1235}   a standby is prepared and waits
   {"event": "ready", "pid": 1234}             the child called ready()
   {"event": "error", "pid": 1234, "detail": "..."}   e.g. its target could not be imported
   {"event": "exit", "pid": 1234, "code": 0|null, "signal": null|9}
@@ -31,6 +34,15 @@ whatever they start in sessions of their own ends with the client too.
 
 A target is `def main(config: dict, ready: Callable[[], None]) -> int | None`.
 List its module in the preloads too, so that children do not import it each time.
+
+Warm standby (restarts in about a millisecond): with `spawn(..., standby=True)` the
+zygote keeps, per target, one child already forked, with the target imported and its
+optional `prepare()` run (`main.prepare = lambda: open_session()`; the target is then
+called `main(config, ready, prepared)`), blocked on a pipe. A spawn hands the config
+over to it instead of forking, and the next standby is forked once that child settled
+(ready, error or exit). A standby runs none of the target before its hand-over, so it is
+never a second live instance of its node, whatever kills it; a killed standby is made
+again, one whose target fails is not (the next start forks and reports why).
 The same runner serves fresh interpreters: `python -m roboscale.runtime.forkserver
 run TARGET CONFIG_JSON --ready-fd N`.
 """
@@ -83,6 +95,7 @@ class ForkedChild:
     exited: threading.Event = field(default_factory=threading.Event)
     on_end: Callable[[], None] | None = None
     zygote: Zygote | None = None
+    standby: bool = False  # handed to a warm standby, not forked for this start
 
     def send_signal(self, sig: int) -> None:
         if self.zygote is not None and not self.exited.is_set():
@@ -117,6 +130,7 @@ class Zygote:
         self._started = threading.Event()
         self._fatal = ""
         self._reader: threading.Thread | None = None
+        self.standbys: dict[str, int] = {}  # target -> pid of its last standby (0: failed)
 
     def start(self) -> None:
         # The reader thread forks the zygote: PR_SET_PDEATHSIG follows the thread that
@@ -163,20 +177,26 @@ class Zygote:
         *,
         log: Path | None = None,
         timeout_s: float = 5.0,
+        standby: bool = False,
     ) -> ForkedChild:
-        """Fork a child running `target`; returns once its pid is known (not yet ready)."""
+        """Fork a child running `target` (with `standby`: hand it to the target's warm
+        standby, and keep one); returns once its pid is known (not yet ready)."""
         child = ForkedChild(name, zygote=self)
         with self._lock:
             self._next_id += 1
             req_id = self._next_id
             self._pending[req_id] = child
         req = {"op": "spawn", "id": req_id, "target": target, "config": config or {}}
-        self._send({**req, "log": str(log) if log else None})
+        self._send({**req, "log": str(log) if log else None, "standby": standby})
         if not child.forked.wait(timeout_s) or not child.pid:
             with self._lock:
                 self._pending.pop(req_id, None)
             raise ZygoteError(f"zygote did not fork {name!r}: {child.error or 'no answer'}")
         return child
+
+    def keep_standby(self, target: str) -> None:
+        """Fork a warm standby of `target` now (else the first standby spawn makes one)."""
+        self._send({"op": "standby", "target": target})
 
     def signal(self, pid: int, sig: int) -> None:
         self._send({"op": "signal", "pid": pid, "sig": int(sig)})
@@ -237,11 +257,16 @@ class Zygote:
             self._fatal = ev.get("detail", "") if kind == "fatal" else ""
             self._started.set()
             return
+        if kind in ("standby", "standby_failed"):
+            with self._lock:
+                self.standbys[ev["target"]] = ev.get("pid", 0)
+            return
         if kind in ("spawned", "spawn_failed"):
             with self._lock:
                 child = self._pending.pop(ev["id"])
                 if kind == "spawned":
                     child.pid = ev["pid"]
+                    child.standby = bool(ev.get("standby"))
                     self._children[child.pid] = child
             child.error = ev.get("detail", "")
             child.forked.set()

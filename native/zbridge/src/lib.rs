@@ -1,0 +1,499 @@
+//! `roboscale.runtime._zbridge`: the per-message path of the runtime's Zenoh bridge.
+//!
+//! With zenoh-python a sample crosses two Python threads before the node sees it: Zenoh's
+//! channel is read by the bridge's drain thread, which then wakes the event loop. Here
+//! Zenoh's own callback checks the sample (imported topic, wire header) and queues it in
+//! Rust, and an eventfd that the loop watches (`add_reader`) wakes the loop: the loop
+//! thread is the first Python to see a sample, and it gets it already checked. Sending
+//! packs the header and puts in Rust, with the GIL released.
+//!
+//! The wire checks are those of runtime/wire.py (`unpack_header`), message for message;
+//! tests/runtime/test_zlink.py fuzzes both against each other.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use zenoh::bytes::ZBytes;
+use zenoh::qos::CongestionControl;
+use zenoh::query::{ConsolidationMode, QueryTarget};
+use zenoh::sample::{Locality, Sample, SampleKind};
+use zenoh::Wait;
+
+const HEADER_SIZE: usize = 22; // <BBIQQ: version, codec, tag, publisher id, seq
+const VERSION: u8 = 2;
+
+fn error(what: &str, e: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(format!("_zbridge: {what}: {e}"))
+}
+
+/// One checked header: (codec, type tag, publisher id, seq).
+type Header = (u8, u32, u64, u64);
+
+/// runtime/wire.py's `unpack_header`, with the same messages.
+fn check_header(raw: &[u8]) -> Result<Header, String> {
+    if raw.len() != HEADER_SIZE {
+        return Err(format!("attachment of {} bytes, expected {HEADER_SIZE}", raw.len()));
+    }
+    let version = raw[0];
+    if version != VERSION {
+        return Err(format!("header version {version}, expected {VERSION}"));
+    }
+    let codec = raw[1];
+    let tag = u32::from_le_bytes(raw[2..6].try_into().expect("4 bytes"));
+    let publisher = u64::from_le_bytes(raw[6..14].try_into().expect("8 bytes"));
+    let seq = u64::from_le_bytes(raw[14..22].try_into().expect("8 bytes"));
+    if seq < 1 {
+        return Err(format!("sequence number {seq}"));
+    }
+    if publisher < 1 {
+        return Err("publisher id 0".to_string());
+    }
+    Ok((codec, tag, publisher, seq))
+}
+
+fn pack_header(codec: u8, tag: u32, publisher: u64, seq: u64) -> [u8; HEADER_SIZE] {
+    let mut out = [0u8; HEADER_SIZE];
+    out[0] = VERSION;
+    out[1] = codec;
+    out[2..6].copy_from_slice(&tag.to_le_bytes());
+    out[6..14].copy_from_slice(&publisher.to_le_bytes());
+    out[14..22].copy_from_slice(&seq.to_le_bytes());
+    out
+}
+
+/// A checked sample of an imported topic, waiting for the loop.
+struct Row {
+    topic: u32,
+    header: Header,
+    payload: ZBytes,
+}
+
+struct State {
+    rows: VecDeque<Row>,
+    closed: bool,
+    malformed: u64, // samples whose header failed a check: counted and dropped here
+    ignored: u64,   // samples of topics this process does not import
+    last_error: String,
+}
+
+/// Samples waiting for the loop, the eventfd that says there are some, and the topics
+/// imported (key without the prefix -> the index the loop knows the topic by).
+struct Queue {
+    state: Mutex<State>,
+    room: Condvar,
+    capacity: usize,
+    eventfd: i32,
+    strip: usize,
+    topics: RwLock<HashMap<String, u32>>,
+}
+
+impl Queue {
+    fn wake(&self) {
+        let one: u64 = 1;
+        // A full counter (2^64 - 2 wakes not read) is the only failure: the loop is awake.
+        unsafe { libc::write(self.eventfd, (&one as *const u64).cast(), 8) };
+    }
+
+    /// On Zenoh's network thread: check one sample and queue it. A full queue blocks this
+    /// thread, which is back-pressure on the publisher (as a full FIFO channel is).
+    fn push(&self, sample: Sample) {
+        let key = sample.key_expr().as_str().get(self.strip..).unwrap_or("");
+        let topic = self.topics.read().unwrap_or_else(|e| e.into_inner()).get(key).copied();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(topic) = topic else {
+            state.ignored += 1;
+            return;
+        };
+        let header = match sample.attachment() {
+            Some(att) => check_header(&att.to_bytes()),
+            None => check_header(b""),
+        };
+        let header = match header {
+            Ok(header) => header,
+            Err(e) => {
+                state.malformed += 1;
+                state.last_error = e;
+                let first = state.rows.is_empty();
+                drop(state);
+                if first {
+                    self.wake(); // the loop reports the count (and is then up to date)
+                }
+                return;
+            }
+        };
+        while state.rows.len() >= self.capacity && !state.closed {
+            let wait = self.room.wait_timeout(state, Duration::from_millis(100));
+            state = wait.unwrap_or_else(|e| e.into_inner()).0;
+        }
+        if state.closed {
+            return;
+        }
+        state.rows.push_back(Row { topic, header, payload: sample.payload().clone() });
+        // Only the first row of an empty queue wakes the loop: `take` empties it or wakes
+        // the loop again itself, so no row is left without a wake pending.
+        let first = state.rows.len() == 1;
+        drop(state);
+        if first {
+            self.wake();
+        }
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.eventfd) };
+    }
+}
+
+/// A Python bytes object lent to Zenoh without a copy: its buffer never moves or changes
+/// while the object lives, and reading it needs no GIL. pyo3 defers the decref of a `Py`
+/// dropped without the GIL to the next time a thread holds it.
+struct Lent {
+    _owner: Py<PyBytes>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// The buffer is immutable and owned by `_owner`, which pyo3 lets any thread hold.
+unsafe impl Send for Lent {}
+unsafe impl Sync for Lent {}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+fn lend(object: Bound<'_, PyBytes>) -> bytes::Bytes {
+    let view = object.as_bytes();
+    let (ptr, len) = (view.as_ptr(), view.len());
+    bytes::Bytes::from_owner(Lent { _owner: object.unbind(), ptr, len })
+}
+
+/// One Zenoh session of a bridge.
+#[pyclass(module = "roboscale.runtime._zbridge")]
+struct Session {
+    session: Option<zenoh::Session>,
+}
+
+/// One exported topic: packs the header (its own sequence numbers) and puts.
+#[pyclass(module = "roboscale.runtime._zbridge")]
+struct Publisher {
+    publisher: Option<zenoh::pubsub::Publisher<'static>>,
+    id: u64,
+    seq: AtomicU64,
+}
+
+/// The one data subscriber of a session (`<prefix>/**`, remote origin) and its queue.
+#[pyclass(module = "roboscale.runtime._zbridge")]
+struct Inbox {
+    queue: Arc<Queue>,
+    subscriber: Option<zenoh::pubsub::Subscriber<()>>,
+}
+
+/// The transport events listener: Zenoh's thread tells Python of peers (rare).
+#[pyclass(module = "roboscale.runtime._zbridge")]
+struct Peers {
+    listener: Option<zenoh::session::TransportEventsListener<()>>,
+}
+
+#[pymethods]
+impl Peers {
+    fn undeclare(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.listener.take() {
+            Some(l) => py.allow_threads(|| l.undeclare().wait()).map_err(|e| error("undeclare", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The retention queryable: Zenoh's thread asks Python (rare: a subscriber's backlog).
+#[pyclass(module = "roboscale.runtime._zbridge")]
+struct Queryable {
+    queryable: Option<zenoh::query::Queryable<()>>,
+}
+
+#[pymethods]
+impl Session {
+    /// Open a session of (key, JSON5 value) settings, as runtime/zenoh_config.py makes.
+    #[new]
+    fn new(py: Python<'_>, settings: Vec<(String, String)>) -> PyResult<Self> {
+        let mut config = zenoh::Config::default();
+        for (key, value) in settings {
+            config.insert_json5(&key, &value).map_err(|e| error(&key, e))?;
+        }
+        let session = py.allow_threads(|| zenoh::open(config).wait());
+        Ok(Session { session: Some(session.map_err(|e| error("open", e))?) })
+    }
+
+    /// This session's Zenoh id, as zenoh-python prints it.
+    fn zid(&self) -> PyResult<String> {
+        Ok(self.open()?.zid().to_string())
+    }
+
+    /// `on_event(opened, peer zid)` on Zenoh's thread, with the GIL, for each transport
+    /// opened (a peer admitted) or closed.
+    fn peers(&self, py: Python<'_>, on_event: PyObject) -> PyResult<Peers> {
+        let session = self.open()?;
+        let declared = py.allow_threads(|| {
+            session
+                .info()
+                .transport_events_listener()
+                .callback(move |event| {
+                    let opened = event.kind() == SampleKind::Put;
+                    let zid = event.transport().zid().to_string();
+                    Python::with_gil(|py| {
+                        if let Err(e) = on_event.call1(py, (opened, zid)) {
+                            e.write_unraisable(py, None);
+                        }
+                    });
+                })
+                .wait()
+        });
+        let listener = declared.map_err(|e| error("transport_events_listener", e))?;
+        Ok(Peers { listener: Some(listener) })
+    }
+
+    /// A publisher with congestion control BLOCK; `id`: the bridge's publisher id.
+    #[pyo3(signature = (key, id, express=true))]
+    fn publisher(&self, py: Python<'_>, key: String, id: u64, express: bool) -> PyResult<Publisher> {
+        let session = self.open()?;
+        let declared = py.allow_threads(|| {
+            session
+                .declare_publisher(key)
+                .congestion_control(CongestionControl::Block)
+                .express(express)
+                .wait()
+        });
+        let publisher = declared.map_err(|e| error("declare_publisher", e))?;
+        Ok(Publisher { publisher: Some(publisher), id, seq: AtomicU64::new(0) })
+    }
+
+    /// The data subscriber on `<prefix>/**` (remote origin only); `capacity` rows wait
+    /// for the loop at most.
+    #[pyo3(signature = (prefix, capacity))]
+    fn inbox(&self, py: Python<'_>, prefix: String, capacity: usize) -> PyResult<Inbox> {
+        let session = self.open()?;
+        let eventfd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if eventfd < 0 {
+            return Err(error("eventfd", std::io::Error::last_os_error()));
+        }
+        let state = State {
+            rows: VecDeque::new(),
+            closed: false,
+            malformed: 0,
+            ignored: 0,
+            last_error: String::new(),
+        };
+        let queue = Arc::new(Queue {
+            state: Mutex::new(state),
+            room: Condvar::new(),
+            capacity: capacity.max(1),
+            eventfd,
+            strip: prefix.len(),
+            topics: RwLock::new(HashMap::new()),
+        });
+        let pushed = queue.clone();
+        let declared = py.allow_threads(|| {
+            session
+                .declare_subscriber(format!("{prefix}/**"))
+                .callback(move |sample| pushed.push(sample))
+                .allowed_origin(Locality::Remote)
+                .wait()
+        });
+        let subscriber = declared.map_err(|e| error("declare_subscriber", e))?;
+        Ok(Inbox { queue, subscriber: Some(subscriber) })
+    }
+
+    /// The queryable on `key`: `answer(key, after parameter or None, payload)` returns the
+    /// replies as [(payload, attachment)]; it runs on Zenoh's thread with the GIL.
+    fn queryable(&self, py: Python<'_>, key: String, answer: PyObject) -> PyResult<Queryable> {
+        let session = self.open()?;
+        let declared = py.allow_threads(|| {
+            session
+                .declare_queryable(key)
+                .callback(move |query| {
+                    let key = query.key_expr().as_str().to_string();
+                    let after = query.parameters().get("after").map(str::to_string);
+                    let payload = query.payload().map(|p| p.to_bytes().into_owned());
+                    let replies = Python::with_gil(|py| {
+                        let payload = PyBytes::new(py, payload.as_deref().unwrap_or(b""));
+                        let called = answer.call1(py, (key.as_str(), after, payload));
+                        match called.and_then(|r| r.extract::<Vec<(Vec<u8>, Vec<u8>)>>(py)) {
+                            Ok(replies) => replies,
+                            Err(e) => {
+                                e.write_unraisable(py, None); // the answer guards itself
+                                Vec::new()
+                            }
+                        }
+                    });
+                    for (payload, attachment) in replies {
+                        // A peer gone meanwhile: nothing left to answer.
+                        let _ = query.reply(&key, payload).attachment(attachment).wait();
+                    }
+                })
+                .wait()
+        });
+        let queryable = declared.map_err(|e| error("declare_queryable", e))?;
+        Ok(Queryable { queryable: Some(queryable) })
+    }
+
+    /// Query every matching queryable; the replies as [(payload, attachment, the Zenoh id
+    /// of the session that answered, "" if unknown)].
+    fn get(
+        &self,
+        py: Python<'_>,
+        selector: String,
+        payload: Vec<u8>,
+        timeout_s: f64,
+    ) -> PyResult<Vec<(Vec<u8>, Vec<u8>, String)>> {
+        let session = self.open()?;
+        py.allow_threads(|| {
+            let replies = session
+                .get(selector)
+                .payload(payload)
+                .target(QueryTarget::All)
+                .consolidation(ConsolidationMode::None)
+                .timeout(Duration::from_secs_f64(timeout_s.max(0.0)))
+                .wait()
+                .map_err(|e| error("get", e))?;
+            let mut out = Vec::new();
+            while let Ok(reply) = replies.recv() {
+                let replier = reply.replier_id().map(|id| id.zid().to_string()).unwrap_or_default();
+                if let Ok(sample) = reply.result() {
+                    let attachment = sample.attachment().map(|a| a.to_bytes().into_owned());
+                    let payload = sample.payload().to_bytes().into_owned();
+                    out.push((payload, attachment.unwrap_or_default(), replier));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.session.take() {
+            Some(session) => py.allow_threads(|| session.close().wait()).map_err(|e| error("close", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Session {
+    fn open(&self) -> PyResult<&zenoh::Session> {
+        self.session.as_ref().ok_or_else(|| error("session", "closed"))
+    }
+}
+
+#[pymethods]
+impl Publisher {
+    /// Put one payload with the next header of this publisher; returns its seq. The payload
+    /// is lent without a copy and the GIL released (BLOCK may wait for the link).
+    fn send(&self, py: Python<'_>, payload: Bound<'_, PyBytes>, codec: u8, tag: u32) -> PyResult<u64> {
+        let publisher = self.publisher.as_ref().ok_or_else(|| error("put", "undeclared"))?;
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let header = pack_header(codec, tag, self.id, seq);
+        let put = publisher.put(lend(payload)).attachment(&header[..]);
+        py.allow_threads(|| put.wait()).map_err(|e| error("put", e))?;
+        Ok(seq)
+    }
+
+    /// Put one payload with a header made by the caller (durable topics: retained first).
+    fn put(&self, py: Python<'_>, payload: Bound<'_, PyBytes>, attachment: Bound<'_, PyBytes>) -> PyResult<()> {
+        let publisher = self.publisher.as_ref().ok_or_else(|| error("put", "undeclared"))?;
+        let put = publisher.put(lend(payload)).attachment(lend(attachment));
+        py.allow_threads(|| put.wait()).map_err(|e| error("put", e))
+    }
+
+    fn undeclare(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.publisher.take() {
+            Some(p) => py.allow_threads(|| p.undeclare().wait()).map_err(|e| error("undeclare", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A row as the loop takes it: (topic index, codec, tag, publisher id, seq, payload).
+type PyRow<'py> = (u32, u8, u32, u64, u64, Bound<'py, PyBytes>);
+
+#[pymethods]
+impl Inbox {
+    /// The eventfd to watch: readable while rows (or a new malformed count) wait.
+    fn fileno(&self) -> i32 {
+        self.queue.eventfd
+    }
+
+    /// Import one more topic (key without the prefix) under `index`.
+    fn import_topic(&self, key: String, index: u32) {
+        self.queue.topics.write().unwrap_or_else(|e| e.into_inner()).insert(key, index);
+    }
+
+    /// Up to `max` waiting rows, oldest first.
+    fn take<'py>(&self, py: Python<'py>, max: usize) -> Vec<PyRow<'py>> {
+        let mut counter: u64 = 0;
+        unsafe { libc::read(self.queue.eventfd, (&mut counter as *mut u64).cast(), 8) };
+        let taken: Vec<Row> = {
+            let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
+            let n = state.rows.len().min(max);
+            let taken = state.rows.drain(..n).collect();
+            if !state.rows.is_empty() {
+                self.queue.wake(); // more than `max` waited: the loop comes back for them
+            }
+            taken
+        };
+        self.queue.room.notify_all();
+        let row = |r: &Row| {
+            let (codec, tag, publisher, seq) = r.header;
+            (r.topic, codec, tag, publisher, seq, PyBytes::new(py, &r.payload.to_bytes()))
+        };
+        taken.iter().map(row).collect()
+    }
+
+    /// (malformed, ignored, the last malformed sample's error).
+    fn counters(&self) -> (u64, u64, String) {
+        let state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
+        (state.malformed, state.ignored, state.last_error.clone())
+    }
+
+    /// Stop queueing, release a network thread blocked on a full queue, undeclare.
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.queue.state.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        self.queue.room.notify_all();
+        match self.subscriber.take() {
+            Some(s) => py.allow_threads(|| s.undeclare().wait()).map_err(|e| error("undeclare", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[pymethods]
+impl Queryable {
+    fn undeclare(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.queryable.take() {
+            Some(q) => py.allow_threads(|| q.undeclare().wait()).map_err(|e| error("undeclare", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The wire check alone, for the tests that hold it against runtime/wire.py's: the
+/// (codec, tag, publisher id, seq) of a header, or ValueError with wire.py's message.
+#[pyfunction]
+fn unpack_header(raw: &[u8]) -> PyResult<Header> {
+    check_header(raw).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
+#[pymodule]
+fn _zbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Session>()?;
+    m.add_class::<Publisher>()?;
+    m.add_class::<Inbox>()?;
+    m.add_class::<Queryable>()?;
+    m.add_class::<Peers>()?;
+    m.add_function(wrap_pyfunction!(unpack_header, m)?)?;
+    m.add("ZENOH", "1.10.2")
+}

@@ -1,0 +1,124 @@
+"""The bridge's per-message links: which one runs, the native header check held against
+wire.py's, and a drain thread's failure surfacing as an event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roboscale.backends.base import free_port
+from roboscale.errors import UserError
+from roboscale.runtime import zlink
+from roboscale.runtime.bridge import BridgeConfig, bridge_config
+from roboscale.runtime.events import SupervisionEvent
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.security import Security
+from roboscale.runtime.wire import HEADER, Malformed, unpack_header
+
+from .conftest import NOT_BUILT, wait_until
+from .test_bridge import raw_peer_into
+
+
+def native() -> Any:
+    module = zlink.native_module()
+    if module is None:
+        from tests.conftest import require
+
+        require(False, NOT_BUILT)
+    return module
+
+
+def python_check(raw: bytes) -> tuple[int, int, int, int] | str:
+    try:
+        return unpack_header(raw)
+    except Malformed as e:
+        return str(e)
+
+
+def native_check(raw: bytes) -> tuple[int, int, int, int] | str:
+    try:
+        result: tuple[int, int, int, int] = native().unpack_header(raw)
+        return result
+    except ValueError as e:
+        return str(e)
+
+
+headers = st.one_of(
+    st.binary(max_size=40),
+    st.builds(
+        HEADER.pack,
+        st.sampled_from([0, 1, 2, 3, 255]),
+        st.integers(0, 255),
+        st.integers(0, 2**32 - 1),
+        st.integers(0, 2**64 - 1),
+        st.sampled_from([0, 1, 2, 2**63 - 1, 2**63, 2**64 - 1]) | st.integers(0, 2**64 - 1),
+    ),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(headers)
+def test_the_native_header_check_is_wire_pys_message_for_message(raw: bytes) -> None:
+    assert native_check(raw) == python_check(raw)
+
+
+def test_the_path_is_native_where_built_unless_forced_or_secured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    native()
+    monkeypatch.delenv(zlink.PATH_ENV, raising=False)
+    assert zlink.link_path(bridge_config({}))[0] == "native"
+    secured = BridgeConfig(security=Security())
+    assert zlink.link_path(secured) == (
+        "python",
+        "secured bridges run on zenoh-python (TLS, authentication)",
+    )
+    monkeypatch.setenv(zlink.PATH_ENV, "python")
+    assert zlink.link_path(bridge_config({}))[0] == "python"
+    monkeypatch.setenv(zlink.PATH_ENV, "rust")
+    with pytest.raises(UserError, match=r"ROBOSCALE_BRIDGE_PATH is 'rust'; allowed: auto, native"):
+        zlink.link_path(bridge_config({}))
+
+
+def test_forcing_the_native_path_where_it_was_not_built_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(zlink, "native_module", lambda: None)
+    monkeypatch.setenv(zlink.PATH_ENV, "native")
+    with pytest.raises(UserError, match="was not built"):
+        zlink.link_path(bridge_config({}))
+    monkeypatch.setenv(zlink.PATH_ENV, "auto")
+    assert zlink.link_path(bridge_config({}))[0] == "python"
+
+
+@pytest.mark.zenoh
+def test_a_drain_thread_that_fails_surfaces_as_an_event(
+    zenoh: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the python link's drain thread is a `thread_failed` event, not a silent end."""
+    monkeypatch.setenv(zlink.PATH_ENV, "python")
+    a, b = Runtime().start(), Runtime().start()
+    seen: list[SupervisionEvent] = []
+    b.subscribers.append(seen.append)
+    try:
+        with raw_peer_into((a, b, f"tcp/127.0.0.1:{free_port()}")) as (bridge, session, _):
+            assert isinstance(bridge.link, zlink.PythonLink) and bridge.link.drain is not None
+
+            def broken(sample: Any) -> tuple[str, bytes, bytes]:
+                raise KeyError("a bug")
+
+            monkeypatch.setattr(bridge.link.drain, "row", broken)
+            session.put("rs/any", b"x")
+            wait_until(lambda: any(e.kind == "thread_failed" for e in seen))
+            thread = bridge.link.drain.thread
+            assert thread is not None
+            thread.join(5.0)
+            assert not thread.is_alive()
+        error = next(e for e in seen if e.kind == "thread_failed")
+        assert "drain thread failed: KeyError" in error.detail and error.supervisor == "bridge"
+    finally:
+        a.close()
+        b.close()

@@ -156,14 +156,17 @@ class Bridge:
         cursors: Mapping[str, Path] | None = None,
         query_timeout_s: float = 5.0,
         typestore: Any = None,
+        liveliness: bool = False,
     ) -> None:
+        """`liveliness`: the session also watches liveliness tokens (remote children), which
+        needs zenoh-python's session (`session`)."""
         self.runtime = runtime
         self.config = config
         self.codec = WireCodec(typestore)  # typestore: rosbags', for CDR messages
         self.cursor_paths = dict(cursors or {})
         self.query_timeout_s = query_timeout_s
         self.publisher_id = 0  # of the session's id, once open (durable.publisher_of)
-        self.path, self.path_reason = zlink.link_path(config)
+        self.path, self.path_reason = zlink.link_path(config, liveliness=liveliness)
         self.link: zlink.Link | None = None
         self.malformed = 0
         self.ignored = 0  # samples of topics this process does not import
@@ -183,6 +186,11 @@ class Bridge:
 
     def key(self, topic: str) -> str:
         return f"{self.config.prefix}{topic}"
+
+    @property
+    def session(self) -> Any:
+        """The zenoh-python session, for liveliness; None when closed or on the native link."""
+        return self.link.session if isinstance(self.link, zlink.PythonLink) else None
 
     # -- lifecycle (call from outside the loop; the tree's nodes must already subscribe) -----
     def open(self) -> Bridge:

@@ -304,9 +304,15 @@ def run_launch(
     recorder = JsonLinesRecorder(events) if events is not None else None
     if recorder is not None:
         rt.subscribers.append(recorder)
-    bridge = Bridge(rt, launch.bridge, cursors=launch.cursors) if launch.bridge else None
-    # Remote children are seen over the bridge: then it opens first.
-    early = bridge is not None and has_remote(launch.spec.children)
+    # Remote children are seen over the bridge's liveliness: then it opens first, on
+    # zenoh-python (the native link carries data, not liveliness).
+    remote = has_remote(launch.spec.children)
+    bridge = (
+        Bridge(rt, launch.bridge, cursors=launch.cursors, liveliness=remote)
+        if launch.bridge
+        else None
+    )
+    early = bridge is not None and remote
     tree: Tree | None = None
 
     async def main() -> int:

@@ -62,14 +62,19 @@ def native_built() -> bool:
     return importlib.util.find_spec("roboscale.runtime._zbridge") is not None
 
 
-def link_path(config: BridgeConfig, *, load: bool = True) -> tuple[str, str]:
+def link_path(
+    config: BridgeConfig, *, load: bool = True, liveliness: bool = False
+) -> tuple[str, str]:
     """("native" or "python", why) for a bridge of `config`, from $ROBOSCALE_BRIDGE_PATH;
-    `load=False` only looks for the extension (`native_built`)."""
+    `load=False` only looks for the extension (`native_built`); `liveliness`: the session
+    must also watch liveliness tokens, which only zenoh-python's session does."""
     chosen = os.environ.get(PATH_ENV, "") or "auto"
     if chosen not in PATHS:
         raise UserError(f"${PATH_ENV} is {chosen!r}; allowed: {', '.join(PATHS)}")
     if chosen == "python":
         return "python", f"${PATH_ENV}=python"
+    if liveliness:
+        return "python", "remote children are watched through zenoh-python's liveliness"
     if not (native_module() is not None if load else native_built()):
         if chosen == "native":
             raise UserError(

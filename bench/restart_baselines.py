@@ -184,28 +184,36 @@ def ros_respawn_us(kills: int = 15) -> dict[str, Any]:
         tempfile.TemporaryDirectory(prefix="roboscale-ros-") as tmp,
         ros_launch(Path(tmp), node_xml("worker", "worker", respawn=True)) as env,
     ):
-        observer = subprocess.Popen(
-            [SYSTEM_PYTHON, str(BASELINES / "ros_nodes.py"), "observer"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            lines = LineReader(observer)
-            if lines.next(STARTUP_WAIT_S) != "OBSERVING":
-                raise UserError("the ROS observer did not start")
-            pid = int(lines.next(STARTUP_WAIT_S).split()[0])
-            for _ in range(kills):
-                t_kill = time.monotonic_ns()
-                os.kill(pid, signal.SIGKILL)
-                new_pid, t_pub, t_recv = _next_instance(lines, pid)
-                publish_us.append((t_pub - t_kill) / 1000)
-                received_us.append((t_recv - t_kill) / 1000)
-                pid = new_pid
-        finally:
-            stop_group(observer)
+        for t_pub, t_recv in kill_until_published(env, kills):
+            publish_us.append(t_pub)
+            received_us.append(t_recv)
     return {"kills": kills, "publish_us": publish_us, "received_us": received_us}
+
+
+def kill_until_published(env: dict[str, str], kills: int) -> list[tuple[float, float]]:
+    """SIGKILL the respawning worker `kills` times under the ROS observer; per kill, the µs
+    until its replacement published and until the observer received that message."""
+    observer = subprocess.Popen(
+        [SYSTEM_PYTHON, str(BASELINES / "ros_nodes.py"), "observer"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    samples: list[tuple[float, float]] = []
+    try:
+        lines = LineReader(observer)
+        if lines.next(STARTUP_WAIT_S) != "OBSERVING":
+            raise UserError("the ROS observer did not start")
+        pid = int(lines.next(STARTUP_WAIT_S).split()[0])
+        for _ in range(kills):
+            t_kill = time.monotonic_ns()
+            os.kill(pid, signal.SIGKILL)
+            pid, t_pub, t_recv = _next_instance(lines, pid)
+            samples.append(((t_pub - t_kill) / 1000, (t_recv - t_kill) / 1000))
+    finally:
+        stop_group(observer)
+    return samples
 
 
 def _next_instance(lines: LineReader, old_pid: int) -> tuple[int, int, int]:

@@ -34,16 +34,14 @@ from restart_baselines import (
     PACKAGE,
     RESPAWN_WAIT_S,
     STARTUP_WAIT_S,
-    LineReader,
-    _next_instance,
     _wait_receiving,
     count_loss,
+    kill_until_published,
     node_xml,
     percentiles,
 )
-from roboscale.backends.ros1 import SYSTEM_PYTHON, Roscore
+from roboscale.backends.ros1 import Roscore
 from roboscale.backends.roslaunch import make_package, ros_env
-from roboscale.errors import UserError
 
 RUNNERS = ("roslaunch", "roboscale")
 ROBOSCALE = Path(sys.executable).parent / "roboscale"
@@ -79,27 +77,11 @@ def launched(runner: str, work: Path, nodes: str) -> Iterator[dict[str, str]]:
 
 def restart_us(runner: str, kills: int) -> list[float]:
     """Kill until the replacement publishes, `kills` times, in µs."""
-    samples: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix=f"roboscale-{runner}-") as tmp,
         launched(runner, Path(tmp), node_xml("worker", "worker", respawn=True)) as env,
     ):
-        observer = subprocess.Popen(
-            [SYSTEM_PYTHON, str(BASELINES / "ros_nodes.py"), "observer"], env=env,
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        try:
-            lines = LineReader(observer)
-            if lines.next(STARTUP_WAIT_S) != "OBSERVING":
-                raise UserError("the ROS observer did not start")
-            pid = int(lines.next(STARTUP_WAIT_S).split()[0])
-            for _ in range(kills):
-                t_kill = time.monotonic_ns()
-                os.kill(pid, signal.SIGKILL)
-                pid, t_pub, _ = _next_instance(lines, pid)
-                samples.append((t_pub - t_kill) / 1000)
-        finally:
-            stop_group(observer)
+        samples = [t_pub for t_pub, _ in kill_until_published(env, kills)]
     return samples
 
 

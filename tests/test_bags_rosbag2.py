@@ -220,6 +220,6 @@ def test_a_rosbag2_replays_end_to_end_on_native(
     captured = capsys.readouterr()
     assert done.value.code in (0, None), captured.err
     assert "None" not in captured.out and "Traceback" not in captured.err
-    entries = load(out).entries
+    entries = [e.to_dict() for e in load(out).entries]
     assert all(e["received"] == e["sent"] > 0 for e in entries)
     assert all(e["stream_topics"] == ["/chatter", "/count"] for e in entries)

@@ -393,10 +393,15 @@ def test_a_trial_line_holds_no_none() -> None:
     from rich.console import Console
 
     from roboscale.lab.runner import _log_trial
+    from roboscale.records.models import Distribution, EchoEntry
 
     out = io.StringIO()
-    entry = {"trial": "t0000", "workload": "echo", "sustained": False, "received": 1, "sent": 1,
-             "achieved_rate_hz": None, "rtt_us": {"p50": None, "p99": None}}  # fmt: skip
+    # Only the fields the trial line reads: built without the rest of a full entry.
+    nothing = Distribution.model_construct(p50=None, p99=None)
+    entry = EchoEntry.model_construct(
+        trial="t0000", workload="echo", sustained=False, received=1, sent=1,
+        achieved_rate_hz=None, rtt_us=nothing, burst=False,
+    )  # fmt: skip
     _log_trial(Console(file=out, width=200), entry)
     assert "1/1 back, - Hz achieved, RTT p50 - µs p99 - µs" in out.getvalue()
 

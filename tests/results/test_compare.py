@@ -93,6 +93,10 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return int(done.value.code or 0), " ".join((out.out + out.err).split())
 
 
+# Two real sets of runs agree only if the machine was as quiet for one as for the other:
+# `make test-loaded`'s CPU hog on one of two cores makes their latencies differ for real
+# (1.57x at 500 Hz seen), so this runs with the full suite, not beside the hog.
+@pytest.mark.slow
 def test_two_runs_of_one_spec_pass(
     runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -124,6 +128,7 @@ def test_injected_slowdown_fails_naming_the_configurations(
     assert (tmp_path / "c.json").is_file()
 
 
+@pytest.mark.slow  # its intervals are as wide as the real runs' spread: see above
 def test_a_slowdown_within_the_threshold_passes(runs: tuple[Path, Path], tmp_path: Path) -> None:
     base, _ = runs
     slow = slowed(base, tmp_path / "slow", factor=3.0, rate_hz=200.0)

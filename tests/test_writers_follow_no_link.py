@@ -63,3 +63,28 @@ def test_an_mcap_recording_is_never_written_through_a_link(tmp_path: Path) -> No
     with pytest.raises(OSError):
         write_mcap(record, [], "stata")
     assert not target.exists()
+
+
+def test_raw_records_follow_no_link(tmp_path: Path) -> None:
+    # They were written through "<name>.part": a link planted there was followed.
+    from roboscale.records.raw import new_column, read_raw, write_raw
+
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    name = tmp_path / "agent.raw"
+    (tmp_path / "agent.raw.part").symlink_to(victim)
+    column = new_column(3)
+    column[2] = 7
+    write_raw(name, {"node": "n"}, {"seq": column})
+    assert victim.read_bytes() == b"precious\n"
+    header, columns = read_raw(name)
+    assert header["node"] == "n" and list(columns["seq"]) == [0, 0, 7]
+
+
+def test_a_stream_file_is_never_written_through_a_link(planted: tuple[Path, Path]) -> None:
+    from roboscale.workloads.replay import write_stream_file
+
+    name, victim = planted
+    with pytest.raises(OSError):
+        write_stream_file(name, [], [])
+    assert victim.read_bytes() == b"precious\n"

@@ -15,6 +15,8 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from roboscale import safewrite
+
 MAGIC = b"RSRAW1\n"
 MISSING = 0  # CLOCK_MONOTONIC is never 0 on a running system
 
@@ -30,18 +32,15 @@ def write_raw(path: Path, header: dict[str, Any], columns: dict[str, array[int]]
         raise ValueError(f"raw columns differ in length: {sorted(counts)}")
     meta = dict(header, columns=names, count=counts.pop() if counts else 0)
     blob = json.dumps(meta).encode()
-    tmp = path.with_suffix(path.suffix + ".part")
-    with tmp.open("wb") as f:
-        f.write(MAGIC)
-        f.write(struct.pack("<I", len(blob)))
-        f.write(blob)
-        for name in names:
-            col = columns[name]
-            if sys.byteorder != "little":
-                col = array("q", col)
-                col.byteswap()
-            col.tofile(f)
-    tmp.replace(path)
+    parts = [MAGIC, struct.pack("<I", len(blob)), blob]
+    for name in names:
+        col = columns[name]
+        if sys.byteorder != "little":
+            col = array("q", col)
+            col.byteswap()
+        parts.append(col.tobytes())
+    # A new file renamed into place: never written through a link planted at the name.
+    safewrite.write_bytes(path, b"".join(parts))
 
 
 def read_raw(path: Path) -> tuple[dict[str, Any], dict[str, array[int]]]:

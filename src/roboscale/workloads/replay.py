@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import struct
 from array import array
@@ -30,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from roboscale import safewrite
 from roboscale.workloads.stream import pace_deadlines
 
 STATA = "stata"
@@ -120,7 +122,7 @@ def write_stream_file(
     path: Path, topics: list[StreamTopic], frames: list[tuple[int, int, bytes]]
 ) -> None:
     """Write a stream: a magic line, a JSON line of the topics, then frames."""
-    with path.open("wb") as f:
+    with os.fdopen(safewrite.open_stream(path), "wb") as f:  # no link at `path` followed
         f.write(STREAM_MAGIC)
         f.write(json.dumps([asdict(t) for t in topics]).encode() + b"\n")
         for offset, topic, body in frames:

@@ -106,13 +106,20 @@ name({face_server, _} = Role) -> python_server:name(Role);
 name(Role) -> Role.
 
 memory_of_servers() ->
-    Roles = [Id || {{face_server, _} = Id, _, _, _}
-                       <- supervisor:which_children(face_supervisor)] ++ [aggregator_server],
+    Roles = face_servers() ++ [aggregator_server],
     << <<Code:8, Index:32/signed, Memory:64>>
        || Role <- Roles,
           Pid <- [whereis(name(Role))], is_pid(Pid),
           {memory, Memory} <- [erlang:process_info(Pid, memory)],
           {Code, Index} <- [role_code(Role)] >>.
+
+%% The face servers of the running face_supervisor; none while it is being restarted
+%% (a call to it then would end this link, and the run with it).
+face_servers() ->
+    try supervisor:which_children(face_supervisor) of
+        Children -> [Id || {{face_server, _} = Id, _, _, _} <- Children]
+    catch exit:_ -> []
+    end.
 
 phase_code(init) -> 0;
 phase_code(ready) -> 1.

@@ -18,7 +18,25 @@
 -define(PROGRAM, "roboscale.facetrack.stacks.port_program").
 
 start_link(Role, Args) ->
-    gen_server:start_link({local, name(Role)}, ?MODULE, {Role, Args}, []).
+    Name = name(Role),
+    await_predecessor(Name),
+    gen_server:start_link({local, Name}, ?MODULE, {Role, Args}, []).
+
+%% A killed face_supervisor's workers get its exit signal and close their ports in
+%% terminate/2 while the restarted supervisor already starts their successors under the
+%% same registered names. Starting at once would fail with already_started, the
+%% supervisor would retry at once, and a thousand failed retries in a second end the
+%% whole tree (top_supervisor's intensity). So the successor waits for its predecessor
+%% to end, which the restart time then includes, as it would in the paper's tree.
+await_predecessor(Name) ->
+    case whereis(Name) of
+        undefined -> ok;
+        Pid ->
+            Ref = erlang:monitor(process, Pid),
+            receive {'DOWN', Ref, process, Pid, _} -> ok
+            after 5000 -> erlang:demonitor(Ref, [flush]), ok
+            end
+    end.
 
 name({face_server, Index}) -> list_to_atom("face_server_" ++ integer_to_list(Index));
 name(Role) -> Role.

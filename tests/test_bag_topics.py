@@ -29,7 +29,7 @@ def topics_spec(tmp: Path, topics: str, replay: str = "rec") -> Path:
     spec = tmp / "s.yaml"
     spec.write_text(
         f"name: topics\nreplay: {replay}\nreplay_topics:{topics}\nsweep:\n  backend: native\n"
-        "  pairs: 1\ntrial:\n  messages: 5\n  warmup: 0\n  drain_s: 1\n"
+        "  pairs: 1\ntrial:\n  runs: 1\n  messages: 5\n  warmup: 0\n  drain_s: 1\n"
     )
     return spec
 
@@ -94,7 +94,7 @@ def burst_spec(tmp: Path, stamps: list[int]) -> Path:
     spec = tmp / "b.yaml"
     spec.write_text(
         "name: burst\nreplay: b.bag\nsweep:\n  backend: native\n  rate_factor: [1, 2]\n"
-        "  pairs: 1\ntrial:\n  warmup: 0\n  drain_s: 1\n"
+        "  pairs: 1\ntrial:\n  runs: 1\n  warmup: 0\n  drain_s: 1\n"
     )
     return spec
 

@@ -85,7 +85,8 @@ def test_resume_runs_only_the_unfinished_trials(
 ) -> None:
     import json
 
-    text = "name: r\nsweep:\n  backend: native\n  rate_hz: [50, 100]\ntrial:\n  messages: 20\n"
+    text = "name: r\nsweep:\n  backend: native\n  rate_hz: [50, 100]\n"
+    text += "trial:\n  runs: 1\n  messages: 20\n"
     argv = ["bench", spec(tmp_path, text), "--out", str(tmp_path / "out")]
     code, _, err = run(argv, capsys)
     assert code == 0, err

@@ -42,7 +42,7 @@ def test_backends_and_stacks_print_install_hints_whole(tmp_path: Path) -> None:
 def test_dry_run_marks_trials_that_would_be_refused(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text("name: x\nsweep:\n  backend: [native, dds]\n  rate_hz: 10\n"
-                    "trial:\n  messages: 5\n")  # fmt: skip
+                    "trial:\n  runs: 1\n  messages: 5\n")  # fmt: skip
     env = {**hide(tmp_path, "cyclonedds"), "COLUMNS": "300"}
     done = roboscale(["bench", str(spec), "--dry-run"], env)
     assert done.returncode == 0, done.stderr
@@ -72,7 +72,7 @@ def test_dry_run_marks_a_placement_the_backend_cannot_do(
 SPEC = """\
 name: g
 sweep: {backend: native, rate_hz: [50, 100]}
-trial: {messages: 40}
+trial: {runs: 1, messages: 40}
 verdict: {late_cap_ms: 0.001}
 """
 
@@ -105,7 +105,8 @@ def test_a_run_with_replace_can_run_again_in_its_folder(
 ) -> None:
     """What `make demo` does, twice in a row: the second run replaces the first's results."""
     spec = tmp_path / "s.yaml"
-    spec.write_text("name: d\nsweep:\n  backend: native\n  rate_hz: 50\ntrial:\n  messages: 20\n")
+    spec.write_text("name: d\nsweep:\n  backend: native\n  rate_hz: 50\n"
+                    "trial:\n  runs: 1\n  messages: 20\n")  # fmt: skip
     argv = ["bench", str(spec), "--out", str(tmp_path / "demo"), "--replace"]
     for _ in range(2):
         with pytest.raises(SystemExit) as done:

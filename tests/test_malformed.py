@@ -42,7 +42,7 @@ from roboscale.records.models import RunInfo, TrialMetadata
 
 DATA = Path(__file__).parent / "data" / "malformed"
 BOUND_S = 60.0  # per input: a hang is caught; a loaded 2-core machine (load 14) stays far below
-GOOD_SPEC = "name: good\nsweep:\n  rate_hz: [10, 20]\n"
+GOOD_SPEC = "name: good\ntrial:\n  runs: 1\nsweep:\n  rate_hz: [10, 20]\n"
 GOOD_LAUNCH = (
     "name: robot\nchildren:\n  - node: camera\n    class: roboscale.runtime.chaos:FrameSource\n"
 )

@@ -155,7 +155,12 @@ def cmd_bench(args: argparse.Namespace, console: Console) -> int:
     profiles = profiles_path(spec, args.spec)
     count = count_trials(spec, backends)
     est = sum(estimate_s(t) * n for t, n in rate_samples(spec, backends))
-    console.print(f"[bold]{spec.name}[/bold]: {count:,} trials, about {_duration(est)}")
+    runs = spec.trial.runs
+    variant = " (quick: short trials, indicative only)" if args.quick else ""
+    console.print(
+        f"[bold]{spec.name}[/bold]{variant}: {count:,} trials, {runs} run{'s' * (runs > 1)} "
+        f"of each configuration, about {_duration(est)}"
+    )
     _check_size(args, count, est)
     trials = plan(spec, backends, str(profiles) if profiles else None)
     if args.record is not None:

@@ -194,6 +194,7 @@ sweep:
   hosts: 3
   link: ethernet
 trial:
+  runs: 1
   messages: 100
   warmup: 10
   drain_s: 2

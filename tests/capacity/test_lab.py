@@ -15,7 +15,7 @@ def test_search_runs_real_trials_and_records_them(tmp_path: Path, zenoh: None) -
     spec = tmp_path / "cap.yaml"
     spec.write_text(
         "name: capsmoke\nsweep:\n  backend: zenoh\n  rate_hz: [200]\n  payload: [text]\n"
-        "trial:\n  messages: 100\n  warmup: 10\n  drain_s: 0.5\n"
+        "trial:\n  runs: 1\n  messages: 100\n  warmup: 10\n  drain_s: 0.5\n"
     )
     parser = argparse.ArgumentParser()
     cli.add_parser(parser.add_subparsers(dest="command"))

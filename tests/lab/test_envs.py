@@ -27,6 +27,7 @@ sweep:
   hosts: 3
   link: wifi
 trial:
+  runs: 1
   messages: 100
   warmup: 10
   drain_s: 1
@@ -79,7 +80,7 @@ def test_background_cpu_load_runs_during_the_trial_and_ends_with_it(
     """The lab report's extra workload, on this machine: busy loops beside the nodes."""
     text = (
         "name: loaded\nsweep:\n  backend: zenoh\n  rate_hz: 100\n"
-        "trial:\n  messages: 100\n  warmup: 10\n  drain_s: 1\nenv:\n  load_cpu: 0.5\n"
+        "trial:\n  runs: 1\n  messages: 100\n  warmup: 10\n  drain_s: 1\nenv:\n  load_cpu: 0.5\n"
     )
     out = sweep(tmp_path, text)
     (entry,) = json.loads((out / "summary.json").read_text())["trials"]
@@ -101,6 +102,7 @@ env:
   zenoh_routers: true
   verify_link: false
 trial:
+  runs: 1
   messages: 100
   warmup: 10
   drain_s: 1

@@ -27,6 +27,7 @@ sweep:
   pin: [null, "0"]
   cpu_load: [none, heavy]
 trial:
+  runs: 1
   messages: 40
   warmup: 5
   drain_s: 1
@@ -124,7 +125,7 @@ def test_real_machines_and_one_host_traffic_are_refused(tmp_path: Path) -> None:
     from roboscale.backends.base import get_backend
     from roboscale.lab.envs import check_placement
 
-    text = "name: t\nsweep:\n  backend: zenoh\n  rate_hz: 10\n  traffic: heavy\n"
+    text = "name: t\nsweep:\n  backend: zenoh\n  rate_hz: 10\n  traffic: heavy\ntrial:\n  runs: 1\n"
     (trial,) = plan(load_spec(_spec(tmp_path, text)))
     with pytest.raises(UserError, match="flows between two hosts"):
         check_placement(get_backend("zenoh"), trial)
@@ -145,6 +146,7 @@ env:
   verify_link: false
   subnet: 10.239.0.0/24
 trial:
+  runs: 1
   messages: 40
   warmup: 5
   drain_s: 1

@@ -13,7 +13,7 @@ from roboscale.safewrite import write_json
 from roboscale.spec.loader import load_spec
 from roboscale.spec.planner import TrialPlan, plan
 
-TEXT = "name: exp\nsweep:\n  rate_hz: [10, 20]\n"
+TEXT = "name: exp\nsweep:\n  rate_hz: [10, 20]\ntrial:\n  runs: 1\n"
 
 
 def trials(tmp_path: Path) -> list[TrialPlan]:

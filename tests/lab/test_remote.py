@@ -229,7 +229,7 @@ def echo_spec(
         f"sweep:\n  backend: [{backends}]\n  rate_hz: {rates}\n  payload: [laserscan]\n"
         "  hosts: 2\n"
         f"env:\n  inventory: {inv}\n  machines: [laptop, robot]\n{env}"
-        "trial:\n  messages: 200\n  warmup: 10\n  drain_s: 1\n  pause_s: 0\n"
+        "trial:\n  runs: 1\n  messages: 200\n  warmup: 10\n  drain_s: 1\n  pause_s: 0\n"
     )
     return spec
 

@@ -23,6 +23,7 @@ sweep:
   workload: [echo, chain]
   chain_length: 3
 trial:
+  runs: 1
   messages: 60
   warmup: 5
   drain_s: 1

@@ -47,6 +47,23 @@ def test_good_spec_and_quick_variant(tmp_path: Path) -> None:
     assert spec.sweep.payload == [("text", 11), ("4KB", 4096)]
     assert spec.trial.runs == 2
     assert load_spec(path, quick=True).sweep.rate_hz == [5.0]
+    assert load_spec(path, quick=True).trial.runs == 2  # the spec's own count, kept
+
+
+@pytest.mark.parametrize(
+    ("text", "full", "quick"),
+    [
+        ("", 3, 1),  # no runs anywhere: three in full, one quick
+        ("quick:\n  sweep:\n    rate_hz: 5\n", 3, 1),  # a quick section without runs
+        ("quick:\n  trial:\n    runs: 2\n", 3, 2),
+        ("trial:\n  runs: 5\n", 5, 5),
+    ],
+)
+def test_full_specs_default_to_three_runs_and_quick_ones_to_one(
+    tmp_path: Path, text: str, full: int, quick: int
+) -> None:
+    path = write(tmp_path, "name: r\nsweep:\n  rate_hz: 10\n" + text)
+    assert (load_spec(path).trial.runs, load_spec(path, quick=True).trial.runs) == (full, quick)
 
 
 def test_scalars_become_lists(tmp_path: Path) -> None:
@@ -332,7 +349,7 @@ def test_message_types_size_the_payloads_that_name_them(tmp_path: Path) -> None:
     text = (
         "name: x\nsweep:\n  rate_hz: 10\n  payload: [text, robot_msgs/WheelState,\n"
         "    {type: robot_msgs/msg/WheelState, size: 64KB}]\n"
-        f"message_types: {msgs}\n"
+        f"message_types: {msgs}\ntrial:\n  runs: 1\n"
     )
     spec = load_spec(write(tmp_path, text))
     assert spec.message_types == [str(msgs)]

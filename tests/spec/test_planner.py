@@ -64,7 +64,7 @@ def test_env_axes_come_first_and_label_trials(tmp_path: Path) -> None:
     path = tmp_path / "h.yaml"
     path.write_text(
         "name: h\nsweep:\n  backend: zenoh\n  rate_hz: [10, 20]\n  hosts: [2, 4]\n"
-        "  link: [ethernet, wifi]\n  cpu: [null, 0.5]\n"
+        "  link: [ethernet, wifi]\n  cpu: [null, 0.5]\ntrial:\n  runs: 1\n"
     )
     trials = plan(load_spec(path))
     assert len(trials) == 16
@@ -81,7 +81,7 @@ def test_senders_talk_to_every_echoer_host(tmp_path: Path) -> None:
     path = tmp_path / "h.yaml"
     path.write_text(
         "name: h\nsweep:\n  backend: zenoh\n  rate_hz: 10\n  hosts: 6\n  pairs: 2\n"
-        "env:\n  pairs_per: host_pair\n"
+        "env:\n  pairs_per: host_pair\ntrial:\n  runs: 1\n"
     )
     (t,) = plan(load_spec(path))
     assert (t.sender_hosts, t.pairs) == (3, 2 * 3 * 3)
@@ -96,7 +96,7 @@ def test_one_host_runs_everything_locally(tmp_path: Path) -> None:
 
 def workload_spec(tmp_path: Path, sweep: str) -> Path:
     path = tmp_path / "w.yaml"
-    path.write_text("name: w\nsweep:\n  backend: zenoh\n  rate_hz: 10\n" + sweep)
+    path.write_text("name: w\ntrial:\n  runs: 1\nsweep:\n  backend: zenoh\n  rate_hz: 10\n" + sweep)
     return path
 
 

@@ -26,7 +26,7 @@ sweep:
 def test_dds_honours_every_setting(tmp_path: Path) -> None:
     text = SPEC.format(backend="dds", axis="reliability", value="[reliable, best_effort]")
     text += "  history: [keep_all, keep_last, keep_last 5]\n"
-    text += "  durability: [volatile, transient_local]\n"
+    text += "  durability: [volatile, transient_local]\ntrial:\n  runs: 1\n"
     spec = load_spec(write(tmp_path, text))
     trials = plan(spec)
     assert len(trials) == count_trials(spec) == 2 * 3 * 2

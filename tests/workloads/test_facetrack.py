@@ -28,6 +28,7 @@ sweep:
   kills: [0, 2]
   kill_method: [sigterm, sigkill]
 trial:
+  runs: 1
   messages: 12
   warmup: 0
   drain_s: 1

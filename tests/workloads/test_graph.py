@@ -227,7 +227,7 @@ def write_spec(tmp_path: Path, graph: str = GRAPH, **sweep: Any) -> Path:
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "name: g\nsweep:\n  backend: native\n  workload: graph\n  graph: g.yaml\n"
-        f"  rate_hz: 10\n{extra}trial:\n  duration_s: 1.5\n  warmup: 3\n  drain_s: 0.5\n"
+        f"  rate_hz: 10\n{extra}trial:\n  runs: 1\n  duration_s: 1.5\n  warmup: 3\n  drain_s: 0.5\n"
     )
     return spec
 

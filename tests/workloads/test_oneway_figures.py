@@ -23,6 +23,7 @@ sweep:
   ack: [false, true]
   rate_hz: 200
 trial:
+  runs: 1
   messages: 60
   warmup: 5
   drain_s: 1

@@ -13,7 +13,15 @@ from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.facetrackcheck import check_facetrack
 from roboscale.spec.graphfile import nearest, with_graphs
-from roboscale.spec.schema import ALLOWED, LOOPBACK, WORKLOADS, Spec, Sweep, either
+from roboscale.spec.schema import (
+    ALLOWED,
+    LOOPBACK,
+    QUICK_RUNS,
+    WORKLOADS,
+    Spec,
+    Sweep,
+    either,
+)
 from roboscale.validation import to_spec_errors as spec_errors
 from roboscale.workloads.base import get_workload
 from roboscale.workloads.replay import STATA
@@ -72,7 +80,8 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
 
     Both the full spec and its quick variant are validated, so a broken quick
     section is reported even when it is not used. `backends` (--backend) replace the
-    spec's in the checks of what each backend can honour.
+    spec's in the checks of what each backend can honour. A quick variant runs each
+    trial once unless the spec or its quick section sets `trial.runs`.
     """
     data, lines = load_yaml(path)
     file = str(path)
@@ -89,7 +98,7 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     check_qos(spec, file, lines, backends)
     spec = with_inventory(spec, path, lines)
     if overrides is None:
-        return spec
+        return quick_runs(spec) if quick else spec
     quick_lines = _quick_lines(lines)
     quick_spec = check_replay(
         validate(_merge(base, overrides), file, lines, quick=True), path, quick_lines
@@ -101,7 +110,14 @@ def load_spec(path: Path, *, quick: bool = False, backends: list[str] | None = N
     quick_spec = with_message_types(quick_spec, path, _quick_lines(lines))
     check_qos(quick_spec, file, _quick_lines(lines), backends)
     quick_spec = with_inventory(quick_spec, path, _quick_lines(lines))
-    return quick_spec if quick else spec
+    return quick_runs(quick_spec) if quick else spec
+
+
+def quick_runs(spec: Spec) -> Spec:
+    """`spec` with QUICK_RUNS runs per trial, unless it sets `trial.runs` itself."""
+    if "runs" in spec.trial.model_fields_set:
+        return spec
+    return spec.model_copy(update={"trial": spec.trial.model_copy(update={"runs": QUICK_RUNS})})
 
 
 def check_replay(spec: Spec, path: Path, lines: LineMap) -> Spec:

@@ -177,10 +177,17 @@ class Sweep(Strict):
         return names
 
 
+# Runs per trial when the spec does not say: three in a full spec, so that every figure
+# has a spread across runs (one run's interval says nothing of how much the next would
+# differ), one with --quick (spec/loader.py applies it).
+FULL_RUNS = 3
+QUICK_RUNS = 1
+
+
 class TrialSettings(Strict):
     """How each trial runs."""
 
-    runs: int = Field(1, ge=1, le=1000)
+    runs: int = Field(FULL_RUNS, ge=1, le=1000)
     messages: int | None = Field(None, ge=1, le=10_000_000)
     duration_s: float | None = Field(None, gt=0, le=3600)
     warmup: int = Field(50, ge=0, le=100_000)

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import goals as judge
 from common import finish, header, parser, table, wait_for
 from restart_baselines import BASELINES, percentiles
 from roboscale.backends.base import free_port
@@ -219,14 +220,16 @@ def log_counts(log: Path, published: int) -> dict[str, Any]:
 
 
 def goals(args: Any, chaos: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Counts over the whole run, judged exactly (bench/goals.py)."""
     asked = max(1, round(args.kills_per_s * args.duration))
     running = args.workers - len(chaos["not_running"])
+    run = f"{args.duration:g} s, {args.workers} workers"
     out = [
-        {"goal": "kills made / asked", "measured": f"{chaos['kills']} / {asked}",
-         "target": "all", "met": chaos["kills"] == asked},
-        {"goal": "workers running at the end, tree alive", "measured": f"{running}, "
-         f"{'yes' if chaos['alive'] else 'no'}", "target": f"{args.workers}, yes",
-         "met": chaos["alive"] and not chaos["not_running"] and not chaos["gave_up"]},
+        judge.exact("kills made / asked", f"{chaos['kills']} / {asked}", "all",
+                    chaos["kills"] == asked, run),
+        judge.exact("workers running at the end, tree alive",
+                    f"{running}, {'yes' if chaos['alive'] else 'no'}", f"{args.workers}, yes",
+                    chaos["alive"] and not chaos["not_running"] and not chaos["gave_up"], run),
     ]  # fmt: skip
     for kind in ("in-process", "process"):
         mine = [r for r in rows if r["kind"] == kind]
@@ -235,9 +238,10 @@ def goals(args: Any, chaos: dict[str, Any], rows: list[dict[str, Any]]) -> list[
         lost, dup = sum(r["lost"] for r in mine), sum(r["duplicated"] for r in mine)
         bad = sum(1 for r in mine if r["lost"] or r["duplicated"])
         met = (lost, dup) == (0, 0) and mine[0]["published"] > 0
-        out.append({"goal": f"durable lost, duplicated: {len(mine)} {kind} workers (summed; "
-                    "workers with any)", "measured": f"{lost}, {dup} ({bad} workers)",
-                    "target": "0, 0", "met": met})  # fmt: skip
+        published = sum(r["published"] for r in mine)
+        out.append(judge.exact(f"durable lost, duplicated: {len(mine)} {kind} workers (summed; "
+                               "workers with any)", f"{lost}, {dup} ({bad} workers)", "0, 0",
+                               met, f"{published:,} published"))  # fmt: skip
     return out
 
 

@@ -19,6 +19,8 @@ from roboscale.backends.roslaunch import stop_group  # noqa: F401  (the benchmar
 from roboscale.env.hostfacts import host_facts
 from roboscale.errors import UserError
 
+NOT_JUDGED = "not judged"  # goals.NOT_JUDGED (common stands below goals)
+
 
 def parser(description: str) -> argparse.ArgumentParser:
     # Every benchmark starts children (zygotes, routers, baselines in sessions of their
@@ -52,43 +54,6 @@ def _fmt(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def ratio_text(ratio: float, holds: Callable[[float], bool]) -> str:
-    """Two decimals, or as many as it takes for the figure to stay on its side of the
-    rule `holds` (1.5004 misses "at most 1.5" and must not print as 1.50)."""
-    shown = f"{ratio:.2f}"
-    return shown if holds(float(shown)) == holds(ratio) else f"{ratio:.6g}"
-
-
-NOT_JUDGED = "not judged"
-
-
-def judge_rounds(
-    pooled: float | None, round_ratios: list[float], holds: Callable[[float], bool]
-) -> tuple[bool | str, str]:
-    """A goal on a ratio measured in rounds: PASS when the 95 % interval of the ratio (a
-    bootstrap of the rounds' median ratio) lies wholly on the goal's side, FAIL when wholly
-    on the other, and "not judged" when it spans the target or there is one round only
-    (one round says nothing of how much the next would differ: `bench/dds.py --quick`'s
-    60 messages gave 1.98x where three full rounds gave 1.27-1.37x). The met value and
-    the interval as text."""
-    if pooled is None:
-        return False, "-"
-    if len(round_ratios) < 2:
-        return NOT_JUDGED, "one round: spread unknown"
-    import numpy as np
-
-    rounds = np.asarray(round_ratios, dtype=float)
-    rng = np.random.default_rng(0)
-    draws = np.median(rng.choice(rounds, size=(2000, rounds.size), replace=True), axis=1)
-    low, high = (float(v) for v in np.percentile(draws, [2.5, 97.5]))
-    interval = f"[{ratio_text(low, holds)}, {ratio_text(high, holds)}]"
-    if holds(low) and holds(high):
-        return True, interval
-    if not holds(low) and not holds(high):
-        return False, interval
-    return NOT_JUDGED, interval
-
-
 def _precise(v: Any) -> Any:
     return f"{v:.6g}" if isinstance(v, float) else v
 
@@ -99,14 +64,17 @@ def finish(
     args: argparse.Namespace,
     extra: list[str] | None = None,
 ) -> None:
-    """Print the goals (with `extra` columns of theirs), write the report, and with
-    --check exit 1 when a goal is not met."""
+    """Print the goals as bench/goals.py judged them (with `extra` columns of theirs),
+    write the report, and with --check exit 1 when a goal failed."""
     print("\ngoals:")
     # Six significant digits: a figure just past its target must not print as the
     # target itself ("1.5 <= 1.5 FAIL" for 1.50045).
-    shown = [{**g, "measured": _precise(g.get("measured"))} for g in goals]
-    interval = ["interval"] if any("interval" in g for g in goals) else []
-    table(shown, ["goal", "measured", *interval, "target", "met", *(extra or [])])
+    rows = [
+        {**g, "measured": _precise(g.get("measured")), "interval": g.get("interval_text", "-")}
+        for g in goals
+    ]
+    columns = ["goal", "measured", "interval", "target", "met", "sample", "why"]
+    table(rows, [*columns, *(extra or [])])
     report["goals"] = goals
     if args.json:
         save(report, args.json)

@@ -22,8 +22,10 @@ Each size is measured in rounds (`--rounds`, 3 by default): every system once, i
 turn, then again; each system's rounds are pooled into its row (`p50_rounds` shows
 each round's own p50). On a shared machine a system's p50 drifts by tens of percent
 from one minute to the next: rounds put every system into every minute alike. The
-goal is judged on the pooled p50s; its line also gives each round's ratio
-(`by_round`), so a pooled figure near the target shows how often rounds met it.
+goal's figure is the ratio of the pooled p50s; its verdict comes from the 95 % interval
+of the rounds' ratios (bench/goals.py): PASS or FAIL when the whole interval lies on one
+side of the target, "not judged" when it straddles it or there is one round (--quick).
+Its line also gives each round's ratio and their range (`by_round`).
 
 A second, small table prices the octet fast path: the library's own packing of
 `sequence<uint8>` against the backend's machine, same bytes.
@@ -48,16 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from common import (
-    attempt,
-    counted_args,
-    finish,
-    header,
-    judge_rounds,
-    ratio_text,
-    stop_group,
-    table,
-)
+import goals as judge
+from common import attempt, counted_args, finish, header, stop_group, table
 from roboscale.backends.base import get_backend
 from roboscale.backends.dds import cyclone_xml, lease_domain
 from roboscale.lab.envs import Placement
@@ -241,37 +235,26 @@ def serializer_point(size: int, repeats: int) -> dict[str, Any]:
             "speedup": library_ms / fast_ms}  # fmt: skip
 
 
-def round_ratio(ratio: float) -> str:
-    """A round's ratio, on its side of the target whatever the rounding."""
-    return ratio_text(ratio, lambda r: r <= GOAL_RATIO)
+GOAL = judge.at_most(GOAL_RATIO)
 
 
 def goals(rows: list[dict[str, Any]], sizes: list[int]) -> list[dict[str, Any]]:
-    """The goal per size from 64 KB, on the pooled p50s; `by_round` gives each round's
-    ratio too (dds's round against ddsperf's round of the same minutes), so a pooled
-    figure near the target shows how often single rounds met it."""
+    """The goal per size from 64 KB, on the pooled p50s, judged by the interval of the
+    rounds' ratios (dds's round against ddsperf's round of the same minutes: ddsperf
+    keeps medians per second, not samples); `by_round` gives each round's ratio."""
     by_system = {(r["system"], r["bytes"]): r for r in rows}
     out = []
     for size in (s for s in sizes if s >= GOAL_FROM):
+        goal = f"dds p50 / ddsperf p50, {format_size(size)}"
         ours, anchor = by_system.get(("dds", size)), by_system.get(("ddsperf", size))
-        ratio, by_round, ratios = None, "-", []
-        if ours is not None and anchor is not None and anchor["p50_us"]:
-            ratio = ours["p50_us"] / anchor["p50_us"]
-            pairs = zip(ours["round_p50s_us"], anchor["round_p50s_us"], strict=False)
-            ratios = [a / b for a, b in pairs if b]
-            met = sum(r <= GOAL_RATIO for r in ratios)
-            by_round = "/".join(map(round_ratio, ratios)) + f" ({met} of {len(ratios)} met)"
-        judged, interval = judge_rounds(ratio, ratios, lambda r: r <= GOAL_RATIO)
-        out.append(
-            {
-                "goal": f"dds p50 / ddsperf p50, {format_size(size)}",
-                "measured": ratio,
-                "interval": interval,
-                "target": f"<= {GOAL_RATIO}",
-                "met": judged,
-                "by_round": by_round,
-            }
-        )
+        if ours is None or anchor is None or not anchor["p50_us"]:
+            out.append({**judge.not_measured(goal, GOAL), "by_round": "-"})
+            continue
+        pairs = zip(ours["round_p50s_us"], anchor["round_p50s_us"], strict=False)
+        ratios = [a / b for a, b in pairs if b]
+        ratio, n = ours["p50_us"] / anchor["p50_us"], (ours["n"], anchor["n"])
+        line = judge.from_rounds(goal, ratio, ratios, GOAL, n)
+        out.append({**line, "by_round": judge.round_range(ratios, GOAL)})
     return out
 
 

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import goals as judge
 from common import finish, header, parser, table
 from roboscale.errors import UserError
 from roboscale.facetrack.config import KillPlan, TrackerConfig
@@ -148,6 +149,9 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def goals(results: dict[str, Any], missing: dict[str, str]) -> list[dict[str, Any]]:
+    """Workers held (a bound from one search), memory per worker (one measurement) and
+    the tracker's quality under kills (one run of each), judged on their figures
+    (bench/goals.py says so on each line)."""
     held = {r["stack"]: r for r in results["held"]}
     memory = {r["stack"]: r for r in results["memory"] if r.get("ok")}
     chaos = {r["stack"]: r for r in results["chaos"]}
@@ -156,36 +160,36 @@ def goals(results: dict[str, Any], missing: dict[str, str]) -> list[dict[str, An
         return f"not available: {missing.get(stack, 'not measured')}"[:90]
 
     out = []
+    goal, target = "workers held, runtime / ros1", judge.at_least(10, ">= 10x")
     rt, ros = held.get(RUNTIME), held.get("ros1")
-    if rt and ros:
-        r = ratio(rt["workers_held"], ros["workers_held"])
-        out.append({"goal": "workers held, runtime / ros1", "target": ">= 10x",
-                    "measured": f"{rt['bound']}{rt['workers_held']} / {ros['workers_held']}"
-                                f" = {rt['bound']}{r:.1f}x" if r else "-",
-                    "met": r is not None and r >= 10})  # fmt: skip
+    r = ratio(rt["workers_held"], ros["workers_held"]) if rt and ros else None
+    if rt and ros and r is not None:
+        line = judge.single(goal, r, target, "one search each")
+        shown = f"{rt['bound']}{rt['workers_held']} / {ros['workers_held']} = {rt['bound']}{r:.1f}x"
+        out.append({**line, "measured": shown})
     else:
-        out.append({"goal": "workers held, runtime / ros1", "target": ">= 10x",
-                    "measured": unavailable("ros1" if rt else RUNTIME), "met": None})  # fmt: skip
+        out.append(judge.not_measured(goal, target, unavailable("ros1" if rt else RUNTIME)))
+    goal, target = "PSS per worker, runtime / erlang", judge.at_most(1, "<= 1x")
     m_rt, m_erl = memory.get(RUNTIME), memory.get("erlang")
-    if m_rt and m_erl:
-        r = ratio(m_rt["pss_per_worker_mb"], m_erl["pss_per_worker_mb"])
-        out.append({"goal": "PSS per worker, runtime / erlang", "target": "<= 1x",
-                    "measured": f"{m_rt['pss_per_worker_mb']:.2f} / "
-                                f"{m_erl['pss_per_worker_mb']:.2f} MB = {r:.3f}x",
-                    "met": r is not None and r <= 1})  # fmt: skip
+    r = ratio(m_rt["pss_per_worker_mb"], m_erl["pss_per_worker_mb"]) if m_rt and m_erl else None
+    if m_rt and m_erl and r is not None:
+        line = judge.single(goal, r, target, "one measurement each")
+        shown = (f"{m_rt['pss_per_worker_mb']:.2f} / {m_erl['pss_per_worker_mb']:.2f} MB = "
+                 f"{r:.3f}x")  # fmt: skip
+        out.append({**line, "measured": shown})
     else:
-        measured = unavailable("erlang" if m_rt else RUNTIME)
-        out.append({"goal": "PSS per worker, runtime / erlang", "target": "<= 1x",
-                    "measured": measured, "met": None})  # fmt: skip
+        out.append(judge.not_measured(goal, target, unavailable("erlang" if m_rt else RUNTIME)))
     c = chaos.get(RUNTIME, {})
     change = c.get("jaccard_change_pct")
-    met = change is not None and abs(change) <= 2 and c["frames_lost"] == 0
-    shown = c.get("why", "not measured")
-    if change is not None:
+    goal = f"runtime under {c.get('kills', '?')} SIGKILLs: Jaccard, lost"
+    if change is None:
+        out.append(judge.not_measured(goal, "within 2 %, 0", c.get("why", "not measured")))
+    else:
         jaccards = f"{c['jaccard_no_kill']:.4f} -> {c['jaccard_kills']:.4f}"
         shown = f"{jaccards} ({change:+.2f} %), {c['frames_lost']}"
-    out.append({"goal": f"runtime under {c.get('kills', '?')} SIGKILLs: Jaccard, lost",
-                "target": "within 2 %, 0", "measured": shown, "met": met})  # fmt: skip
+        met = abs(change) <= 2 and c["frames_lost"] == 0
+        out.append(judge.line(goal, shown, "within 2 %, 0", met,
+                              sample="one run each (frames lost: exact count)"))  # fmt: skip
     return out
 
 

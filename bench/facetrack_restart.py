@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import goals as judge
 from common import attempt, counted_args, finish, header, table
 from roboscale.errors import UserError
 from roboscale.facetrack.config import TrackerConfig
@@ -97,14 +98,14 @@ def main() -> None:
     report["not_available"] = missing
     goals = []
     for method in METHODS:
-        by = {r["stack"]: r for r in rows if r["method"] == method}
-        ros, erl = by.get("ros1"), by.get("erlang")
-        ratio = ros["started_p50_ms"] / erl["started_p50_ms"] if ros and erl else None
-        goals.append({
-            "goal": f"{method}: started p50, ros1 / erlang (paper: 1,000-1,500x)",
-            "measured": "-" if ratio is None else f"{ratio:.0f}x",
-            "target": ">= 1000x", "met": ratio is not None and ratio >= 1000,
-        })  # fmt: skip
+        goal = f"{method}: started p50, ros1 / erlang (paper: 1,000-1,500x)"
+        target = judge.at_least(1000, ">= 1000x")
+        ros, erl = raw.get("ros1", {}).get(method), raw.get("erlang", {}).get(method)
+        goals.append(
+            judge.latency_ratio(goal, ros["started_ms"], erl["started_ms"], target)
+            if ros and erl
+            else judge.not_measured(goal, target)
+        )
     finish(report, goals, args)
 
 

@@ -24,7 +24,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from common import header, parser, ratio_text, save, table
+from common import header, parser, save, table
+from goals import Target, shown
 from roboscale.records.folder import ResultsFolder
 
 Entry = dict[str, Any]
@@ -112,7 +113,8 @@ def chain_finding(es: list[Entry], backend: str) -> dict[str, Any] | None:
             ratios[e["payload_bytes"]] = statistics.median(h or 0.0 for h in hops) / ping
     if not ratios:
         return None
-    figure = ", ".join(f"{s} B {ratio_text(r, about_a_ping)}x" for s, r in sorted(ratios.items()))
+    rule = Target("", about_a_ping)
+    figure = ", ".join(f"{s} B {shown(r, rule)}x" for s, r in sorted(ratios.items()))
     agrees = all(map(about_a_ping, ratios.values()))
     return {"finding": "a chain hop costs about a ping", "backend": backend,
             "figure": f"median hop p50 / ping one-way p50: {figure}", "agrees": agrees}  # fmt: skip

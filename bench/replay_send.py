@@ -24,6 +24,7 @@ import subprocess
 import time
 from typing import Any
 
+import goals as judge
 from common import counted_args, finish, header, table
 from roboscale.lab.nodes import package_path
 
@@ -109,13 +110,14 @@ def main() -> None:
             rows.append({"backend": backend, "message": kind, **cost})
     table(rows, ["backend", "message", "bytes", "as_recorded_us", "rebuilt_us", "deserialize_us"])
     report["rows"] = rows
+    faster = judge.Target("> 1x", lambda ratio: ratio > 1)
     goals = [
-        {
-            "goal": f"{r['backend']} {r['message']}: sending as recorded costs less than rebuilt",
-            "measured": round(r["rebuilt_us"] / r["as_recorded_us"], 1),
-            "target": "> 1x",
-            "met": r["as_recorded_us"] < r["rebuilt_us"],
-        }
+        judge.single(
+            f"{r['backend']} {r['message']}: sending as recorded costs less than rebuilt",
+            r["rebuilt_us"] / r["as_recorded_us"],
+            faster,
+            f"mean of {counts['repeats']:,} repeats each",
+        )
         for r in rows
     ]
     finish(report, goals, args)

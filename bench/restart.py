@@ -23,7 +23,14 @@
    a rospy node's restart, kill until it publishes again, as a p50 ratio, and the
    messages a respawning rospy subscriber misses under each.
 
+With `--rounds N` only the close goals run (in-process against OTP, the warm standby
+against 1 ms): the systems interleaved N times, every goal judged by its interval over
+rounds, with the range of the per-round figures (bench/restart_rounds.py). Every goal
+line gives its figure's 95 % interval and sample, and says "not judged" when the
+interval straddles the target or the sample is too short (bench/goals.py).
+
     .venv/bin/python bench/restart.py [--quick] [--json bench/out/restart.json] [--check]
+        [--rounds 5]
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import goals as judge
 from common import attempt, counted_args, finish, header, stop_group, table, wait_for
 from restart_baselines import (
     BASELINES,
@@ -53,6 +61,7 @@ from restart_baselines import (
     ros_respawn_us,
 )
 from restart_launch import compare as same_launch_file
+from restart_rounds import PROCESS_TARGET, STANDBY_GOAL
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
@@ -61,18 +70,17 @@ from roboscale.runtime.measure import inprocess_restart_samples
 from roboscale.runtime.node import Node, NodeHandle
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
-PROCESS_GOAL_US = 1_000.0  # a restart on the warm standby
 NEVER_GIVE_UP = Intensity(max_restarts=10**9, period_s=1.0)
 MAX_DOWN_S = 0.002  # the in-process subscriber's on_start waits up to this long
 MAX_ALIVE_S = 0.002  # a subscriber instance is killed up to this long after it is ready
 DRAIN_WAIT_S = 10.0
 BRIDGE_MAX_ALIVE_S = 0.05
 
-FULL = {"restarts": 10_000, "process_kills": 200, "otp_kills": 1000, "ros_kills": 15}
+FULL = {"restarts": 10_000, "process_kills": 200, "otp_kills": 1000, "ros_kills": 100}
 FULL |= {"kills": 1000, "bridge_kills": 200, "ros_loss_kills": 20}
 QUICK = {"restarts": 1000, "process_kills": 30, "otp_kills": 200, "ros_kills": 5}
 QUICK |= {"kills": 1000, "bridge_kills": 10, "ros_loss_kills": 3}
-FULL |= {"launch_kills": 10, "launch_loss_kills": 5}
+FULL |= {"launch_kills": 50, "launch_loss_kills": 5}
 QUICK |= {"launch_kills": 3, "launch_loss_kills": 2}
 
 
@@ -287,9 +295,23 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> Non
 
 
 def main() -> None:
-    args, n = counted_args(__doc__ or "", FULL, QUICK)
+    def rounds_option(p: Any) -> None:
+        p.add_argument(
+            "--rounds",
+            type=int,
+            help="only the close goals (in-process/OTP, the warm standby's 1 ms), N "
+            "interleaved rounds of each system with the counts given per round",
+        )
+
+    args, n = counted_args(__doc__ or "", FULL, QUICK, rounds_option)
     report = header()
     report["counts"] = n
+    if args.rounds:
+        import restart_rounds
+
+        report["rounds"] = args.rounds
+        finish(report, restart_rounds.run(args.rounds, n, report), args, ["by_round"])
+        return
     missing: dict[str, str] = {}
     inproc = inprocess_restart_samples(n["restarts"], workers=100, kill="exception")
     zyg = attempt("process nodes", lambda: process_node_restart_us(n["process_kills"]), missing)
@@ -310,7 +332,7 @@ def main() -> None:
     ros_l = attempt("ROS 1 loss", lambda: ros_loss(n["ros_loss_kills"]), missing)
     loss[2].update(ros_l or {"kills": "not available"})
     rows = [percentiles("runtime in-process node", inproc)]
-    p50: dict[str, float] = {"inproc": rows[0]["p50_us"]}
+    samples: dict[str, list[float]] = {"inproc": inproc}
     for key, result, name, field in (
         ("process", zyg, "runtime process node (zygote)", "restart_us"),
         ("standby", warm, "runtime process node (warm standby)", "restart_us"),
@@ -319,7 +341,7 @@ def main() -> None:
     ):
         if result:
             rows.append(percentiles(name, result[field]))
-            p50[key] = rows[-1]["p50_us"]
+            samples[key] = result[field]
     print("\nrestart time, kill until the new instance is ready (µs):")
     table(rows, ["system", "n", "p50_us", "p99_us", "max_us", "mean_us"])
     print("\ndurable topic at 1 kHz, subscriber killed (counted by sequence number):")
@@ -338,7 +360,7 @@ def main() -> None:
     report["raw"]["standby"] = warm
     report["results"] = {"restart": rows, "durable_loss": loss, "not_available": missing}
     report["results"]["same_launch_file"] = same
-    finish(report, [*goals(p50, loss), *_same_launch_goal(same)], args)
+    finish(report, [*goals(samples, loss), *_same_launch_goal(same)], args)
 
 
 def _same_launch_file(n: dict[str, int], missing: dict[str, str]) -> dict[str, Any] | None:
@@ -354,44 +376,41 @@ def _same_launch_file(n: dict[str, int], missing: dict[str, str]) -> dict[str, A
 
 
 def _same_launch_goal(same: dict[str, Any] | None) -> list[dict[str, Any]]:
-    ratio = same["p50_ratio"] if same else None
-    return [_ratio_goal("roboscale launch / roslaunch restart p50 (one file)", ratio, 1.0, "<= 1")]
+    goal, target = "roboscale launch / roslaunch restart p50 (one file)", judge.at_most(1)
+    if not same:
+        return [judge.not_measured(goal, target)]
+    by = same["samples_us"]
+    return [judge.latency_ratio(goal, by["roboscale"], by["roslaunch"], target)]
 
 
-def goals(p50: dict[str, float], loss: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The issue's goals, as ratios of figures measured side by side in this run."""
-    proc = p50.get("standby")
+def goals(samples: dict[str, list[float]], loss: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The issue's goals, judged by bench/goals.py: latency goals by the interval of their
+    p50 (or ratio of p50s) from every restart measured side by side in this run, the
+    durable topics' counts exactly."""
     out = [
-        _ratio_goal("in-process restart p50 / OTP p50", p50["inproc"], p50.get("otp"), "<= 1"),
-        {
-            "goal": "process-node restart p50, warm standby (µs)",
-            "measured": proc,
-            "target": f"<= {PROCESS_GOAL_US:g}",
-            "met": proc is not None and proc <= PROCESS_GOAL_US,
-        },
-        _ratio_goal("process-node restart p50 / roslaunch p50", proc, p50.get("ros"), "<= 1"),
+        _ratio("in-process restart p50 / OTP p50", samples, "inproc", "otp"),
+        judge.latency(STANDBY_GOAL, samples["standby"], PROCESS_TARGET)
+        if samples.get("standby")
+        else judge.not_measured(STANDBY_GOAL, PROCESS_TARGET),
+        _ratio("process-node restart p50 / roslaunch p50", samples, "standby", "ros"),
     ]
     for row in loss[:2]:
-        measured = row.get("lost"), row.get("duplicated")
-        out.append(
-            {
-                "goal": f"durable lost, duplicated: {row['system']}",
-                "measured": "n/a" if measured[0] is None else f"{measured[0]}, {measured[1]}",
-                "target": "0, 0",
-                "met": measured == (0, 0),
-            }
-        )
+        goal = f"durable lost, duplicated: {row['system']}"
+        if row.get("lost") is None:
+            out.append(judge.not_measured(goal, "0, 0"))
+            continue
+        measured = f"{row['lost']}, {row['duplicated']}"
+        sample = f"{row['kills']} kills, {row['published']:,} published"
+        met = (row["lost"], row["duplicated"]) == (0, 0)
+        out.append(judge.exact(goal, measured, "0, 0", met, sample))
     return out
 
 
-def _ratio_goal(goal: str, num: float | None, den: float | None, target: str) -> dict[str, Any]:
-    ratio = None if num is None or den is None else num / den
-    return {
-        "goal": goal,
-        "measured": ratio,
-        "target": target,
-        "met": ratio is not None and ratio <= 1,
-    }
+def _ratio(goal: str, samples: dict[str, list[float]], top: str, bottom: str) -> dict[str, Any]:
+    target = judge.at_most(1)
+    if not samples.get(top) or not samples.get(bottom):
+        return judge.not_measured(goal, target)
+    return judge.latency_ratio(goal, samples[top], samples[bottom], target)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import goals as judge
 import switches
 from common import attempt, counted_args, finish, header, stop_group, table
 from restart_baselines import BASELINES, LineReader, percentiles
@@ -396,7 +397,7 @@ def main() -> None:
     raw = {k: None if v is None else v.rtt_us for k, v in echoes.items()}
     report["raw"] = {"idle": idle, "publishers": pubs, "echo_us": raw}
     report["results"] = {"echo": rows, "not_available": missing, "floor_over_rospy": floor}
-    finish(report, goals(idle, rows), args)
+    finish(report, goals(idle, echoes), args)
 
 
 ECHO_COLUMNS = ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"]
@@ -441,40 +442,32 @@ def floor_ratios(rows: list[dict[str, Any]], system: str) -> dict[int, float]:
     return {s: f / r for s, (f, r) in pairs.items() if f is not None and r}
 
 
-def goals(idle: dict[str, Any] | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    p50 = p50_of(rows)
-    rss = idle["rss_bytes_per_node"] if idle else None
+def goals(idle: dict[str, Any] | None, echoes: dict[str, EchoRun | None]) -> list[dict[str, Any]]:
+    """Judged by bench/goals.py: latency goals by the interval of their p50 (or ratio of
+    p50s) from every round trip measured, memory on its one measurement."""
+    memory_target = judge.at_most(NODE_BYTES_GOAL, f"<= {NODE_BYTES_GOAL:,}")
+    memory = "memory per idle node, RSS (bytes)"
     out = [
-        {
-            "goal": "memory per idle node, RSS (bytes)",
-            "measured": rss,
-            "target": f"<= {NODE_BYTES_GOAL:,}",
-            "met": rss is not None and rss <= NODE_BYTES_GOAL,
-        }
+        judge.single(memory, idle["rss_bytes_per_node"], memory_target, f"{idle['nodes']:,} nodes")
+        if idle
+        else judge.not_measured(memory, memory_target)
     ]
+    inproc = echoes.get("runtime in-process")
     for size in SIZES:
-        inproc = p50.get(("runtime in-process", size))
+        goal, target = f"in-process echo p50, {size} B (µs)", judge.at_most(INPROC_P50_GOAL_US)
+        samples = inproc.rtt_us.get(size) if inproc else None
         out.append(
-            {
-                "goal": f"in-process echo p50, {size} B (µs)",
-                "measured": inproc,
-                "target": f"<= {INPROC_P50_GOAL_US:g}",
-                "met": inproc is not None and inproc <= INPROC_P50_GOAL_US,
-            }
+            judge.latency(goal, samples, target) if samples else judge.not_measured(goal, target)
         )
+    bridge, rospy = echoes.get(BRIDGE), echoes.get(ROSPY)
     for size in SIZES:
-        bridge, rospy = (
-            p50.get((BRIDGE, size)),
-            p50.get((ROSPY, size)),
-        )
-        ratio = None if bridge is None or rospy is None else bridge / rospy
+        goal, target = f"between processes p50 / rospy p50, {size} B", judge.at_most(1)
+        ours = bridge.rtt_us.get(size) if bridge else None
+        anchor = rospy.rtt_us.get(size) if rospy else None
         out.append(
-            {
-                "goal": f"between processes p50 / rospy p50, {size} B",
-                "measured": ratio,
-                "target": "<= 1",
-                "met": ratio is not None and ratio <= 1,
-            }
+            judge.latency_ratio(goal, ours, anchor, target)
+            if ours and anchor
+            else judge.not_measured(goal, target)
         )
     return out
 

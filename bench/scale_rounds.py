@@ -3,9 +3,10 @@
 On a shared machine a system's p50 drifts by tens of percent from one minute to the
 next. Each round runs the bridge's echo pair (native path), the same on the python link,
 and rospy's, one after the other, so every system is measured in every minute alike.
-The goals are judged on the pooled p50s (all rounds' samples); `by_round` gives each
-round's own ratio and their range, so a pooled figure near the target shows how often a
-single round met it.
+Each goal's figure is the ratio of the pooled p50s (all rounds' samples); its verdict
+comes from the 95 % interval of a bootstrap over rounds, then each round's samples
+(bench/goals.py): PASS or FAIL when the whole interval lies on one side of 1, "not
+judged" when it straddles 1. `by_round` gives each round's own ratio and their range.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+import goals as judge
 import scale
-from common import attempt, ratio_text, table
+from common import attempt, table
 from restart_baselines import percentiles
 
 Pair = Callable[[int], scale.EchoRun]
@@ -41,7 +43,7 @@ def run(rounds: int, count: int, report: dict[str, Any]) -> list[dict[str, Any]]
         print(f"not available: {what}: {why}")
     report["raw"] = {name: [r and r.rtt_us for r in got] for name, got in runs.items()}
     report["results"] = {"echo": rows, "not_available": missing}
-    return goals(rows)
+    return goals(runs)
 
 
 def pooled(name: str, runs: list[scale.EchoRun | None]) -> list[dict[str, Any]]:
@@ -70,27 +72,20 @@ def pooled(name: str, runs: list[scale.EchoRun | None]) -> list[dict[str, Any]]:
     return rows
 
 
-def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_system = {(r["system"], r["bytes"]): r for r in rows}
+def goals(runs: dict[str, list[scale.EchoRun | None]]) -> list[dict[str, Any]]:
+    """Per size, the bridge's p50 over rospy's from the rounds both finished."""
+    target = judge.at_most(1)
     out = []
     for size in scale.SIZES:
-        ours, anchor = by_system.get((scale.BRIDGE, size)), by_system.get((scale.ROSPY, size))
-        ratio, by_round = None, "-"
-        if ours and anchor:
-            ratio = ours["p50_us"] / anchor["p50_us"]
-            pairs = zip(ours["round_p50s_us"], anchor["round_p50s_us"], strict=True)
-            ratios = [a / b for a, b in pairs if a is not None and b]
-            met = sum(r <= 1 for r in ratios)
-            shown = [ratio_text(r, lambda x: x <= 1) for r in ratios]
-            span = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
-            by_round = f"{'/'.join(shown)} (range {span}, {met} of {len(ratios)} met)"
-        out.append(
-            {
-                "goal": f"between processes p50 / rospy p50, {size} B (pooled)",
-                "measured": ratio,
-                "target": "<= 1",
-                "met": ratio is not None and ratio <= 1,
-                "by_round": by_round,
-            }
-        )
+        goal = f"between processes p50 / rospy p50, {size} B ({len(runs[scale.ROSPY])} rounds)"
+        pairs = zip(runs[scale.BRIDGE], runs[scale.ROSPY], strict=True)
+        both = [(a.rtt_us[size], b.rtt_us[size]) for a, b in pairs
+                if a and b and a.rtt_us.get(size) and b.rtt_us.get(size)]  # fmt: skip
+        if not both:
+            out.append({**judge.not_measured(goal, target), "by_round": "-"})
+            continue
+        ours, anchor = [a for a, _ in both], [b for _, b in both]
+        ratios = [statistics.median(a) / statistics.median(b) for a, b in both]
+        line = judge.latency_ratio(goal, ours, anchor, target)
+        out.append({**line, "by_round": judge.round_range(ratios, target)})
     return out

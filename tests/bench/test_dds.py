@@ -58,7 +58,8 @@ def test_rounds_pool_every_round_trip_and_every_ddsperf_second() -> None:
 
 def test_the_goal_is_judged_pooled_and_shown_round_by_round() -> None:
     def row(system: str, size: int, p50: float, rounds: list[float]) -> dict[str, Any]:
-        return {"system": system, "bytes": size, "p50_us": p50, "round_p50s_us": rounds}
+        n = 450 * len(rounds)
+        return {"system": system, "bytes": size, "p50_us": p50, "round_p50s_us": rounds, "n": n}
 
     rows = [
         row("ddsperf", 256, 30.0, [30.0]),
@@ -70,9 +71,9 @@ def test_the_goal_is_judged_pooled_and_shown_round_by_round() -> None:
     at_64kb, at_256kb = dds.goals(rows, [256, 65536, 262144])
     # Pooled 1.4, but rounds from 1.17 to 1.60 straddle the target: too little to decide.
     assert at_64kb["measured"] == pytest.approx(1.4) and at_64kb["met"] == "not judged"
-    assert at_64kb["interval"].startswith("[1.")
+    assert at_64kb["interval_text"].startswith("[1.") and 1.0 < at_64kb["interval"][0] < 1.5
     # 1.5004 is not met: it must not print as 1.50
-    assert at_64kb["by_round"] == "1.60/1.38/1.17/1.5004 (2 of 4 met)"
+    assert at_64kb["by_round"] == "1.60/1.38/1.17/1.5004 (range 1.17-1.60, 2 of 4 met)"
     assert at_256kb["measured"] is None and at_256kb["met"] is False
     assert at_256kb["by_round"] == "-"
 
@@ -91,4 +92,5 @@ def test_quick_run_compares_every_system(run_bench: RunBench) -> None:
     assert all(r["p50_us"] > 0 and r["vs_ddsperf"] > 0 for r in report["rows"])
     assert [g["goal"] for g in report["goals"]] == ["dds p50 / ddsperf p50, 64KB"]
     assert report["goals"][0]["by_round"].endswith(" of 1 met)")  # --quick: one round
+    assert report["goals"][0]["met"] == "not judged"  # and one round decides nothing
     assert {s["bytes"] for s in report["serializer"]} == {256, 65536, 1 << 20, 4 << 20}

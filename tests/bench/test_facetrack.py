@@ -18,9 +18,9 @@ pytest.importorskip("cv2", reason="the facetrack extra (make test installs it)")
 def test_unavailable_stacks_are_reported_never_estimated() -> None:
     missing: dict[str, str] = {}
     goals = facetrack.goals({"held": [], "memory": [], "chaos": []}, missing)
-    assert [g["met"] for g in goals] == [None, None, False]
-    assert all("not available" in g["measured"] or "not measured" in g["measured"]
-               for g in goals)  # fmt: skip
+    assert [g["met"] for g in goals] == [False, False, False]
+    assert all(g["measured"] is None for g in goals)
+    assert all("not available" in g["why"] or "not measured" in g["why"] for g in goals)
 
 
 def test_ratios_are_computed_from_measured_rows() -> None:

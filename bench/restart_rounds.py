@@ -1,0 +1,82 @@
+"""`bench/restart.py --rounds N`: the close restart goals, measured in interleaved rounds.
+
+On a shared machine a restart's p50 drifts from one minute to the next. Each round runs
+the in-process restarts, the process node's restarts on the warm standby and Erlang/OTP's
+restarts, one after the other (each with its own count per round), so every system is
+measured in every minute alike. Each goal's figure is the p50 of all rounds' samples
+(or the ratio of two); its verdict comes from the 95 % interval of a bootstrap over
+rounds, then each round's samples (bench/goals.py). `by_round` gives each round's own
+figure and their range. roslaunch (hundreds of milliseconds, far from any target) and
+the durable topics are left to the full run.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import goals as judge
+from common import attempt, table
+from restart_baselines import otp_restart_us, percentiles, process_node_restart_us
+from roboscale.runtime.measure import inprocess_restart_samples
+
+INPROC, STANDBY, OTP = "runtime in-process node", "runtime process node (warm standby)", "OTP"
+PROCESS_GOAL_US = 1_000.0  # a restart on the warm standby
+STANDBY_GOAL = "process-node restart p50, warm standby (µs)"
+PROCESS_TARGET = judge.at_most(PROCESS_GOAL_US, f"<= {PROCESS_GOAL_US:,.0f}")
+
+
+def systems(n: dict[str, int]) -> list[tuple[str, Callable[[], list[float]]]]:
+    """Each system's restarts of one round, in microseconds."""
+    return [
+        (INPROC, lambda: inprocess_restart_samples(n["restarts"], workers=100)),
+        (STANDBY, lambda: process_node_restart_us(n["process_kills"], standby=True)["restart_us"]),
+        (OTP, lambda: otp_restart_us(n["otp_kills"])["restart_us"]),
+    ]
+
+
+def run(rounds: int, n: dict[str, int], report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Measure, print the pooled table, fill `report`; the goals."""
+    chosen = systems(n)
+    runs: dict[str, list[list[float] | None]] = {name: [] for name, _ in chosen}
+    missing: dict[str, str] = {}
+    for r in range(1, rounds + 1):
+        print(f"round {r} of {rounds}", flush=True)
+        for name, measure in chosen:
+            runs[name].append(attempt(f"{name}, round {r}", measure, missing))
+    rows = []
+    for name, got in runs.items():
+        done = [x for x in got if x]
+        if done:
+            row = percentiles(name, [v for x in done for v in x])
+            row["round_p50s_us"] = [round(statistics.median(x), 1) if x else None for x in got]
+            rows.append(row)
+    print(f"\nrestart time over {rounds} interleaved rounds, kill until ready (µs, pooled):")
+    table(rows, ["system", "n", "p50_us", "p99_us", "max_us", "mean_us", "round_p50s_us"])
+    for what, why in missing.items():
+        print(f"not available: {what}: {why}")
+    report["raw"] = runs
+    report["results"] = {"restart": rows, "not_available": missing}
+    return goals(runs)
+
+
+def goals(runs: dict[str, list[list[float] | None]]) -> list[dict[str, Any]]:
+    """The in-process/OTP ratio and the warm standby's p50, from the rounds that finished."""
+    ratio_goal, ratio_target = "in-process restart p50 / OTP p50", judge.at_most(1)
+    both = [(a, b) for a, b in zip(runs[INPROC], runs[OTP], strict=True) if a and b]
+    if both:
+        ours, anchor = [a for a, _ in both], [b for _, b in both]
+        per_round = [statistics.median(a) / statistics.median(b) for a, b in both]
+        out = [{**judge.latency_ratio(ratio_goal, ours, anchor, ratio_target),
+                "by_round": judge.round_range(per_round, ratio_target)}]  # fmt: skip
+    else:
+        out = [{**judge.not_measured(ratio_goal, ratio_target), "by_round": "-"}]
+    standby = [x for x in runs[STANDBY] if x]
+    if standby:
+        p50s = [statistics.median(x) for x in standby]
+        out.append({**judge.latency(STANDBY_GOAL, standby, PROCESS_TARGET),
+                    "by_round": judge.round_range(p50s, PROCESS_TARGET)})  # fmt: skip
+    else:
+        out.append({**judge.not_measured(STANDBY_GOAL, PROCESS_TARGET), "by_round": "-"})
+    return out

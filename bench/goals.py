@@ -3,10 +3,11 @@ interval and the sample behind it, and a verdict the interval decides.
 
 - PASS when the whole interval meets the target, FAIL when the whole interval misses it,
   and "not judged" when it straddles the target or the sample is too short to say:
-  fewer than `MIN_ONE_RUN` samples a side from one run (a run's messages share its
-  minute of the machine: `bench/dds.py --quick`, one round of 60 messages, gave 1.98x
-  ddsperf where three full rounds gave 1.27-1.37x), or fewer than `MIN_SAMPLES` a side
-  over several runs or rounds.
+  fewer than `MIN_ONE_RUN` samples a side from one run or two (a run's messages share
+  its minute of the machine: `bench/dds.py --quick`, one round of 60 messages, gave
+  1.98x ddsperf where three full rounds gave 1.27-1.37x; two runs resampled give
+  intervals too narrow, as `roboscale compare` found), or fewer than `MIN_SAMPLES` a
+  side over `MIN_RUNS` runs or rounds or more.
 - Latency figures take their interval from `roboscale.analysis.uncertainty`, as the
   report does: the order statistics of one run, or a bootstrap over runs (rounds) and
   then their samples; a ratio's interval from the same draws, divided.
@@ -34,8 +35,9 @@ import numpy as np
 from roboscale.analysis.uncertainty import Estimate, percentile, ratio
 
 NOT_JUDGED = "not judged"
-MIN_ONE_RUN = 100  # samples a side when everything comes from one run
-MIN_SAMPLES = 20  # samples a side over several runs or rounds
+MIN_ONE_RUN = 100  # samples a side when everything comes from one run (or two)
+MIN_RUNS = 3  # runs or rounds from which the spread between runs is part of the interval
+MIN_SAMPLES = 20  # samples a side over MIN_RUNS runs or rounds or more
 ROUNDS_DRAWS = 2000
 
 Samples = Sequence[float]
@@ -116,9 +118,10 @@ def _judged(goal: str, e: Estimate, target: Target, what: str) -> dict[str, Any]
     sample = f"{what}, {runs}"
     if e.value is None or e.low is None or e.high is None:
         return line(goal, None, target, NOT_JUDGED, sample=sample, why=e.note)
-    least = MIN_ONE_RUN if e.runs == 1 else MIN_SAMPLES
+    least = MIN_SAMPLES if e.runs >= MIN_RUNS else MIN_ONE_RUN
     if e.n < least:
-        why = f"too short: n = {e.n} < {least} a side" + (" in one run" if e.runs == 1 else "")
+        few = {1: " in one run", 2: " in two runs"}.get(e.runs, "")
+        why = f"too short: n = {e.n} < {least} a side{few}"
         return line(goal, e.value, target, NOT_JUDGED, interval=(e.low, e.high), sample=sample,
                     why=why)  # fmt: skip
     met = verdict(e.low, e.high, target)

@@ -58,6 +58,9 @@ def test_several_runs_are_judged_over_runs_with_fewer_samples() -> None:
     theirs = [around(100.0, 30, seed=10 + s) for s in range(3)]
     g = goals.latency_ratio("a / b", ours, theirs, AT_MOST_1)
     assert g["met"] is True and g["sample"] == "n = 90 / 90, 3 runs"
+    # Two runs resampled give intervals too narrow: judged as one run would be.
+    g = goals.latency_ratio("a / b", ours[:2], theirs[:2], AT_MOST_1)
+    assert (g["met"], g["why"]) == ("not judged", "too short: n = 60 < 100 a side in two runs")
     # Runs that disagree widen the interval until it decides nothing.
     drifting = [around(m, 30, seed=s) for s, m in enumerate((60.0, 100.0, 140.0))]
     g = goals.latency_ratio("a / b", drifting, theirs, AT_MOST_1)

@@ -35,8 +35,10 @@
 
 With `--rounds N` only the close latency goals run: the bridge (native, then python
 link) and rospy pairs interleaved N times, so every system is measured in every minute
-alike; goals on the pooled p50s, with the range of the per-round ratios
-(bench/scale_rounds.py).
+alike; goals on the pooled p50s, judged over rounds, with the range of the per-round
+ratios (bench/scale_rounds.py). Every goal line gives its figure's 95 % interval and
+sample, and says "not judged" when the interval straddles the target or the sample is
+too short (bench/goals.py).
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
         [--rounds 5]

@@ -1,0 +1,48 @@
+"""--rounds N of bench/restart.py and bench/scale.py: goals judged over rounds, with each
+round's figure and their range, on synthetic rounds (no timing)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import restart_rounds  # bench/*.py, importable through tests/bench/conftest.py
+import scale
+import scale_rounds
+
+
+def around(centre: float, n: int, seed: int) -> list[float]:
+    """n samples evenly within ±5 % of centre, in an order of their own: median centre."""
+    values = centre * (1 + np.linspace(-0.05, 0.05, n))
+    return list(np.random.default_rng(seed).permutation(values))
+
+
+def test_restart_rounds_judge_over_rounds_and_give_each_rounds_figure() -> None:
+    runs: dict[str, list[list[float] | None]] = {
+        restart_rounds.INPROC: [around(5.0, 200, r) for r in range(4)],
+        restart_rounds.STANDBY: [around(p50, 40, r) for r, p50 in enumerate((900, 950, 980))]
+        + [None],  # a round that failed is left out
+        restart_rounds.OTP: [around(40.0, 200, 10 + r) for r in range(4)],
+    }
+    ratio, standby = restart_rounds.goals(runs)
+    assert ratio["met"] is True and ratio["sample"] == "n = 800 / 800, 4 runs"
+    assert ratio["by_round"] == "0.12/0.12/0.12/0.12 (range 0.12-0.12, 4 of 4 met)"
+    assert standby["met"] is True and standby["sample"] == "n = 120, 3 runs"
+    assert standby["by_round"] == "900/950/980 (range 900-980, 3 of 3 met)"
+    assert standby["interval"][1] < restart_rounds.PROCESS_GOAL_US
+
+
+def test_scale_rounds_pair_the_rounds_both_systems_finished() -> None:
+    def run(p50: float, seed: int) -> scale.EchoRun:
+        return scale.EchoRun({s: around(p50, 50, seed) for s in scale.SIZES}, 0, 0)
+
+    runs: dict[str, list[scale.EchoRun | None]] = {
+        scale.BRIDGE: [run(p50, r) for r, p50 in enumerate((90, 110, 100))],
+        scale.PY_LINK: [None, None, None],
+        scale.ROSPY: [run(100, 10 + r) for r in range(3)],
+    }
+    lines = scale_rounds.goals(runs)
+    assert [g["goal"].split(", ")[1] for g in lines] == [f"{s} B (3 rounds)" for s in scale.SIZES]
+    # Rounds 0.9x to 1.1x: the interval holds 1, nothing decided.
+    assert all(g["met"] == "not judged" for g in lines), lines
+    assert all(g["by_round"].endswith("(range 0.90-1.10, 2 of 3 met)") for g in lines)
+    assert all(g["sample"] == "n = 150 / 150, 3 runs" for g in lines)

@@ -70,9 +70,11 @@ def verdict(low: float, high: float, target: Target) -> Verdict:
 
 
 def shown(value: float, target: Target) -> str:
-    """Two decimals (none from 100 up), or as many as it takes for the figure to stay on
-    its side of the target (1.5004 misses "at most 1.5" and must not print as 1.50)."""
-    text = f"{value:.2f}" if abs(value) < 100 else f"{value:.0f}"
+    """Two decimals (none from 100 up, two significant digits below 0.1), or as many as it
+    takes for the figure to stay on its side of the target (1.5004 misses "at most 1.5"
+    and must not print as 1.50)."""
+    size = abs(value)
+    text = f"{value:.0f}" if size >= 100 else f"{value:.2f}" if size >= 0.1 else f"{value:.2g}"
     return text if target.holds(float(text)) == target.holds(value) else f"{value:.6g}"
 
 

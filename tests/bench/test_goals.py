@@ -102,6 +102,7 @@ def test_a_figure_prints_on_its_side_of_the_target() -> None:
     band = goals.Target("", lambda r: 0.5 <= r <= 2.0)
     assert goals.shown(0.4996, band) == "0.4996" and goals.shown(1.234, band) == "1.23"
     assert goals.shown(1000.4, goals.at_most(1000)) == "1000.4"
+    assert goals.shown(0.00504885, goals.at_most(1)) == "0.005"
     assert goals.round_range([1.6, 1.38, 1.5004], at_most) == (
         "1.60/1.38/1.5004 (range 1.38-1.60, 1 of 3 met)"
     )

@@ -115,14 +115,14 @@ def _runs(given: Samples | Sequence[Samples]) -> list[np.ndarray[Any, np.dtype[n
     return [np.asarray(given, dtype=float)]
 
 
-def _judged(goal: str, e: Estimate, target: Target, what: str) -> dict[str, Any]:
-    runs = "one run" if e.runs == 1 else f"{e.runs} runs"
+def _judged(goal: str, e: Estimate, target: Target, what: str, per: str) -> dict[str, Any]:
+    runs = f"one {per}" if e.runs == 1 else f"{e.runs} {per}s"
     sample = f"{what}, {runs}"
     if e.value is None or e.low is None or e.high is None:
         return line(goal, None, target, NOT_JUDGED, sample=sample, why=e.note)
     least = MIN_SAMPLES if e.runs >= MIN_RUNS else MIN_ONE_RUN
     if e.n < least:
-        few = {1: " in one run", 2: " in two runs"}.get(e.runs, "")
+        few = {1: f" in one {per}", 2: f" in two {per}s"}.get(e.runs, "")
         why = f"too short: n = {e.n} < {least} a side{few}"
         return line(goal, e.value, target, NOT_JUDGED, interval=(e.low, e.high), sample=sample,
                     why=why)  # fmt: skip
@@ -137,22 +137,28 @@ def latency_ratio(
     denominator: Samples | Sequence[Samples],
     target: Target,
     q: float = 50.0,
+    per: str = "run",
 ) -> dict[str, Any]:
     """numerator's q-th percentile over denominator's, each one run (a list of samples)
-    or several (a list of lists, run by run, interleaved with the other's)."""
+    or several (a list of lists, run by run, interleaved with the other's); `per` names
+    what a run is in the sample ("round")."""
     top, bottom = _runs(numerator), _runs(denominator)
     e = ratio(top, bottom, q)
     n_top, n_bottom = (sum(r.size for r in x) for x in (top, bottom))
-    return _judged(goal, e, target, f"n = {n_top:,} / {n_bottom:,}")
+    return _judged(goal, e, target, f"n = {n_top:,} / {n_bottom:,}", per)
 
 
 def latency(
-    goal: str, samples: Samples | Sequence[Samples], target: Target, q: float = 50.0
+    goal: str,
+    samples: Samples | Sequence[Samples],
+    target: Target,
+    q: float = 50.0,
+    per: str = "run",
 ) -> dict[str, Any]:
     """A q-th percentile against an absolute target."""
     runs = _runs(samples)
     e = percentile(runs, q)
-    return _judged(goal, e, target, f"n = {e.n:,}")
+    return _judged(goal, e, target, f"n = {e.n:,}", per)
 
 
 def from_rounds(
@@ -165,7 +171,8 @@ def from_rounds(
     """A ratio measured in rounds by systems that keep only a figure per round: the 95 %
     interval of the rounds' median ratio by bootstrap; `pooled` is the figure shown, `n`
     the samples a side."""
-    sample = f"n = {n[0]:,} / {n[1]:,}, {len(round_ratios)} round(s)"
+    rounds_text = "one round" if len(round_ratios) == 1 else f"{len(round_ratios)} rounds"
+    sample = f"n = {n[0]:,} / {n[1]:,}, {rounds_text}"
     if pooled is None:
         return not_measured(goal, target)
     if len(round_ratios) < 2:

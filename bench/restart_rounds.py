@@ -68,14 +68,14 @@ def goals(runs: dict[str, list[list[float] | None]]) -> list[dict[str, Any]]:
     if both:
         ours, anchor = [a for a, _ in both], [b for _, b in both]
         per_round = [statistics.median(a) / statistics.median(b) for a, b in both]
-        out = [{**judge.latency_ratio(ratio_goal, ours, anchor, ratio_target),
+        out = [{**judge.latency_ratio(ratio_goal, ours, anchor, ratio_target, per="round"),
                 "by_round": judge.round_range(per_round, ratio_target)}]  # fmt: skip
     else:
         out = [{**judge.not_measured(ratio_goal, ratio_target), "by_round": "-"}]
     standby = [x for x in runs[STANDBY] if x]
     if standby:
         p50s = [statistics.median(x) for x in standby]
-        out.append({**judge.latency(STANDBY_GOAL, standby, PROCESS_TARGET),
+        out.append({**judge.latency(STANDBY_GOAL, standby, PROCESS_TARGET, per="round"),
                     "by_round": judge.round_range(p50s, PROCESS_TARGET)})  # fmt: skip
     else:
         out.append({**judge.not_measured(STANDBY_GOAL, PROCESS_TARGET), "by_round": "-"})

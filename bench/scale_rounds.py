@@ -86,6 +86,6 @@ def goals(runs: dict[str, list[scale.EchoRun | None]]) -> list[dict[str, Any]]:
             continue
         ours, anchor = [a for a, _ in both], [b for _, b in both]
         ratios = [statistics.median(a) / statistics.median(b) for a, b in both]
-        line = judge.latency_ratio(goal, ours, anchor, target)
+        line = judge.latency_ratio(goal, ours, anchor, target, per="round")
         out.append({**line, "by_round": judge.round_range(ratios, target)})
     return out

@@ -24,9 +24,9 @@ def test_restart_rounds_judge_over_rounds_and_give_each_rounds_figure() -> None:
         restart_rounds.OTP: [around(40.0, 200, 10 + r) for r in range(4)],
     }
     ratio, standby = restart_rounds.goals(runs)
-    assert ratio["met"] is True and ratio["sample"] == "n = 800 / 800, 4 runs"
+    assert ratio["met"] is True and ratio["sample"] == "n = 800 / 800, 4 rounds"
     assert ratio["by_round"] == "0.12/0.12/0.12/0.12 (range 0.12-0.12, 4 of 4 met)"
-    assert standby["met"] is True and standby["sample"] == "n = 120, 3 runs"
+    assert standby["met"] is True and standby["sample"] == "n = 120, 3 rounds"
     assert standby["by_round"] == "900/950/980 (range 900-980, 3 of 3 met)"
     assert standby["interval"][1] < restart_rounds.PROCESS_GOAL_US
 
@@ -45,4 +45,4 @@ def test_scale_rounds_pair_the_rounds_both_systems_finished() -> None:
     # Rounds 0.9x to 1.1x: the interval holds 1, nothing decided.
     assert all(g["met"] == "not judged" for g in lines), lines
     assert all(g["by_round"].endswith("(range 0.90-1.10, 2 of 3 met)") for g in lines)
-    assert all(g["sample"] == "n = 150 / 150, 3 runs" for g in lines)
+    assert all(g["sample"] == "n = 150 / 150, 3 rounds" for g in lines)

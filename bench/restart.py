@@ -76,6 +76,8 @@ MAX_ALIVE_S = 0.002  # a subscriber instance is killed up to this long after it 
 DRAIN_WAIT_S = 10.0
 BRIDGE_MAX_ALIVE_S = 0.05
 
+# A goal from one run needs 100 samples a side (bench/goals.py): roslaunch is killed 100
+# times (about a minute) and the same launch file 50 times a round, in 2 rounds.
 FULL = {"restarts": 10_000, "process_kills": 200, "otp_kills": 1000, "ros_kills": 100}
 FULL |= {"kills": 1000, "bridge_kills": 200, "ros_loss_kills": 20}
 QUICK = {"restarts": 1000, "process_kills": 30, "otp_kills": 200, "ros_kills": 5}

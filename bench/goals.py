@@ -119,7 +119,8 @@ def _judged(goal: str, e: Estimate, target: Target, what: str, per: str) -> dict
     runs = f"one {per}" if e.runs == 1 else f"{e.runs} {per}s"
     sample = f"{what}, {runs}"
     if e.value is None or e.low is None or e.high is None:
-        return line(goal, None, target, NOT_JUDGED, sample=sample, why=e.note)
+        why = f"too short: {e.note}" if e.note.startswith("n = ") else e.note
+        return line(goal, None, target, NOT_JUDGED, sample=sample, why=why)
     least = MIN_SAMPLES if e.runs >= MIN_RUNS else MIN_ONE_RUN
     if e.n < least:
         few = {1: f" in one {per}", 2: f" in two {per}s"}.get(e.runs, "")

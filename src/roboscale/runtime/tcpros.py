@@ -8,14 +8,20 @@ from a connection is outside data: sizes are bounded, a malformed header is a Va
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import queue
+import selectors
+import socket
 import struct
+import threading
 import xmlrpc.client
 from typing import Any
 
 RPC_TIMEOUT_S = 2.0
 MAX_HEADER = 1 << 16  # a TCPROS connection header larger than this is refused
 MAX_FRAME = 1 << 26  # a message larger than this (64 MiB) is refused when kept
+DISCOVER_S = 0.5  # how often the master is asked for a topic's publishers
 BAD_ANSWER = (OSError, xmlrpc.client.Error, ValueError, TypeError, LookupError)
 _SIZE = struct.Struct("<I")
 
@@ -112,3 +118,131 @@ class FrameReader:
 
 def frame(body: bytes) -> bytes:
     return _SIZE.pack(len(body)) + body
+
+
+class TopicSubscriber:
+    """A TCPROS subscriber of one topic that registers no node: `poll` reads, `received`
+    (overridden) gets each connection's messages; `keep=False` skips their bodies.
+
+    The master is asked on a thread of its own (`_discover_loop`, joined by
+    `close`): a slow or hung master (each call bounded by RPC_TIMEOUT_S) delays only the
+    discovery of new publishers, never `poll`, so a watchdog's clock and the stamps of
+    the messages it counts stay on time.
+    """
+
+    def __init__(self, master_uri: str, topic: str, caller: str, keep: bool = True) -> None:
+        self.master_uri = master_uri
+        self.topic = topic
+        self.caller = caller
+        self.keep = keep
+        self.sel = selectors.DefaultSelector()
+        self.conns: dict[str, tuple[socket.socket, FrameReader]] = {}  # publisher URI -> conn
+        self._found: queue.SimpleQueue[tuple[str, socket.socket]] = queue.SimpleQueue()
+        self._known: set[str] = set()  # URIs connected or being handed over (under _lock)
+        self.discoveries = 0  # rounds of asking the master, done or failed
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(
+            target=self._discover_loop, name=f"tap {topic}", daemon=True
+        )
+        self._thread.start()
+
+    def poll(self, timeout_s: float) -> None:
+        while True:
+            try:
+                uri, sock = self._found.get_nowait()
+            except queue.Empty:
+                break
+            self.conns[uri] = (sock, FrameReader(self.keep))
+            self.sel.register(sock, selectors.EVENT_READ, uri)
+        if not self.sel.get_map():
+            self._closed.wait(timeout_s)
+            return
+        for key, _ in self.sel.select(timeout_s):
+            if self.dispatch(key):
+                continue
+            uri = key.data
+            sock, reader = self.conns[uri]
+            try:
+                data = sock.recv(1 << 16)
+                frames = reader.feed(data) if data else None
+            except (OSError, ValueError):
+                frames = None
+            if frames is None:
+                self._drop(uri)
+                continue
+            if frames:
+                self.received(uri, reader, frames)
+
+    def received(self, uri: str, reader: FrameReader, frames: list[bytes]) -> None:
+        """The messages just read from the publisher at `uri` (its header in `reader`)."""
+
+    def dispatch(self, key: selectors.SelectorKey) -> bool:
+        """A subclass's own socket in the selector: handle it and say True."""
+        return False
+
+    def _discover_loop(self) -> None:
+        while not self._closed.is_set():
+            # The graph's answers are outside data: a malformed one skips that publisher
+            # (a struct for a list is a LookupError), never ends the tap.
+            with contextlib.suppress(*BAD_ANSWER):
+                self._discover()
+            with self._lock:
+                self.discoveries += 1
+            self._closed.wait(DISCOVER_S)
+
+    def _discover(self) -> None:
+        _, _, (publishers, _, _) = proxy(self.master_uri).getSystemState(self.caller)
+        nodes: list[str] = next((n for t, n in publishers if t == self.topic), [])
+        for node in nodes:
+            with contextlib.suppress(*BAD_ANSWER):
+                self._connect(node)
+
+    def _connect(self, node: str) -> None:
+        """A connection to one publisher of the topic, unless it has one."""
+        code, _, uri = proxy(self.master_uri).lookupNode(self.caller, node)
+        with self._lock:
+            if code != 1 or uri in self._known:
+                return
+        code, _, proto = proxy(uri).requestTopic(self.caller, self.topic, [["TCPROS"]])
+        if code != 1 or len(proto) < 3 or proto[0] != "TCPROS":
+            return
+        sock = socket.create_connection((proto[1], int(proto[2])), timeout=RPC_TIMEOUT_S)
+        try:
+            sock.sendall(self._header())
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        with self._lock:
+            if self._closed.is_set():
+                sock.close()
+                return
+            self._known.add(uri)
+        self._found.put((uri, sock))
+
+    def _drop(self, uri: str) -> None:
+        sock, _ = self.conns.pop(uri)
+        self.sel.unregister(sock)
+        sock.close()
+        with self._lock:
+            self._known.discard(uri)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed.set()
+        self._thread.join()
+        for uri in list(self.conns):
+            self._drop(uri)
+        while True:
+            try:
+                _, sock = self._found.get_nowait()
+            except queue.Empty:
+                break
+            sock.close()
+        self.sel.close()
+
+    def _header(self) -> bytes:
+        md5 = "*"  # any type, as rostopic hz: the publisher's answer names it
+        fields = {"callerid": self.caller, "topic": self.topic, "md5sum": md5, "type": "*"}
+        return encode_header({**fields, "tcp_nodelay": "1"})

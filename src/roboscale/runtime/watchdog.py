@@ -19,21 +19,16 @@ It registers no node with the master, so the graph the launch built stays as it 
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
-import queue
-import selectors
-import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Protocol
 
 from roboscale.runtime.child import ChildHandle, ExitCallback, ExitReason
-from roboscale.runtime.tcpros import BAD_ANSWER, RPC_TIMEOUT_S, FrameReader, encode_header, proxy
+from roboscale.runtime.tcpros import FrameReader, TopicSubscriber
 
 CHECK_S = 0.05
-DISCOVER_S = 0.5
 CALLER = "/roboscale_watchdog"
 
 
@@ -53,128 +48,22 @@ class _Stoppable(ChildHandle, Protocol):
     def pid(self) -> int | None: ...
 
 
-class TopicTap:
-    """Counts the messages published on a ROS 1 topic; `poll` does the work.
-
-    The master is asked on a thread of the tap's own (`_discover_loop`, joined by
-    `close`): a slow or hung master (each call bounded by RPC_TIMEOUT_S) delays only the
-    discovery of new publishers, never `poll`, so the watchdog's clock and the stamps of
-    the messages it counts stay on time.
-    """
+class TopicTap(TopicSubscriber):
+    """Counts the messages published on a ROS 1 topic (bodies skipped); `poll` does the work."""
 
     def __init__(self, master_uri: str, topic: str) -> None:
-        self.master_uri = master_uri
-        self.topic = topic
-        self.sel = selectors.DefaultSelector()
-        self.conns: dict[str, tuple[socket.socket, FrameReader]] = {}  # publisher URI -> conn
         self.times: collections.deque[float] = collections.deque(maxlen=100_000)
-        self._found: queue.SimpleQueue[tuple[str, socket.socket]] = queue.SimpleQueue()
-        self._known: set[str] = set()  # URIs connected or being handed over (under _lock)
-        self.discoveries = 0  # rounds of asking the master, done or failed
-        self._lock = threading.Lock()
-        self._closed = threading.Event()
-        self._thread = threading.Thread(
-            target=self._discover_loop, name=f"tap {topic}", daemon=True
-        )
-        self._thread.start()
+        super().__init__(master_uri, topic, CALLER, keep=False)
 
-    def poll(self, timeout_s: float) -> None:
-        while True:
-            try:
-                uri, sock = self._found.get_nowait()
-            except queue.Empty:
-                break
-            self.conns[uri] = (sock, FrameReader(keep=False))
-            self.sel.register(sock, selectors.EVENT_READ, uri)
-        if not self.conns:
-            self._closed.wait(timeout_s)
-            return
-        for key, _ in self.sel.select(timeout_s):
-            uri = key.data
-            sock, reader = self.conns[uri]
-            try:
-                data = sock.recv(65536)
-                frames = len(reader.feed(data)) if data else -1
-            except (OSError, ValueError):
-                frames = -1
-            if frames < 0:
-                self._drop(uri)
-                continue
-            stamp = time.monotonic()
-            self.times.extend([stamp] * frames)
-
-    def _discover_loop(self) -> None:
-        while not self._closed.is_set():
-            # The graph's answers are outside data: a malformed one skips that publisher
-            # (a struct for a list is a LookupError), never ends the tap.
-            with contextlib.suppress(*BAD_ANSWER):
-                self._discover()
-            with self._lock:
-                self.discoveries += 1
-            self._closed.wait(DISCOVER_S)
-
-    def _discover(self) -> None:
-        _, _, (publishers, _, _) = proxy(self.master_uri).getSystemState(CALLER)
-        nodes: list[str] = next((n for t, n in publishers if t == self.topic), [])
-        for node in nodes:
-            with contextlib.suppress(*BAD_ANSWER):
-                self._connect(node)
-
-    def _connect(self, node: str) -> None:
-        """A connection to one publisher of the topic, unless it has one."""
-        code, _, uri = proxy(self.master_uri).lookupNode(CALLER, node)
-        with self._lock:
-            if code != 1 or uri in self._known:
-                return
-        code, _, proto = proxy(uri).requestTopic(CALLER, self.topic, [["TCPROS"]])
-        if code != 1 or len(proto) < 3 or proto[0] != "TCPROS":
-            return
-        sock = socket.create_connection((proto[1], int(proto[2])), timeout=RPC_TIMEOUT_S)
-        try:
-            sock.sendall(_header(self.topic))
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        with self._lock:
-            if self._closed.is_set():
-                sock.close()
-                return
-            self._known.add(uri)
-        self._found.put((uri, sock))
-
-    def _drop(self, uri: str) -> None:
-        sock, _ = self.conns.pop(uri)
-        self.sel.unregister(sock)
-        sock.close()
-        with self._lock:
-            self._known.discard(uri)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed.set()
-        self._thread.join()
-        for uri in list(self.conns):
-            self._drop(uri)
-        while True:
-            try:
-                _, sock = self._found.get_nowait()
-            except queue.Empty:
-                break
-            sock.close()
-        self.sel.close()
+    def received(self, uri: str, reader: FrameReader, frames: list[bytes]) -> None:
+        stamp = time.monotonic()
+        self.times.extend([stamp] * len(frames))
 
     def count_since(self, since: float) -> int:
         return sum(1 for t in reversed(self.times) if t >= since) if self.times else 0
 
     def last(self) -> float | None:
         return self.times[-1] if self.times else None
-
-
-def _header(topic: str) -> bytes:
-    return encode_header(
-        {"callerid": CALLER, "topic": topic, "md5sum": "*", "type": "*", "tcp_nodelay": "1"}
-    )
 
 
 def broken(limits: Limits, started: float, tap: TopicTap | None, now: float) -> str:

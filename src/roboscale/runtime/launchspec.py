@@ -50,7 +50,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -143,7 +143,7 @@ class _Child(_Data):
 class NodeChild(_Child):
     node: str
     class_: str = Field(alias="class")
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}  # any YAML values, handed to the node as given
     heartbeat_s: Positive | None = None
     deadline_s: Positive | None = None
 
@@ -160,7 +160,7 @@ class NodeChild(_Child):
 class ProcessChild(_Child):
     process: str
     target: str
-    config: dict[str, Any] = {}
+    config: dict[str, object] = {}
     env: dict[str, str] = {}
     ready_timeout_s: Positive = 10.0
     watchdog: Watchdog | None = None
@@ -239,9 +239,9 @@ class SupervisorChild(_Supervisor, _Child):
     _n = field_validator("supervisor")(_leaf_name)
 
 
-def _kind(data: Any) -> str | None:
+def _kind(data: object) -> str | None:
     if isinstance(data, BaseModel):
-        return next(k for k in KINDS if k in type(data).model_fields)
+        return next((k for k in KINDS if k in type(data).model_fields), None)
     kinds = [k for k in KINDS if isinstance(data, dict) and k in data]
     return kinds[0] if len(kinds) == 1 else None
 
@@ -262,13 +262,20 @@ Child = Annotated[
 ]
 
 
-def child_name(child: Any) -> str:
+# What a child entry is once validated (the union `Child` validates into).
+ChildModel = (
+    NodeChild | ProcessChild | CommandChild | RosMasterChild | RosNodeChild | RemoteChild
+    | SupervisorChild
+)  # fmt: skip
+
+
+def child_name(child: ChildModel) -> str:
     return str(getattr(child, _kind(child) or "", ""))
 
 
 class Ros(_Data):
     master: str = "private"  # private, or the URI of a running master (http://host:11311/)
-    params: dict[str, Any] = {}  # global names -> values, set before any node starts
+    params: dict[str, object] = {}  # global names -> values, set before any node starts
     machines: dict[str, str] = {}  # roslaunch machine name -> address
 
     @field_validator("master")
@@ -288,10 +295,10 @@ class LaunchSpec(_Supervisor):
     name: str
     ros: Ros | None = None
     zygote: Zygote | None = None
-    bridge: dict[str, Any] | None = None  # runtime/bridgeconfig.py validates it
+    bridge: dict[str, object] | None = None  # runtime/bridgeconfig.py validates it
     cursors: dict[str, str] = {}  # durable import -> its cursor file (beside the launch file)
-    security: dict[str, Any] | None = None
-    chaos: dict[str, Any] | None = None  # runtime/chaos.py validates it
+    security: dict[str, object] | None = None
+    chaos: dict[str, object] | None = None  # runtime/chaos.py validates it
 
     _n = field_validator("name")(_leaf_name)
 
@@ -390,7 +397,7 @@ def _duplicates(
 
 
 def _bridge(
-    data: dict[str, Any], path: Path, lines: LineMap, errors: list[SpecError]
+    data: dict[str, object], path: Path, lines: LineMap, errors: list[SpecError]
 ) -> BridgeConfig | None:
     """The `bridge:` section, with the top-level `security:` applying to it."""
     raw, security = data.get("bridge"), data.get("security")
@@ -416,7 +423,8 @@ def _bridge(
             loc, parts = (*loc, parts[0]), parts[1:]
         error(loc, ": ".join(parts))
         return None
-    cursors = data.get("cursors") or {}
+    given = data.get("cursors")
+    cursors = given if isinstance(given, dict) else {}  # not a mapping: the model said so
     for topic in config.durable:
         if topic in config.imports and topic not in cursors:
             example = f"{{{topic}: {topic.strip('/').replace('/', '_')}.cursor}}"
@@ -452,7 +460,7 @@ def _policy(sup: _Supervisor) -> str:
     return f"{sup.strategy.value}, at most {sup.intensity} restarts in {sup.period_s:g} s"
 
 
-def _explain_children(children: list[Any], indent: str, out: list[str]) -> None:
+def _explain_children(children: list[ChildModel], indent: str, out: list[str]) -> None:
     for child in children:
         kind = _kind(child) or "?"
         name = child_name(child)
@@ -467,7 +475,7 @@ def _explain_children(children: list[Any], indent: str, out: list[str]) -> None:
             out.append(f"{indent}  watchdog {', '.join(f'{k}={v}' for k, v in shown.items())}")
 
 
-def _what(child: Any) -> str:
+def _what(child: ChildModel) -> str:
     if isinstance(child, NodeChild):
         return child.class_
     if isinstance(child, ProcessChild):

@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # built only when a launch file has them: imported when built
     from roboscale.runtime.zygote import Zygote
 
 Loc = tuple[str | int, ...]
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass
@@ -214,19 +213,7 @@ class _Builder:
 
         if self.tree.master_uri is None:
             raise self.error(loc, "a ROS node needs a ROS master: a ros_master child before it")
-        ros = self.launch.spec.ros or ls.Ros()
-        if child.machine is not None:
-            address = ros.machines.get(child.machine)
-            if address is None:
-                known = ", ".join(ros.machines) or "none"
-                raise self.error((*loc, "machine"), f"unknown machine; declared: {known}")
-            if address not in LOCAL_HOSTS:
-                raise self.error(
-                    (*loc, "machine"),
-                    f"{child.machine} is {address}: nodes on other hosts run from a launch "
-                    "there, seen here as remote children (remote: NAME, node_path: PATH)",
-                )
-        extra = dict(child.env)
+        extra = dict(child.env)  # its machine is this host: read_launch refused any other
         if child.ns not in ("", "/"):
             extra["ROS_NAMESPACE"] = child.ns
         env = ros_env(self.tree.master_uri, self.workdir() / "ros_home", extra)

@@ -47,6 +47,7 @@ user's code or needs a runtime: `build_tree` (runtime/launch.py) does that.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,6 +270,28 @@ ChildModel = (
 )  # fmt: skip
 
 
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def machine_problem(machine: str, machines: dict[str, str]) -> str:
+    """Why a ROS node on `machine` cannot run from this launch; empty when it runs here.
+
+    A machine at a local address (LOCAL_HOSTS or this host's name) runs its nodes here.
+    Starting a node on another host (roslaunch's ssh) is not supported: refused while the
+    file is read, so `--check` says so before anything runs."""
+    address = machines.get(machine)
+    if address is None:
+        return f"unknown machine {machine!r}; declared: {', '.join(sorted(machines)) or 'none'}"
+    if address in LOCAL_HOSTS or address == socket.gethostname():
+        return ""
+    return (
+        f"machine {machine!r} is at {address}: roboscale starts nodes on this host only "
+        f"(allowed: a machine at {', '.join(LOCAL_HOSTS)} or {socket.gethostname()}); start "
+        "that host's nodes with a launch there (a node there declaring its Zenoh liveliness "
+        "token is watched here as a `remote` child)"
+    )
+
+
 def child_name(child: ChildModel) -> str:
     return str(getattr(child, _kind(child) or "", ""))
 
@@ -374,6 +397,8 @@ def read_launch(
     bridge = _bridge(data, path, lines, errors)
     if spec is not None:
         errors += _duplicates(spec, (), path, lines)
+        machines = spec.ros.machines if spec.ros is not None else {}
+        errors += _machines(spec, machines, (), path, lines)
     if errors:
         raise SpecErrors(sorted(errors, key=lambda x: (x.line or 0, x.field)))
     assert spec is not None
@@ -393,6 +418,27 @@ def _duplicates(
         seen.add(name)
         if isinstance(child, SupervisorChild):
             found += _duplicates(child, here, path, lines)
+    return found
+
+
+def _machines(
+    sup: _Supervisor,
+    machines: dict[str, str],
+    loc: tuple[str | int, ...],
+    path: Path,
+    lines: LineMap,
+) -> list[SpecError]:
+    """A ROS node on a machine that is unknown or not this host, at its own line."""
+    found = []
+    for i, child in enumerate(sup.children):
+        here = (*loc, "children", i)
+        if isinstance(child, SupervisorChild):
+            found += _machines(child, machines, here, path, lines)
+            continue
+        machine = child.machine if isinstance(child, RosNodeChild) else None
+        if machine is not None and (problem := machine_problem(machine, machines)):
+            where = (*here, "machine")
+            found.append(SpecError(str(path), _line(lines, where), _dotted(where), problem))
     return found
 
 

@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from roboscale.errors import SpecError, UserError
 from roboscale.runtime import rosexpr
+from roboscale.runtime.launchspec import machine_problem
 from roboscale.runtime.rosexpr import Context, ExprError
 from roboscale.runtime.safexml import Element, parse_xml
 from roboscale.yamlfile import LineMap, load_yaml, parse_yaml, read_text
@@ -121,6 +122,7 @@ class _Reader:
         self.nodes: list[_Node] = []
         self.params: dict[str, tuple[object, Path, int]] = {}
         self.machines: dict[str, str] = {}
+        self.on_machine: list[tuple[Path, int, str]] = []  # a node's file, line, machine
         self.default_machine: str | None = None
         self.anon: dict[str, str] = {}
         self.included = 0
@@ -415,6 +417,7 @@ class _Reader:
         }
         if machine:
             data["machine"] = machine
+            self.on_machine.append((s.file, el.line, machine))
         if watchdog is not None:
             data["watchdog"] = watchdog
         if any(n.ns == ns and n.name == name for n in self.nodes):
@@ -508,6 +511,9 @@ def read_roslaunch(
     unused = sorted(set(args) - _declared(root))
     if unused:
         raise SpecError(str(path), root.line, "", f"arg {unused[0]!r} is not declared here")
+    for file, line, machine in reader.on_machine:  # <machine> may come after its nodes
+        if problem := machine_problem(machine, reader.machines):
+            raise SpecError(str(file), line, "node.machine", problem)
     return _spec(path, reader, master)
 
 

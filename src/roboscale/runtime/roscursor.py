@@ -54,8 +54,9 @@ class Cursor:
             self._map = mmap.mmap(fd, SIZE)
         finally:
             os.close(fd)
-        self._connection: tuple[str, str, str] | None = None
-        self._next = 0
+        # The next seq of each connection: after a reconnection, messages of the old one may
+        # still be in rospy's queue, interleaved with the new one's (the last few kept).
+        self._next: dict[tuple[str, str, str], int] = {}
         self._epoch = _CURSOR.unpack_from(self._map)[0]
 
     def handled(self, msg: object) -> None:
@@ -66,10 +67,13 @@ class Cursor:
         if epoch is None or first is None:
             return
         connection = (str(header.get("callerid")), str(epoch), str(first))
-        if connection != self._connection:  # a new connection numbers from its first
-            self._connection, self._next = connection, int(first)
-        self.commit(int(epoch), self._next)
-        self._next += 1
+        seq = self._next.pop(connection, None)
+        if seq is None:  # a new connection numbers from its first
+            seq = int(first)
+            while len(self._next) >= 8:
+                del self._next[next(iter(self._next))]
+        self._next[connection] = seq + 1
+        self.commit(int(epoch), seq)
 
     def commit(self, epoch: int, seq: int) -> None:
         if epoch != self._epoch:

@@ -237,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cursor", type=Path, required=True, help="the subscriber's cursor")
     parser.add_argument("--retain", type=int, default=10_000, help="messages kept for replay")
     args = parser.parse_args([a for a in raw if ":=" not in a])
+    if args.topic == args.to:
+        parser.error(f"--to must differ from --topic ({args.to}): the relay would read itself")
+    if args.retain < 1:
+        parser.error(f"--retain must be at least 1, got {args.retain}")
     master = os.environ.get("ROS_MASTER_URI")
     if not master:
         parser.error("ROS_MASTER_URI is not set")

@@ -88,7 +88,10 @@ class Relay(TopicSubscriber):
         self.stats = Stats()
         self.input_header: dict[str, str] | None = None
         self.registered = False
+        # Subscriber connections by a number never reused: an event of one closed earlier
+        # in the same select round (its fd perhaps already another's) finds nothing.
         self.outs: dict[int, _Out] = {}
+        self._next_out = 0
         self.server = socket.create_server(("127.0.0.1", 0))
         self.server.setblocking(False)
         self.sel.register(self.server, selectors.EVENT_READ, "accept")
@@ -116,9 +119,9 @@ class Relay(TopicSubscriber):
             self.stats.relayed += 1
             self.retention.add(self.seq, body, b"")
             data = frame(body)
-            for fd, out in list(self.outs.items()):
+            for conn, out in list(self.outs.items()):
                 if out.ready:
-                    self._send(fd, data)
+                    self._send(conn, data)
 
     def _register(self) -> None:
         kind = (self.input_header or {}).get("type", "*")
@@ -136,34 +139,37 @@ class Relay(TopicSubscriber):
             with contextlib.suppress(BlockingIOError):
                 sock, _ = self.server.accept()
                 sock.settimeout(RPC_TIMEOUT_S)  # a stuck subscriber is dropped, not waited on
-                self.outs[sock.fileno()] = _Out(sock)
-                self.sel.register(sock, selectors.EVENT_READ, ("out", sock.fileno()))
+                self._next_out += 1
+                self.outs[self._next_out] = _Out(sock)
+                self.sel.register(sock, selectors.EVENT_READ, ("out", self._next_out))
             return True
         if isinstance(key.data, tuple):
             self._read_out(key.data[1])
             return True
         return False
 
-    def _read_out(self, fd: int) -> None:
-        out = self.outs[fd]
+    def _read_out(self, conn: int) -> None:
+        out = self.outs.get(conn)
+        if out is None:  # closed earlier in this select round (a send to it failed)
+            return
         try:
             data = out.sock.recv(1 << 16)
             if not data:
                 raise ConnectionError("closed")
             out.reader.feed(data)
         except (OSError, ValueError):
-            self._close_out(fd)
+            self._close_out(conn)
             return
         if not out.ready and out.reader.header is not None:
-            self._answer(fd, out, out.reader.header)
+            self._answer(conn, out, out.reader.header)
 
-    def _answer(self, fd: int, out: _Out, header: dict[str, str]) -> None:
+    def _answer(self, conn: int, out: _Out, header: dict[str, str]) -> None:
         """A subscriber's header: answer it, replay from its cursor, then it gets live ones."""
         given = self.input_header
         md5 = header.get("md5sum", "")
         wrong = given is None or md5 not in ("*", given.get("md5sum"))
         if wrong or header.get("topic") != self.out_topic:
-            self._close_out(fd)
+            self._close_out(conn)
             return
         assert given is not None
         backlog = self._backlog()
@@ -175,12 +181,12 @@ class Relay(TopicSubscriber):
             "durable_epoch": str(self.epoch), "durable_first": str(first),
         }  # fmt: skip
         self.stats.connections += 1
-        if not self._send(fd, encode_header(fields)):
+        if not self._send(conn, encode_header(fields)):
             return
         out.ready = True
         for _, body, _ in backlog:
             self.stats.replayed += 1
-            if not self._send(fd, frame(body)):
+            if not self._send(conn, frame(body)):
                 return
 
     def _backlog(self) -> list[tuple[int, bytes, bytes]]:
@@ -196,16 +202,19 @@ class Relay(TopicSubscriber):
             self.stats.gaps += max(0, backlog[0][0] - after - 1)
         return backlog
 
-    def _send(self, fd: int, data: bytes) -> bool:
+    def _send(self, conn: int, data: bytes) -> bool:
+        out = self.outs.get(conn)
+        if out is None:
+            return False
         try:
-            self.outs[fd].sock.sendall(data)
+            out.sock.sendall(data)
         except OSError:
-            self._close_out(fd)
+            self._close_out(conn)
             return False
         return True
 
-    def _close_out(self, fd: int) -> None:
-        out = self.outs.pop(fd, None)
+    def _close_out(self, conn: int) -> None:
+        out = self.outs.pop(conn, None)
         if out is not None:
             self.sel.unregister(out.sock)
             out.sock.close()
@@ -219,8 +228,8 @@ class Relay(TopicSubscriber):
         self.rpc.shutdown()
         self._rpc_thread.join()
         self.rpc.server_close()
-        for fd in list(self.outs):
-            self._close_out(fd)
+        for conn in list(self.outs):
+            self._close_out(conn)
         self.sel.unregister(self.server)
         self.server.close()
         super().close()

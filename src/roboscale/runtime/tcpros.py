@@ -162,6 +162,8 @@ class TopicSubscriber:
             if self.dispatch(key):
                 continue
             uri = key.data
+            if uri not in self.conns:  # dropped earlier in this round
+                continue
             sock, reader = self.conns[uri]
             try:
                 data = sock.recv(1 << 16)

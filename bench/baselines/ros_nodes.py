@@ -5,6 +5,8 @@
     ros_nodes.py observer               prints "<pid> <t_pub_ns> <t_recv_ns>" per /ready message
     ros_nodes.py pub LOG STOP MAX_S     publishes seq 0, 1, ... on /seq at 1 kHz until STOP exists
     ros_nodes.py sub LOG                appends "<pid> <seq>" to LOG for every message received
+    ros_nodes.py dsub LOG CURSOR        the same on /seq_durable, behind roboscale's durable
+                                        relay, committing each to CURSOR (roscursor.py)
 
 Times are CLOCK_MONOTONIC nanoseconds, shared by every process of the machine.
 Logs are written with one unbuffered O_APPEND write per line, so a SIGKILLed
@@ -71,6 +73,25 @@ def sub(log):
     rospy.spin()
 
 
+def dsub(log, cursor_path):
+    from roscursor import Cursor  # beside this script (runtime/roscursor.py)
+
+    rospy.init_node("seq_sub", disable_rosout=True)
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    cursor = Cursor(cursor_path)
+    pid = os.getpid()
+    os.write(out, f"{pid} START\n".encode())
+
+    def on_seq(msg):
+        os.write(out, f"{pid} {msg.data}\n".encode())  # the work, then the commit
+        cursor.handled(msg)
+
+    rospy.Subscriber("/seq_durable", UInt64, on_seq, tcp_nodelay=True)
+    rospy.spin()
+
+
 if __name__ == "__main__":
     args = rospy.myargv(sys.argv)[1:]
-    {"worker": worker, "observer": observer, "pub": pub, "sub": sub}[args[0]](*args[1:])
+    {"worker": worker, "observer": observer, "pub": pub, "sub": sub, "dsub": dsub}[args[0]](
+        *args[1:]
+    )

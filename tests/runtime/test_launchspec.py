@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.runtime.launch import load_launch
-from roboscale.runtime.launchspec import CommandChild, SupervisorChild, explain, read_launch
+from roboscale.runtime.launchspec import (
+    CommandChild,
+    RosNodeChild,
+    SupervisorChild,
+    explain,
+    read_launch,
+)
 
 ROOT = Path(__file__).parents[2]
 EXAMPLES = sorted(p for p in (ROOT / "examples" / "launch").iterdir() if p.is_file())
@@ -178,3 +184,33 @@ def test_launch_spec_fuzz_gives_spec_errors_only(data: dict[str, object]) -> Non
             read_launch(path)
     finally:
         shutil.rmtree(path.parent)
+
+
+MACHINES = """\
+name: robot
+ros: {{machines: {{here: localhost, arm: 10.0.0.7}}}}
+children:
+  - ros_master: master
+  - ros_node: driver
+    pkg: arm
+    type: driver
+    machine: {machine}
+"""
+
+
+def test_a_ros_node_on_another_host_is_refused_when_read_at_its_line(tmp_path: Path) -> None:
+    """Before anything runs (`--check` says it): a machine elsewhere, or not declared."""
+    path = tmp_path / "robot.yaml"
+    path.write_text(MACHINES.format(machine="arm"))
+    with pytest.raises(SpecErrors) as info:
+        read_launch(path)
+    assert "robot.yaml:8: children[1].machine: machine 'arm' is at 10.0.0.7" in str(info.value)
+    path.write_text(MACHINES.format(machine="there"))
+    with pytest.raises(SpecErrors) as info:
+        read_launch(path)
+    assert "robot.yaml:8: children[1].machine: unknown machine 'there'; declared: arm, here" in str(
+        info.value
+    )
+    path.write_text(MACHINES.format(machine="here"))
+    child = read_launch(path).spec.children[1]
+    assert isinstance(child, RosNodeChild) and child.machine == "here"

@@ -111,18 +111,29 @@ def graph(uri: str) -> dict[str, Any]:
     }
 
 
+# Everything LAUNCH's nodes register once each is up (rospy's logger services and /rosout
+# publisher, then the file's topics): a read that holds all of it is the final graph.
+TOPICS = {
+    "publishers": {
+        "/robot/talk": {"/robot/talker"},
+        "/rosout": {"/robot/talker", "/robot/listener", "/tools/echo"},
+        "/rosout_agg": {"/rosout"},
+    },
+    "subscribers": {"/robot/talk": {"/robot/listener", "/tools/echo"}, "/rosout": {"/rosout"}},
+}
+
+
 def settled(uri: str, nodes: set[str]) -> dict[str, Any] | None:
-    """The graph once every node has registered all it will (two equal reads)."""
+    """The graph once every node has registered all it will (no guessed pause)."""
     try:
         state = graph(uri)
     except OSError:
         return None
-    seen = {n for group in state["publishers"].values() for n in group}
-    seen |= {n for group in state["subscribers"].values() for n in group}
-    if not nodes <= seen or len(state["services"]) < 2 * len(nodes):
-        return None
-    time.sleep(0.5)
-    return state if graph(uri) == state else None
+    for kind, topics in TOPICS.items():
+        if any(not names <= set(state[kind].get(t, [])) for t, names in topics.items()):
+            return None
+    services = {f"{n}/{s}" for n in nodes for s in ("get_loggers", "set_logger_level")}
+    return state if services <= set(state["services"]) else None
 
 
 def wait_for(check: Callable[[], Any], timeout_s: float = EVENT_TIMEOUT_S) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -167,6 +168,19 @@ BROKEN: dict[str, tuple[str, str]] = {
         "robot.launch:2: param.command: not supported by roboscale (it runs a program while the "
         "file is read); allowed on <param>: if, name, textfile, type, unless, value",
     ),
+    "machine_elsewhere": (
+        '<launch>\n  <node name="a" pkg="p" type="t" machine="arm"/>\n  <machine name="arm" addr'
+        'ess="10.0.0.7" user="pi"/>\n</launch>\n',
+        "robot.launch:2: node.machine: machine 'arm' is at 10.0.0.7: roboscale starts nodes on t"
+        "his host only (allowed: a machine at localhost, 127.0.0.1, ::1 or {host}); start that h"
+        "ost's nodes with a launch there (a node there declaring its Zenoh liveliness token is w"
+        "atched here as a `remote` child)",
+    ),
+    "machine_unknown": (
+        '<launch>\n  <machine name="here" address="localhost"/>\n  <group>\n    <node name="a"'
+        ' pkg="p" type="t" machine="there"/>\n  </group>\n</launch>\n',
+        "robot.launch:4: node.machine: unknown machine 'there'; declared: here",
+    ),
 }
 
 
@@ -181,7 +195,8 @@ def test_each_broken_file_has_its_exact_message(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError) as info:
         read_launch(Path("robot.launch"), find=no_package)
-    assert str(info.value) == expected.replace("{dir}", str(tmp_path))
+    expected = expected.replace("{dir}", str(tmp_path)).replace("{host}", socket.gethostname())
+    assert str(info.value) == expected
     if case != "find_missing":  # the CLI's $(find) is rospack's: same message, other path
         with pytest.raises(SystemExit) as exit_info:
             main(["launch", "--check", "robot.launch"])

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import struct
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.launch import build_tree
 from roboscale.runtime.launchspec import read_launch
-from roboscale.runtime.watchdog import _Conn
+from roboscale.runtime.watchdog import TopicTap
 
 from .conftest import wait_until
 
@@ -50,56 +49,68 @@ def test_a_child_that_stops_its_heartbeat_is_restarted_as_hung(
         tree.close()
 
 
-def frames(payloads: list[bytes]) -> bytes:
-    header = b"callerid=/talker"
-    data = struct.pack("<I", len(header) + 4) + struct.pack("<I", len(header)) + header
-    return data + b"".join(struct.pack("<I", len(p)) + p for p in payloads)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=50), max_size=20), st.lists(st.integers(1, 64), min_size=1))
-def test_tcpros_frames_are_counted_however_they_are_cut(
-    payloads: list[bytes], cuts: list[int]
-) -> None:
-    stream = frames(payloads)
-    conn = _Conn(None)  # type: ignore[arg-type]
-    counted, pos, i = 0, 0, 0
-    while pos < len(stream):
-        step = cuts[i % len(cuts)]
-        counted += conn.feed(stream[pos : pos + step])
-        pos, i = pos + step, i + 1
-    assert counted == len(payloads)
-
-
-def test_a_malformed_answer_from_the_ros_graph_never_kills_the_tap() -> None:
-    """A master and a publisher on loopback (real XML-RPC servers) whose requestTopic
-    answers a struct, not a protocol list: the tap skips that publisher and keeps going
-    (a KeyError here ended the watchdog's thread, and the child was watched no more)."""
-    import threading
+@contextmanager
+def graph(requests: Callable[..., object], system_state: Callable[..., object]) -> Iterator[str]:
+    """A master and a publisher on loopback (real XML-RPC servers); the master's URI."""
     from xmlrpc.server import SimpleXMLRPCServer
-
-    from roboscale.runtime.watchdog import TopicTap
 
     servers = [SimpleXMLRPCServer(("127.0.0.1", 0), logRequests=False) for _ in range(2)]
     master, node = servers
     node_uri = f"http://127.0.0.1:{node.server_address[1]}/"
-    master.register_function(
-        lambda caller: [1, "", [[["/chatter", ["/talker"]]], [], []]], "getSystemState"
-    )
+    master.register_function(system_state, "getSystemState")
     master.register_function(lambda caller, name: [1, "", node_uri], "lookupNode")
-    node.register_function(
-        lambda caller, topic, protocols: [1, "", {"a": 1, "b": 2, "c": 3}], "requestTopic"
-    )
+    node.register_function(requests, "requestTopic")
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers]
     for thread in threads:
         thread.start()
-    tap = TopicTap(f"http://127.0.0.1:{master.server_address[1]}/", "/chatter")
     try:
-        tap.poll(0.01)
-        assert tap.conns == {}
+        yield f"http://127.0.0.1:{master.server_address[1]}/"
     finally:
-        tap.close()
         for server, thread in zip(servers, threads, strict=True):
             server.shutdown()
             server.server_close()
             thread.join()
+
+
+def chatter(caller: str) -> object:
+    return [1, "", [[["/chatter", ["/talker"]]], [], []]]
+
+
+def test_a_malformed_answer_from_the_ros_graph_never_kills_the_tap() -> None:
+    """A publisher whose requestTopic answers a struct, not a protocol list: the tap skips
+    that publisher and keeps going (a KeyError here ended the watchdog's thread, and the
+    child was watched no more)."""
+
+    def bad(caller: str, topic: str, protocols: object) -> object:
+        return [1, "", {"a": 1, "b": 2, "c": 3}]
+
+    with graph(bad, chatter) as uri:
+        tap = TopicTap(uri, "/chatter")
+        try:
+            wait_until(lambda: tap.discoveries >= 2)  # asked twice: the first did not end it
+            tap.poll(0.01)
+            assert tap.conns == {}
+        finally:
+            tap.close()
+
+
+def test_a_hung_master_never_holds_up_the_watchdogs_poll() -> None:
+    """The master takes the call and never answers (until released): `poll`, which stamps
+    the messages the rate is judged on, returns all the same (it used to ask the master
+    itself and wait up to RPC_TIMEOUT_S per call)."""
+    entered, release = threading.Event(), threading.Event()
+
+    def stuck(caller: str) -> object:
+        entered.set()
+        release.wait(60)
+        return chatter(caller)
+
+    with graph(lambda *_: [0, "", []], stuck) as uri:
+        tap = TopicTap(uri, "/chatter")
+        try:
+            assert entered.wait(30)
+            tap.poll(0.01)
+            assert tap.discoveries == 0  # still inside the master's call
+        finally:
+            release.set()
+            tap.close()

@@ -256,23 +256,16 @@ class _Server:
             self.emit({"event": "standby_failed", "target": target, "detail": str(exc)})
             return
         if pid == 0:
-            code = 1
-            try:
+
+            def standby() -> int:
                 os.close(ready_r)
                 os.close(go_w)
                 os.setsid()
                 die_with_parent(zygote_pid)
                 self._forget_server()
-                code = run_standby(target, go_r, ready_w)
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                with contextlib.suppress(Exception):
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                os._exit(code)
+                return run_standby(target, go_r, ready_w)
+
+            _exit_with(standby)
         os.close(ready_w)
         os.close(go_r)
         self.live.add(pid)
@@ -287,8 +280,7 @@ class _Server:
             self._keep_standby(target)
 
     def _child(self, req: dict[str, Any], ready_fd: int, zygote_pid: int) -> NoReturn:
-        code = 1
-        try:
+        def child() -> int:
             os.setsid()
             die_with_parent(zygote_pid)
             self._forget_server()
@@ -298,16 +290,9 @@ class _Server:
                 os.dup2(log, 1)
                 os.dup2(log, 2)
                 os.close(log)
-            code = run_target(req["target"], req.get("config") or {}, ready_fd)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code)
+            return run_target(req["target"], req.get("config") or {}, ready_fd)
+
+        _exit_with(child)
 
     def _forget_server(self) -> None:
         """In a fresh child: drop the zygote's signal handling and every fd of its loop."""
@@ -393,6 +378,22 @@ class _Server:
             except ChildProcessError:
                 break
             self.live.discard(pid)
+
+
+def _exit_with(body: Callable[[], int]) -> NoReturn:
+    """A forked child's end: `body`'s code (or SystemExit's), flushed, never back in the zygote."""
+    code = 1
+    try:
+        code = body()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
 
 
 def _signal_group(pid: int, sig: int) -> None:

@@ -17,10 +17,10 @@ import math
 import shutil
 import signal
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roboscale.errors import SpecError, UserError
 from roboscale.runtime import launchspec as ls
@@ -36,8 +36,13 @@ from roboscale.runtime.supervisor import ChildSpec, Restart, Supervisor
 from roboscale.runtime.watchdog import Limits, WatchedChild
 from roboscale.yamlfile import dotted
 
+if TYPE_CHECKING:  # built only when a launch file has them: imported when built
+    from roboscale.runtime.liveliness import LivelinessWatcher
+    from roboscale.runtime.process import CommandChild, ProcessNode
+    from roboscale.runtime.rosnode import RosMaster
+    from roboscale.runtime.zygote import Zygote
+
 Loc = tuple[str | int, ...]
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass
@@ -46,7 +51,7 @@ class Tree:
 
     root: Supervisor
     bridge: Bridge | None = None
-    zygote: Any = None
+    zygote: Zygote | None = None
     workdir: Path | None = None
     master_uri: str | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -62,7 +67,7 @@ class _Builder:
         self.launch = launch
         self.rt = runtime
         self.tree = tree
-        self.watcher: Any = None
+        self.watcher: LivelinessWatcher | None = None
 
     def error(self, loc: Loc, problem: str) -> SpecError:
         line = ls._line(self.launch.lines, loc)
@@ -72,14 +77,16 @@ class _Builder:
         return SpecError(str(self.launch.path), line, field, problem)
 
     # -- supervisors and children ------------------------------------------------------------
-    def supervisor(self, sup: Any, name: str, loc: Loc) -> Supervisor:
+    def supervisor(
+        self, sup: ls.LaunchSpec | ls.SupervisorChild, name: str, loc: Loc
+    ) -> Supervisor:
         limit = Intensity(sup.intensity, sup.period_s)
         built = Supervisor(self.rt, name, strategy=sup.strategy, intensity=limit)
         for i, child in enumerate(sup.children):
             built.add_child(self.child(child, (*loc, "children", i)))
         return built
 
-    def child(self, child: Any, loc: Loc) -> ChildSpec:
+    def child(self, child: ls.ChildModel, loc: Loc) -> ChildSpec:
         name = ls.child_name(child)
         handle: ChildHandle
         if isinstance(child, ls.SupervisorChild):
@@ -130,10 +137,14 @@ class _Builder:
             self.watcher, child.remote, child.node_path, ready_timeout_s=child.ready_timeout_s
         )
 
-    def process(self, child: Any, loc: Loc) -> ChildHandle:
+    def process(
+        self,
+        child: ls.ProcessChild | ls.CommandChild | ls.RosMasterChild | ls.RosNodeChild,
+        loc: Loc,
+    ) -> ChildHandle:
         from roboscale.runtime.process import CommandChild, ProcessNode
 
-        handle: Any
+        handle: ProcessNode | CommandChild | RosMaster
         if isinstance(child, ls.ProcessChild):
             handle = ProcessNode(
                 child.process, child.target, dict(child.config), zygote=self.zygote(),
@@ -157,7 +168,7 @@ class _Builder:
             raise self.error((*loc, "watchdog", "topic"), "a topic watchdog needs a ROS master")
         return WatchedChild(handle, Limits(**watchdog.model_dump()), self.tree.master_uri)
 
-    def zygote(self) -> Any:
+    def zygote(self) -> Zygote | None:
         spec = self.launch.spec.zygote
         if spec is None:
             return None
@@ -178,7 +189,7 @@ class _Builder:
             self.tree.closers.append(lambda: shutil.rmtree(workdir, ignore_errors=True))
         return self.tree.workdir
 
-    def ros_master(self, child: ls.RosMasterChild, loc: Loc) -> ChildHandle:
+    def ros_master(self, child: ls.RosMasterChild, loc: Loc) -> RosMaster:
         from roboscale.runtime.rosnode import RosMaster, free_port, ros_env
 
         ros = self.launch.spec.ros or ls.Ros()
@@ -196,25 +207,13 @@ class _Builder:
             log=self.workdir() / f"{child.ros_master}.log",
         )  # fmt: skip
 
-    def ros_node(self, child: ls.RosNodeChild, loc: Loc) -> ChildHandle:
+    def ros_node(self, child: ls.RosNodeChild, loc: Loc) -> CommandChild:
         from roboscale.runtime.process import CommandChild
         from roboscale.runtime.rosnode import find_node, node_argv, ros_env
 
         if self.tree.master_uri is None:
             raise self.error(loc, "a ROS node needs a ROS master: a ros_master child before it")
-        ros = self.launch.spec.ros or ls.Ros()
-        if child.machine is not None:
-            address = ros.machines.get(child.machine)
-            if address is None:
-                known = ", ".join(ros.machines) or "none"
-                raise self.error((*loc, "machine"), f"unknown machine; declared: {known}")
-            if address not in LOCAL_HOSTS:
-                raise self.error(
-                    (*loc, "machine"),
-                    f"{child.machine} is {address}: nodes on other hosts run from a launch "
-                    "there, seen here as remote children (remote: NAME, node_path: PATH)",
-                )
-        extra = dict(child.env)
+        extra = dict(child.env)  # its machine is this host: read_launch refused any other
         if child.ns not in ("", "/"):
             extra["ROS_NAMESPACE"] = child.ns
         env = ros_env(self.tree.master_uri, self.workdir() / "ros_home", extra)
@@ -258,7 +257,7 @@ def load_launch_file(path: Path, runtime: Runtime) -> tuple[Supervisor, BridgeCo
     return build_tree(launch, runtime).root, launch.bridge
 
 
-def has_remote(children: list[Any]) -> bool:
+def has_remote(children: list[ls.ChildModel]) -> bool:
     return any(
         isinstance(c, ls.RemoteChild)
         or (isinstance(c, ls.SupervisorChild) and has_remote(c.children))
@@ -266,7 +265,7 @@ def has_remote(children: list[Any]) -> bool:
     )
 
 
-def format_status(rows: list[dict[str, Any]]) -> str:
+def format_status(rows: Sequence[Mapping[str, object]]) -> str:
     """The `roboscale status` table of Supervisor.status() rows."""
     header = ("path", "kind", "state", "restarts", "delivered", "queued", "dropped", "last exit")
     keys = ("path", "kind", "state", "restarts", "delivered", "queued", "dropped", "last_exit")
@@ -336,6 +335,7 @@ def run_launch(
                 await root.stop_async()
                 raise
         assert root.ended is not None
+        # Futures of different results, waited on together (asyncio.wait's type needs Any).
         stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         ended: asyncio.Future[Any] = root.ended
         extra = asyncio.ensure_future(session(rt, root)) if session is not None else None

@@ -47,10 +47,11 @@ user's code or needs a runtime: `build_tree` (runtime/launch.py) does that.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -143,7 +144,7 @@ class _Child(_Data):
 class NodeChild(_Child):
     node: str
     class_: str = Field(alias="class")
-    params: dict[str, Any] = {}
+    params: dict[str, object] = {}  # any YAML values, handed to the node as given
     heartbeat_s: Positive | None = None
     deadline_s: Positive | None = None
 
@@ -160,7 +161,7 @@ class NodeChild(_Child):
 class ProcessChild(_Child):
     process: str
     target: str
-    config: dict[str, Any] = {}
+    config: dict[str, object] = {}
     env: dict[str, str] = {}
     ready_timeout_s: Positive = 10.0
     watchdog: Watchdog | None = None
@@ -239,9 +240,9 @@ class SupervisorChild(_Supervisor, _Child):
     _n = field_validator("supervisor")(_leaf_name)
 
 
-def _kind(data: Any) -> str | None:
+def _kind(data: object) -> str | None:
     if isinstance(data, BaseModel):
-        return next(k for k in KINDS if k in type(data).model_fields)
+        return next((k for k in KINDS if k in type(data).model_fields), None)
     kinds = [k for k in KINDS if isinstance(data, dict) and k in data]
     return kinds[0] if len(kinds) == 1 else None
 
@@ -262,13 +263,42 @@ Child = Annotated[
 ]
 
 
-def child_name(child: Any) -> str:
+# What a child entry is once validated (the union `Child` validates into).
+ChildModel = (
+    NodeChild | ProcessChild | CommandChild | RosMasterChild | RosNodeChild | RemoteChild
+    | SupervisorChild
+)  # fmt: skip
+
+
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def machine_problem(machine: str, machines: dict[str, str]) -> str:
+    """Why a ROS node on `machine` cannot run from this launch; empty when it runs here.
+
+    A machine at a local address (LOCAL_HOSTS or this host's name) runs its nodes here.
+    Starting a node on another host (roslaunch's ssh) is not supported: refused while the
+    file is read, so `--check` says so before anything runs."""
+    address = machines.get(machine)
+    if address is None:
+        return f"unknown machine {machine!r}; declared: {', '.join(sorted(machines)) or 'none'}"
+    if address in LOCAL_HOSTS or address == socket.gethostname():
+        return ""
+    return (
+        f"machine {machine!r} is at {address}: roboscale starts nodes on this host only "
+        f"(allowed: a machine at {', '.join(LOCAL_HOSTS)} or {socket.gethostname()}); start "
+        "that host's nodes with a launch there (a node there declaring its Zenoh liveliness "
+        "token is watched here as a `remote` child)"
+    )
+
+
+def child_name(child: ChildModel) -> str:
     return str(getattr(child, _kind(child) or "", ""))
 
 
 class Ros(_Data):
     master: str = "private"  # private, or the URI of a running master (http://host:11311/)
-    params: dict[str, Any] = {}  # global names -> values, set before any node starts
+    params: dict[str, object] = {}  # global names -> values, set before any node starts
     machines: dict[str, str] = {}  # roslaunch machine name -> address
 
     @field_validator("master")
@@ -288,10 +318,10 @@ class LaunchSpec(_Supervisor):
     name: str
     ros: Ros | None = None
     zygote: Zygote | None = None
-    bridge: dict[str, Any] | None = None  # runtime/bridgeconfig.py validates it
+    bridge: dict[str, object] | None = None  # runtime/bridgeconfig.py validates it
     cursors: dict[str, str] = {}  # durable import -> its cursor file (beside the launch file)
-    security: dict[str, Any] | None = None
-    chaos: dict[str, Any] | None = None  # runtime/chaos.py validates it
+    security: dict[str, object] | None = None
+    chaos: dict[str, object] | None = None  # runtime/chaos.py validates it
 
     _n = field_validator("name")(_leaf_name)
 
@@ -367,6 +397,8 @@ def read_launch(
     bridge = _bridge(data, path, lines, errors)
     if spec is not None:
         errors += _duplicates(spec, (), path, lines)
+        machines = spec.ros.machines if spec.ros is not None else {}
+        errors += _machines(spec, machines, (), path, lines)
     if errors:
         raise SpecErrors(sorted(errors, key=lambda x: (x.line or 0, x.field)))
     assert spec is not None
@@ -389,8 +421,29 @@ def _duplicates(
     return found
 
 
+def _machines(
+    sup: _Supervisor,
+    machines: dict[str, str],
+    loc: tuple[str | int, ...],
+    path: Path,
+    lines: LineMap,
+) -> list[SpecError]:
+    """A ROS node on a machine that is unknown or not this host, at its own line."""
+    found = []
+    for i, child in enumerate(sup.children):
+        here = (*loc, "children", i)
+        if isinstance(child, SupervisorChild):
+            found += _machines(child, machines, here, path, lines)
+            continue
+        machine = child.machine if isinstance(child, RosNodeChild) else None
+        if machine is not None and (problem := machine_problem(machine, machines)):
+            where = (*here, "machine")
+            found.append(SpecError(str(path), _line(lines, where), _dotted(where), problem))
+    return found
+
+
 def _bridge(
-    data: dict[str, Any], path: Path, lines: LineMap, errors: list[SpecError]
+    data: dict[str, object], path: Path, lines: LineMap, errors: list[SpecError]
 ) -> BridgeConfig | None:
     """The `bridge:` section, with the top-level `security:` applying to it."""
     raw, security = data.get("bridge"), data.get("security")
@@ -416,7 +469,8 @@ def _bridge(
             loc, parts = (*loc, parts[0]), parts[1:]
         error(loc, ": ".join(parts))
         return None
-    cursors = data.get("cursors") or {}
+    given = data.get("cursors")
+    cursors = given if isinstance(given, dict) else {}  # not a mapping: the model said so
     for topic in config.durable:
         if topic in config.imports and topic not in cursors:
             example = f"{{{topic}: {topic.strip('/').replace('/', '_')}.cursor}}"
@@ -452,7 +506,7 @@ def _policy(sup: _Supervisor) -> str:
     return f"{sup.strategy.value}, at most {sup.intensity} restarts in {sup.period_s:g} s"
 
 
-def _explain_children(children: list[Any], indent: str, out: list[str]) -> None:
+def _explain_children(children: list[ChildModel], indent: str, out: list[str]) -> None:
     for child in children:
         kind = _kind(child) or "?"
         name = child_name(child)
@@ -467,7 +521,7 @@ def _explain_children(children: list[Any], indent: str, out: list[str]) -> None:
             out.append(f"{indent}  watchdog {', '.join(f'{k}={v}' for k, v in shown.items())}")
 
 
-def _what(child: Any) -> str:
+def _what(child: ChildModel) -> str:
     if isinstance(child, NodeChild):
         return child.class_
     if isinstance(child, ProcessChild):

@@ -24,10 +24,11 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from roboscale.errors import SpecError, UserError
 from roboscale.runtime import rosexpr
+from roboscale.runtime.launchspec import machine_problem
 from roboscale.runtime.rosexpr import Context, ExprError
 from roboscale.runtime.safexml import Element, parse_xml
 from roboscale.yamlfile import LineMap, load_yaml, parse_yaml, read_text
@@ -89,17 +90,39 @@ class Scope:
 
 @dataclass
 class _Node:
-    data: dict[str, Any]
+    data: dict[str, object]  # a `ros_node` entry, as a YAML launch file would hold it
     line: int
     ns: str
+    name: str
+    required: bool
+
+
+@dataclass
+class _Group:
+    """A namespace's supervisor while the tree is assembled; `data()` once it is."""
+
+    name: str
+    children: list[_Group | _Node] = field(default_factory=list)
+    required: bool = False
+
+    def data(self) -> dict[str, object]:
+        entry: dict[str, object] = {
+            "supervisor": self.name, "strategy": "one_for_one",
+            "intensity": NODES_INTENSITY[0], "period_s": NODES_INTENSITY[1],
+            "children": [c.data() if isinstance(c, _Group) else c.data for c in self.children],
+        }  # fmt: skip
+        if self.required:  # the supervisors above a required node end with it
+            entry.update(required=True, restart="temporary")
+        return entry
 
 
 class _Reader:
     def __init__(self, find: Callable[[str], str] | None) -> None:
         self.find = find
         self.nodes: list[_Node] = []
-        self.params: dict[str, tuple[Any, Path, int]] = {}
+        self.params: dict[str, tuple[object, Path, int]] = {}
         self.machines: dict[str, str] = {}
+        self.on_machine: list[tuple[Path, int, str]] = []  # a node's file, line, machine
         self.default_machine: str | None = None
         self.anon: dict[str, str] = {}
         self.included = 0
@@ -248,13 +271,13 @@ class _Reader:
         name = self.resolve(s, el, self.attr(s, el, "name"), private_ns)
         kind = self.attr(s, el, "type", "auto")
         if "textfile" in el.attrs:
-            value: Any = self.read(s, el, "textfile", lambda p: read_text(p, "textfile"))
+            value: object = self.read(s, el, "textfile", lambda p: read_text(p, "textfile"))
         else:
             text = self.attr(s, el, "value")
             value = self.typed(s, el, text, kind)
         self.set_param(s, el, name, value)
 
-    def typed(self, s: Scope, el: Element, text: str, kind: str) -> Any:
+    def typed(self, s: Scope, el: Element, text: str, kind: str) -> object:
         try:
             if kind == "auto":
                 return _auto(text)
@@ -276,7 +299,7 @@ class _Reader:
             ) from None
         raise self.fail(s, el, "type", f"{kind!r}; allowed: auto, str, int, double, bool, yaml")
 
-    def yaml(self, s: Scope, el: Element, text: str) -> Any:
+    def yaml(self, s: Scope, el: Element, text: str) -> object:
         """YAML inside the file, through the bounded reader; its lines are the file's."""
         try:
             return parse_yaml(text, str(s.file), "YAML value")[0]
@@ -284,7 +307,7 @@ class _Reader:
             line = el.line + (e.line or 1) - 1
             raise SpecError(str(s.file), line, el.tag, e.problem) from None
 
-    def set_param(self, s: Scope, el: Element, name: str, value: Any) -> None:
+    def set_param(self, s: Scope, el: Element, name: str, value: object) -> None:
         if isinstance(value, dict):
             for key, inner in value.items():
                 self.set_param(s, el, f"{name.rstrip('/')}/{key}", inner)
@@ -380,7 +403,7 @@ class _Reader:
         self.attr(s, el, "output", "log")
         watchdog = self.node_children(inner, el, full)
         machine = self.attr(s, el, "machine", "") or self.default_machine
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "ros_node": name,
             "pkg": self.attr(s, el, "pkg"),
             "type": self.attr(s, el, "type"),
@@ -394,13 +417,14 @@ class _Reader:
         }
         if machine:
             data["machine"] = machine
+            self.on_machine.append((s.file, el.line, machine))
         if watchdog is not None:
             data["watchdog"] = watchdog
-        if any(n.data["ns"] == ns and n.data["ros_node"] == name for n in self.nodes):
+        if any(n.ns == ns and n.name == name for n in self.nodes):
             raise self.fail(s, el, "name", f"a second node named {full}")
-        self.nodes.append(_Node(data, el.line, ns))
+        self.nodes.append(_Node(data, el.line, ns, name, required))
 
-    def node_children(self, s: Scope, el: Element, full: str) -> dict[str, Any] | None:
+    def node_children(self, s: Scope, el: Element, full: str) -> dict[str, object] | None:
         watchdog = None
         for child in el.children:
             self.check(s, child)
@@ -416,14 +440,14 @@ class _Reader:
                     getattr(self, "el_" + child.tag)(s, child)
         return watchdog
 
-    def watchdog(self, s: Scope, el: Element) -> dict[str, Any]:
+    def watchdog(self, s: Scope, el: Element) -> dict[str, object]:
         from pydantic import ValidationError
 
         from roboscale.runtime.launchspec import Watchdog
 
-        raw: dict[str, Any] = {k: self.attr(s, el, k) for k in el.attrs}
+        raw: dict[str, object] = {k: self.attr(s, el, k) for k in el.attrs}
         for key, value in raw.items():  # attributes are text; the spec's numbers are strict
-            if key not in ("topic", "heartbeat_file"):
+            if key not in ("topic", "heartbeat_file") and isinstance(value, str):
                 with contextlib.suppress(ValueError):
                     raw[key] = float(value)
         try:
@@ -436,7 +460,7 @@ class _Reader:
         return raw
 
 
-def _auto(text: str) -> Any:
+def _auto(text: str) -> int | float | bool | str:
     """roslaunch's type of a param without type=: int, then float, then bool, else str."""
     for kind in (int, float):
         try:
@@ -471,7 +495,7 @@ def read_roslaunch(
     args: dict[str, str],
     find: Callable[[str], str] | None = None,
     master: str | None = None,
-) -> tuple[dict[str, Any], LineMap]:
+) -> tuple[dict[str, object], LineMap]:
     """A roslaunch file as a launch spec's data and the line of each part of it. With a
     `master` URI, that master is used (it has its /rosout, as roscore's) instead of a
     private rosmaster and /rosout, as roslaunch does when a master answers."""
@@ -487,57 +511,50 @@ def read_roslaunch(
     unused = sorted(set(args) - _declared(root))
     if unused:
         raise SpecError(str(path), root.line, "", f"arg {unused[0]!r} is not declared here")
+    for file, line, machine in reader.on_machine:  # <machine> may come after its nodes
+        if problem := machine_problem(machine, reader.machines):
+            raise SpecError(str(file), line, "node.machine", problem)
     return _spec(path, reader, master)
 
 
-def _spec(path: Path, reader: _Reader, master: str | None) -> tuple[dict[str, Any], LineMap]:
+def _spec(path: Path, reader: _Reader, master: str | None) -> tuple[dict[str, object], LineMap]:
     name = re.sub(r"\W", "_", path.name.split(".")[0]) or "launch"
     name = name if NAME.fullmatch(name) else f"launch_{name}"
     lines: LineMap = {(): 1}
-    rosout = {"ros_node": "rosout", "pkg": "rosout", "type": "rosout", "restart": "permanent"}
-    nodes: dict[str, Any] = {"supervisor": "nodes", "strategy": "one_for_one",
-                             "intensity": NODES_INTENSITY[0], "period_s": NODES_INTENSITY[1],
-                             "children": [] if master else [rosout]}  # fmt: skip
+    nodes = _Group("nodes")
+    if not master:
+        rosout: dict[str, object] = {"ros_node": "rosout", "pkg": "rosout", "type": "rosout",
+                                     "restart": "permanent"}  # fmt: skip
+        nodes.children.append(_Node(rosout, 1, "/", "rosout", False))
     nodes_loc: tuple[str | int, ...] = ("children", 1)
     for node in reader.nodes:
         holder, loc = nodes, nodes_loc
+        holder.required |= node.required
         for part in [p for p in node.ns.split("/") if p]:
             holder, loc = _sub(holder, loc, part, node.line, lines)
-        if node.data["required"]:
-            _mark_required(nodes, node.ns)
-        loc = (*loc, "children", len(holder["children"]))
-        holder["children"].append(node.data)
-        lines[loc] = node.line
+            holder.required |= node.required
+        lines[(*loc, "children", len(holder.children))] = node.line
+        holder.children.append(node)
     params = {k: v for k, (v, _, _) in reader.params.items()}
     for key, (_, _, line) in reader.params.items():
         lines[("ros", "params", key)] = line
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "name": name,
         "strategy": "rest_for_one",
         "ros": {"master": master or "private", "params": params, "machines": reader.machines},
-        "children": [{"ros_master": "master"}, nodes],
+        "children": [{"ros_master": "master"}, nodes.data()],
     }
     return data, lines
 
 
 def _sub(
-    holder: dict[str, Any], loc: tuple[str | int, ...], part: str, line: int, lines: LineMap
-) -> tuple[dict[str, Any], tuple[str | int, ...]]:
-    for i, child in enumerate(holder["children"]):
-        if child.get("supervisor") == part:
+    holder: _Group, loc: tuple[str | int, ...], part: str, line: int, lines: LineMap
+) -> tuple[_Group, tuple[str | int, ...]]:
+    for i, child in enumerate(holder.children):
+        if isinstance(child, _Group) and child.name == part:
             return child, (*loc, "children", i)
-    sub = {"supervisor": part, "strategy": "one_for_one", "intensity": NODES_INTENSITY[0],
-           "period_s": NODES_INTENSITY[1], "children": []}  # fmt: skip
-    loc = (*loc, "children", len(holder["children"]))
-    holder["children"].append(sub)
+    sub = _Group(part)
+    loc = (*loc, "children", len(holder.children))
+    holder.children.append(sub)
     lines[loc] = line
     return sub, loc
-
-
-def _mark_required(nodes: dict[str, Any], ns: str) -> None:
-    """The supervisors above a required node end with it: the whole tree stops."""
-    holder = nodes
-    holder.update(required=True, restart="temporary")
-    for part in [p for p in ns.split("/") if p]:
-        holder = next(c for c in holder["children"] if c.get("supervisor") == part)
-        holder.update(required=True, restart="temporary")

@@ -56,7 +56,7 @@ def master_answers(uri: str) -> bool:
         return False
 
 
-def set_params(uri: str, params: Mapping[str, Any]) -> None:
+def set_params(uri: str, params: Mapping[str, object]) -> None:
     proxy = master(uri)
     for name, value in params.items():
         code, message, _ = proxy.setParam(CALLER, name, value)
@@ -112,7 +112,7 @@ class RosMaster:
         self,
         name: str,
         uri: str,
-        params: Mapping[str, Any],
+        params: Mapping[str, object],
         env: dict[str, str],
         *,
         port: int | None,

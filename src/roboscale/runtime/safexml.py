@@ -28,6 +28,9 @@ class Element:
     line: int
     children: list[Element] = field(default_factory=list)
     text: str = ""
+    # Text as expat hands it over, in pieces, joined once at the element's end: a `+=`
+    # per piece would copy the text again for each (quadratic on a long <rosparam>).
+    pieces: list[str] = field(default_factory=list, repr=False, compare=False)
 
 
 def parse_xml(path: Path) -> Element:
@@ -56,11 +59,14 @@ def parse_xml(path: Path) -> Element:
         stack.append(element)
 
     def end(_tag: str) -> None:
-        stack.pop()
+        element = stack.pop()
+        element.text = "".join(element.pieces)
+        element.pieces.clear()
 
     def chars(data: str) -> None:
+        # The text is bounded by the file's MAX_BYTES (no entity expands it).
         if stack:
-            stack[-1].text += data
+            stack[-1].pieces.append(data)
 
     parser.StartDoctypeDeclHandler = refuse("a DOCTYPE (DTD)")
     parser.EntityDeclHandler = refuse("an entity declaration")

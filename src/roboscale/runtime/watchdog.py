@@ -9,35 +9,27 @@ A broken watchdog stops the child at once (no graceful stop: it is hung) and rep
 through the supervisor's exit callback with reason HUNG and what was broken, so its
 supervisor applies its restart policy and records the event like any other exit.
 
-The topic is read by `TopicTap`, a TCPROS subscriber in the standard library: it asks the
-master for the topic's publishers, asks each for a connection (`requestTopic`), and counts
-the length-prefixed frames it receives without decoding them (md5sum `*`, as rostopic hz).
+The topic is read by `TopicTap`, a TCPROS subscriber in the standard library
+(runtime/tcpros.py): it asks the master for the topic's publishers (on a thread of its
+own), asks each for a connection (`requestTopic`), and counts the length-prefixed frames
+it receives without decoding or buffering them (md5sum `*`, as rostopic hz).
 It registers no node with the master, so the graph the launch built stays as it is.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
-import http.client
 import os
-import selectors
-import socket
-import struct
 import threading
 import time
-import xmlrpc.client
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from roboscale.runtime.child import ChildHandle, ExitCallback, ExitReason
+from roboscale.runtime.tcpros import FrameReader, TopicSubscriber
 
 CHECK_S = 0.05
-DISCOVER_S = 0.5
-RPC_TIMEOUT_S = 2.0
-MAX_HEADER = 1 << 16  # a TCPROS connection header larger than this is refused
 CALLER = "/roboscale_watchdog"
-_BAD_ANSWER = (OSError, xmlrpc.client.Error, ValueError, TypeError, LookupError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,136 +48,22 @@ class _Stoppable(ChildHandle, Protocol):
     def pid(self) -> int | None: ...
 
 
-class _Transport(xmlrpc.client.Transport):
-    """XML-RPC with a timeout: a hung node must not hang its watchdog."""
-
-    def make_connection(self, host: Any) -> http.client.HTTPConnection:
-        conn = super().make_connection(host)
-        conn.timeout = RPC_TIMEOUT_S
-        return conn
-
-
-def _proxy(uri: str) -> Any:
-    return xmlrpc.client.ServerProxy(uri, transport=_Transport())
-
-
-class _Conn:
-    """One TCPROS connection: the header first, then frames (counted, skipped)."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = b""
-        self.header_done = False
-        self.skip = 0  # bytes of the current frame still to read
-
-    def feed(self, data: bytes) -> int:
-        """Frames that began in `data`."""
-        frames = 0
-        self.buffer += data
-        while True:
-            if self.skip:
-                taken = min(self.skip, len(self.buffer))
-                self.skip -= taken
-                self.buffer = self.buffer[taken:]
-                if self.skip:
-                    return frames
-            if len(self.buffer) < 4:
-                return frames
-            (size,) = struct.unpack("<I", self.buffer[:4])
-            self.buffer = self.buffer[4:]
-            if not self.header_done:
-                if size > MAX_HEADER:
-                    raise ValueError("TCPROS header too large")
-                self.header_done = True
-            else:
-                frames += 1
-            self.skip = size
-
-
-class TopicTap:
-    """Counts the messages published on a ROS 1 topic; `poll` does the work."""
+class TopicTap(TopicSubscriber):
+    """Counts the messages published on a ROS 1 topic (bodies skipped); `poll` does the work."""
 
     def __init__(self, master_uri: str, topic: str) -> None:
-        self.master_uri = master_uri
-        self.topic = topic
-        self.sel = selectors.DefaultSelector()
-        self.conns: dict[str, _Conn] = {}  # publisher URI -> connection
         self.times: collections.deque[float] = collections.deque(maxlen=100_000)
-        self.next_discovery = 0.0
+        super().__init__(master_uri, topic, CALLER, keep=False)
 
-    def poll(self, timeout_s: float) -> None:
-        now = time.monotonic()
-        if now >= self.next_discovery:
-            self.next_discovery = now + DISCOVER_S
-            # The graph's answers are outside data: a malformed one skips that publisher
-            # (a struct for a list is a LookupError), never ends the watchdog's thread.
-            with contextlib.suppress(*_BAD_ANSWER):
-                self._discover()
-        if not self.conns:
-            time.sleep(timeout_s)
-            return
-        for key, _ in self.sel.select(timeout_s):
-            uri = key.data
-            try:
-                data = self.conns[uri].sock.recv(65536)
-                frames = self.conns[uri].feed(data) if data else -1
-            except (OSError, ValueError):
-                frames = -1
-            if frames < 0:
-                self._drop(uri)
-                continue
-            stamp = time.monotonic()
-            self.times.extend([stamp] * frames)
-
-    def _discover(self) -> None:
-        _, _, (publishers, _, _) = _proxy(self.master_uri).getSystemState(CALLER)
-        nodes: list[str] = next((n for t, n in publishers if t == self.topic), [])
-        for node in nodes:
-            with contextlib.suppress(*_BAD_ANSWER):
-                self._connect(node)
-
-    def _connect(self, node: str) -> None:
-        """A connection to one publisher of the topic, unless it has one."""
-        code, _, uri = _proxy(self.master_uri).lookupNode(CALLER, node)
-        if code != 1 or uri in self.conns:
-            return
-        code, _, proto = _proxy(uri).requestTopic(CALLER, self.topic, [["TCPROS"]])
-        if code != 1 or len(proto) < 3 or proto[0] != "TCPROS":
-            return
-        sock = socket.create_connection((proto[1], int(proto[2])), timeout=RPC_TIMEOUT_S)
-        try:
-            sock.sendall(_header(self.topic))
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self.conns[uri] = _Conn(sock)
-        self.sel.register(sock, selectors.EVENT_READ, uri)
-
-    def _drop(self, uri: str) -> None:
-        conn = self.conns.pop(uri)
-        self.sel.unregister(conn.sock)
-        conn.sock.close()
-
-    def close(self) -> None:
-        for uri in list(self.conns):
-            self._drop(uri)
-        self.sel.close()
+    def received(self, uri: str, reader: FrameReader, frames: list[bytes]) -> None:
+        stamp = time.monotonic()
+        self.times.extend([stamp] * len(frames))
 
     def count_since(self, since: float) -> int:
         return sum(1 for t in reversed(self.times) if t >= since) if self.times else 0
 
     def last(self) -> float | None:
         return self.times[-1] if self.times else None
-
-
-def _header(topic: str) -> bytes:
-    fields = {"callerid": CALLER, "topic": topic, "md5sum": "*", "type": "*",
-              "tcp_nodelay": "1"}  # fmt: skip
-    body = b"".join(
-        struct.pack("<I", len(f)) + f for f in (f"{k}={v}".encode() for k, v in fields.items())
-    )
-    return struct.pack("<I", len(body)) + body
 
 
 def broken(limits: Limits, started: float, tap: TopicTap | None, now: float) -> str:

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 
-from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
+import pytest
+
+from roboscale.runtime.zenoh_config import (
+    THREAD_LAYOUT,
+    THREADS_ENV,
+    use_thread_layout,
+    zenoh_config,
+    zenoh_settings,
+)
 
 
 def test_settings_name_the_endpoints_and_turn_scouting_off() -> None:
@@ -27,3 +36,14 @@ def test_the_config_carries_the_settings() -> None:
     config = zenoh_config(zenoh_settings(["tcp/127.0.0.1:7447"], [], retry_ms=50))
     assert json.loads(config.get_json("connect/retry"))["period_init_ms"] == 50
     assert json.loads(config.get_json("listen/endpoints")) == ["tcp/127.0.0.1:7447"]
+
+
+def test_zenoh_threads_take_the_runtime_layout_unless_the_user_set_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    use_thread_layout()
+    assert os.environ[THREADS_ENV] == THREAD_LAYOUT
+    monkeypatch.setenv(THREADS_ENV, "(rx: (worker_threads: 3))")
+    use_thread_layout()
+    assert os.environ[THREADS_ENV] == "(rx: (worker_threads: 3))"

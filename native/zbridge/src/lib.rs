@@ -31,6 +31,9 @@ fn error(what: &str, e: impl std::fmt::Display) -> PyErr {
     PyRuntimeError::new_err(format!("_zbridge: {what}: {e}"))
 }
 
+/// One reply of a backlog query: (payload, attachment, the Zenoh id of the replier).
+type Reply = (Vec<u8>, Vec<u8>, String);
+
 /// One checked header: (codec, type tag, publisher id, seq).
 type Header = (u8, u32, u64, u64);
 
@@ -71,6 +74,15 @@ struct Row {
     topic: u32,
     header: Header,
     payload: ZBytes,
+    received: u64, // CLOCK_MONOTONIC ns when Zenoh's thread handed the sample over
+}
+
+/// CLOCK_MONOTONIC in ns: Python's `time.perf_counter_ns` on Linux, so one host's
+/// processes can match their stamps (bench/native_hops.py).
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 struct State {
@@ -90,6 +102,7 @@ struct Queue {
     eventfd: i32,
     strip: usize,
     topics: RwLock<HashMap<String, u32>>,
+    last_received: AtomicU64, // `received` of the last row taken (diagnosis)
 }
 
 impl Queue {
@@ -102,6 +115,7 @@ impl Queue {
     /// On Zenoh's network thread: check one sample and queue it. A full queue blocks this
     /// thread, which is back-pressure on the publisher (as a full FIFO channel is).
     fn push(&self, sample: Sample) {
+        let received = monotonic_ns();
         let key = sample.key_expr().as_str().get(self.strip..).unwrap_or("");
         let topic = self.topics.read().unwrap_or_else(|e| e.into_inner()).get(key).copied();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -133,7 +147,7 @@ impl Queue {
         if state.closed {
             return;
         }
-        state.rows.push_back(Row { topic, header, payload: sample.payload().clone() });
+        state.rows.push_back(Row { topic, header, payload: sample.payload().clone(), received });
         // Only the first row of an empty queue wakes the loop: `take` empties it or wakes
         // the loop again itself, so no row is left without a wake pending.
         let first = state.rows.len() == 1;
@@ -297,6 +311,7 @@ impl Session {
             eventfd,
             strip: prefix.len(),
             topics: RwLock::new(HashMap::new()),
+            last_received: AtomicU64::new(0),
         });
         let pushed = queue.clone();
         let declared = py.allow_threads(|| {
@@ -351,7 +366,7 @@ impl Session {
         selector: String,
         payload: Vec<u8>,
         timeout_s: f64,
-    ) -> PyResult<Vec<(Vec<u8>, Vec<u8>, String)>> {
+    ) -> PyResult<Vec<Reply>> {
         let session = self.open()?;
         py.allow_threads(|| {
             let replies = session
@@ -403,7 +418,12 @@ impl Publisher {
     }
 
     /// Put one payload with a header made by the caller (durable topics: retained first).
-    fn put(&self, py: Python<'_>, payload: Bound<'_, PyBytes>, attachment: Bound<'_, PyBytes>) -> PyResult<()> {
+    fn put(
+        &self,
+        py: Python<'_>,
+        payload: Bound<'_, PyBytes>,
+        attachment: Bound<'_, PyBytes>,
+    ) -> PyResult<()> {
         let publisher = self.publisher.as_ref().ok_or_else(|| error("put", "undeclared"))?;
         let put = publisher.put(lend(payload)).attachment(lend(attachment));
         py.allow_threads(|| put.wait()).map_err(|e| error("put", e))
@@ -445,12 +465,21 @@ impl Inbox {
             }
             taken
         };
+        if let Some(last) = taken.last() {
+            self.queue.last_received.store(last.received, Ordering::Relaxed);
+        }
         self.queue.room.notify_all();
         let row = |r: &Row| {
             let (codec, tag, publisher, seq) = r.header;
             (r.topic, codec, tag, publisher, seq, PyBytes::new(py, &r.payload.to_bytes()))
         };
         taken.iter().map(row).collect()
+    }
+
+    /// When Zenoh's thread handed over the last row taken (CLOCK_MONOTONIC ns, 0 before
+    /// any): where a round trip's time goes, matched across processes.
+    fn received_ns(&self) -> u64 {
+        self.queue.last_received.load(Ordering::Relaxed)
     }
 
     /// (malformed, ignored, the last malformed sample's error).

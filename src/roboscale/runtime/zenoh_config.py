@@ -8,9 +8,26 @@ bench/ take them from here and the runtime imports nothing above it.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 Settings = list[tuple[str, str]]  # (config key, JSON5 value), inserted in order
+
+# Zenoh's thread pools (tokio runtimes: rx, tx, acc, net, app), its own setting. A socket
+# is registered with the reactor of the pool that made it: the acceptor's (acc) for a
+# listened link, net's for a connected one. By default each received message therefore
+# wakes acc's or net's thread first, which then wakes an rx worker: one thread hop more
+# per message (bench/native_hops.py counted 1.4-1.8 switches per message on acc-0 or
+# net-0). Handed over to rx, the rx worker reads its sockets itself.
+THREADS_ENV = "ZENOH_RUNTIME"
+THREAD_LAYOUT = "(acc: (handover: rx), net: (handover: rx))"
+
+
+def use_thread_layout() -> None:
+    """Zenoh's pools as THREAD_LAYOUT in this process and its children, unless the user
+    set ZENOH_RUNTIME (theirs wins). Zenoh reads it once, when it first starts a pool:
+    call before the process's first session."""
+    os.environ.setdefault(THREADS_ENV, THREAD_LAYOUT)
 
 
 def zenoh_settings(

@@ -32,6 +32,7 @@ from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_settings, sessio
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.wire import HEADER, VERSION
+from roboscale.runtime.zenoh_config import use_thread_layout
 
 PATH_ENV, PATHS = "ROBOSCALE_BRIDGE_PATH", ("auto", "native", "python")
 BATCH = 256  # samples handed to the loop per wake-up at most
@@ -355,4 +356,5 @@ Link = NativeLink | PythonLink
 
 
 def open_link(runtime: Runtime, config: BridgeConfig, path: str) -> Link:
+    use_thread_layout()  # before the session: Zenoh reads it when it starts its threads
     return NativeLink(runtime, config) if path == "native" else PythonLink(runtime, config)

@@ -103,7 +103,9 @@ class TrialParams(Record):
 
 
 class Distribution(Record):
-    """Percentiles and moments of a latency in µs; null when nothing arrived."""
+    """Percentiles and moments of a latency in µs; null when nothing arrived, a percentile
+    null too where the sample does not support it (analysis/stats.py). `n` and the 95 %
+    intervals of p50 and p99 are absent from results written before they were kept."""
 
     p50: Number
     p90: Number
@@ -114,6 +116,11 @@ class Distribution(Record):
     std: Number
     ci80_low: Number
     ci80_high: Number
+    p50_low: Number = None
+    p50_high: Number = None
+    p99_low: Number = None
+    p99_high: Number = None
+    n: Count | None = None
 
 
 class Usage(Record):
@@ -135,10 +142,28 @@ class ClockBound(Record):
     max_bound_us: float
 
 
+class RuleRecord(Record):
+    """One rule of the verdict: whether it held, whether it was judged, its figure in
+    words and the measured value against its limit (analysis/verdict.py's Rule)."""
+
+    rule: str
+    ok: bool
+    judged: bool
+    figure: str
+    value: float | None = None
+    limit: float | None = None
+
+
 class VerdictRecord(Record):
-    """Why a trial is (not) sustained; analysis/verdict.py owns the rules and their names."""
+    """Why a trial is (not) sustained; analysis/verdict.py owns the rules and their names.
+    A verdict of the format before the rules has no `rules` (its rate_ok, loss_ok, ...
+    are kept as extra fields, and read by analysis/verdict.py)."""
 
     sustained: bool | None = None
+    rate_ratio: float = 1.0
+    loss: float = 0.0
+    rules: list[RuleRecord] | None = None
+    trend: dict[str, float] | None = None
 
 
 class FailedEntry(TrialParams):
@@ -193,10 +218,21 @@ class NodeFigures(Record):
     hop_us: Distribution | None = None
 
 
+class FlowFigures(Record):
+    """workloads/oneway_figures.py: the share of box-plot outliers per listener or hop,
+    how far apart one message reaches its listeners, and the acks' way back."""
+
+    outlier_share: list[float | None]
+    outlier_share_of: Literal["hop", "one_way"]
+    arrival_spread_us: Distribution | None = None
+    ack_return_us: Distribution | None = None
+
+
 class OneWayEntry(MeasuredEntry):
     """fanout, ping, chain: `one_way_us` is the headline, each listener or hop apart."""
 
     per_node: list[NodeFigures] = []
+    flow: FlowFigures | None = None
 
 
 class PathFigures(Record):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from roboscale.workloads.stream import Counters
 
 AGENT_CONFIG_VERSION = 2  # 2: MessageKind may carry a TypedPayload
-Entry = dict[str, Any]  # a summary entry as the report's figures and tables read it
 
 
 class ProgramConfig(Protocol):
@@ -125,7 +124,7 @@ class TableSpec:
     before the figures; `caption` says what its figures measure."""
 
     title: str
-    build: Callable[[Sequence[Entry]], Any]
+    build: Callable[[Sequence[SummaryEntry]], tuple[list[str], list[list[str]]] | None]
     lead: bool = False
     caption: str = ""  # what its figures measure, shown under its title
 
@@ -201,14 +200,12 @@ def get_workload(name: str) -> Workload:
     return workload
 
 
-def name_of(entry: Mapping[str, Any] | TrialParams) -> str:
+def name_of(entry: TrialParams) -> str:
     """The workload of a summary entry or of a trial's parameters."""
-    if isinstance(entry, Mapping):
-        return str(entry.get("workload", DEFAULT_WORKLOAD))
     return entry.workload
 
 
-def workload_of(entry: Mapping[str, Any] | TrialParams) -> Workload:
+def workload_of(entry: TrialParams) -> Workload:
     return get_workload(name_of(entry))
 
 

@@ -363,7 +363,7 @@ class EchoWorkload:
         from roboscale.analysis.stats import summarize_round_trips
         from roboscale.records.models import EchoEntry
 
-        return EchoEntry.model_validate(summarize_round_trips(table, params.to_dict(), th))
+        return summarize_round_trips(table, params, th).entry(EchoEntry)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import interactive

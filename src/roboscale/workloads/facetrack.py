@@ -240,8 +240,7 @@ class FaceTrackWorkload:
 
         found = [getattr(n, "facetrack", None) for n in nodes]
         tracker = next((f for f in found if f), None)
-        entry = summarize_round_trips(table, params.to_dict(), th)
-        return FacetrackEntry.model_validate({**entry, "facetrack": tracker})
+        return summarize_round_trips(table, params, th).entry(FacetrackEntry, facetrack=tracker)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import facetrack as plots

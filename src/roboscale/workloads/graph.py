@@ -406,9 +406,8 @@ class GraphWorkload:
         nodes: Sequence[NodeHeader] = (),
     ) -> GraphEntry:
         from roboscale.analysis.graph import summarize_graph
-        from roboscale.records.models import GraphEntry
 
-        return GraphEntry.model_validate(summarize_graph(table, params.to_dict(), th))
+        return summarize_graph(table, params, th)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import graphviews, interactive

@@ -30,7 +30,6 @@ from roboscale.backends.base import MessageKind, Session
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -237,22 +236,22 @@ class OneWay:
     def measured_nodes(self, t: TrialPlan) -> int:
         return t.chain_length - 1 if self.relays else t.listeners
 
-    def describe(self, entry: Entry) -> str:
+    def describe(self, entry: TrialParams) -> str:
         """For a table cell: "chain of 5 ack", "fanout x3", "ping-pong"."""
-        ack = " ack" if entry["ack"] else ""
+        ack = " ack" if entry.ack else ""
         if self.relays:
-            return f"{self.name} of {entry['chain_length']}{ack}"
+            return f"{self.name} of {entry.chain_length}{ack}"
         if "listeners" in self.axes:
-            return f"{self.name} x{entry['listeners']}{ack}"
-        return f"{self.name}-pong" if entry["ack"] else self.name
+            return f"{self.name} x{entry.listeners}{ack}"
+        return f"{self.name}-pong" if entry.ack else self.name
 
-    def series_names(self, entry: Entry) -> tuple[str, str]:
+    def series_names(self, entry: TrialParams) -> tuple[str, str]:
         """Labels of the one-way series (a chain's end to end) and of the round trip."""
         if self.relays:
             return "end-to-end", "every hop"
         if "listeners" in self.axes:
-            return f"{entry['listeners']} listeners", f"{entry['listeners']} listeners"
-        return (f"{self.name}-pong" if entry["ack"] else self.name), f"{self.name}-pong"
+            return f"{entry.listeners} listeners", f"{entry.listeners} listeners"
+        return (f"{self.name}-pong" if entry.ack else self.name), f"{self.name}-pong"
 
     def host_of(self, t: TrialPlan, key: int) -> int:
         """Node 0 (the publisher) or measuring node 1..K: a chain walks the hosts in turn;
@@ -373,10 +372,9 @@ class OneWay:
         from roboscale.records.models import OneWayEntry
         from roboscale.workloads.oneway_figures import flow_figures
 
-        entry = summarize_oneway(table, params.to_dict(), th)
-        if table.num_rows:
-            entry["flow"] = flow_figures(table, params.to_dict())
-        return OneWayEntry.model_validate(entry)
+        measured, per_node = summarize_oneway(table, params, th)
+        flow = flow_figures(table, params) if table.num_rows else None
+        return measured.entry(OneWayEntry, per_node=per_node, flow=flow)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import flowplots, interactive

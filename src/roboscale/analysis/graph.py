@@ -96,7 +96,7 @@ def _follow(ev: Events, keys: list[int], index: dict[str, int], path: GraphPath,
 
 def collect_graph(
     t: TrialPlan, g: Graph, names: list[str], hosts: list[str], raw: Path
-) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+) -> tuple[list[pa.Table], list[dict[str, object]]]:
     """Record tables of a graph trial: `names[k]`, `hosts[k]` are node k's."""
     ev = read_events(raw, names)
     heads = [read_raw(raw / f"{n}.raw")[0] for n in names]

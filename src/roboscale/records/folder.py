@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 import io
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,7 +32,6 @@ from roboscale.jsonfile import read_json
 from roboscale.records.models import (
     ENTRY_MODELS,
     FailedEntry,
-    JsonObject,
     RunInfo,
     Summary,
     SummaryEntry,
@@ -227,10 +226,10 @@ class _SummaryShape(BaseModel):
     model_config = {"extra": "allow", "strict": True}
     format_version: int
     thresholds: dict[str, float | None] | None = None
-    trials: list[JsonObject]
+    trials: list[dict[str, object]]
 
 
-def parse_entry(path: Path, index: int, data: JsonObject) -> SummaryEntry:
+def parse_entry(path: Path, index: int, data: Mapping[str, object]) -> SummaryEntry:
     """One summary entry by its own model: a failed trial by its error, a finished one
     by its workload's (a graph trial needs its paths, a face-tracker trial its figures)."""
     where = f"trials[{index}]"
@@ -252,7 +251,7 @@ def parse_entry(path: Path, index: int, data: JsonObject) -> SummaryEntry:
     return entry
 
 
-def _current(model: BaseModel) -> Any:
+def _current(model: BaseModel) -> dict[str, object]:
     """A model as the current format writes it."""
     data = model.model_dump()
     if "format_version" in data:
@@ -260,7 +259,7 @@ def _current(model: BaseModel) -> Any:
     return data
 
 
-def _read_versioned(path: Path) -> JsonObject:
+def _read_versioned(path: Path) -> dict[str, object]:
     """A JSON object of this format version or the previous one (upgraded on reading)."""
     data = read_json(path, "results file")
     if not isinstance(data, dict):
@@ -303,7 +302,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _parse(path: Path, model: type[M], data: Any, prefix: str = "") -> M:
+def _parse(path: Path, model: type[M], data: object, prefix: str = "") -> M:
     """`data` as `model`, or a UserError naming the file and the first wrong field."""
     if not isinstance(data, dict):
         raise UserError(f"{path}: {prefix + ': ' if prefix else ''}must be a JSON object")

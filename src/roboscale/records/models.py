@@ -10,14 +10,13 @@ topics, a face-tracker trial its tracker figures, a one-way trial its per-node f
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Count = Annotated[int, Field(ge=0)]
 Seconds = Annotated[float, Field(ge=0)]
 Number = float | None
-JsonObject = dict[str, Any]  # a JSON object the format does not look inside
 
 
 class Record(BaseModel):
@@ -25,7 +24,7 @@ class Record(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> dict[str, object]:
         """As JSON holds it (the fields of the file, unknown ones included)."""
         return self.model_dump()
 
@@ -96,7 +95,7 @@ class TrialParams(Record):
     burst: bool = False  # a replayed recording sent back to back: it claims no rate
 
     @property
-    def params(self) -> JsonObject:
+    def params(self) -> dict[str, object]:
         """The parameters alone (for an entry: without its figures)."""
         names = set(TrialParams.model_fields) | set(self.model_extra or {})
         return {k: v for k, v in self.to_dict().items() if k in names and k not in _FIGURE_KEYS}
@@ -182,7 +181,7 @@ class MeasuredEntry(TrialParams):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_foreign_figures(cls, data: Any) -> Any:
+    def _no_foreign_figures(cls, data: object) -> object:
         if isinstance(data, dict):
             for key in sorted(WORKLOAD_FIELDS & set(data) - set(cls.model_fields)):
                 workload = data.get("workload")
@@ -295,7 +294,7 @@ class FacetrackFigures(Record):
     stack: str
     summary: FacetrackSummary
     kills: list[KillFigures]
-    processes: list[JsonObject] = []
+    processes: list[dict[str, object]] = []
     counters: dict[str, int] = {}
     kill_at: int = 0
     jaccard: list[float | None] = []
@@ -369,7 +368,7 @@ class NodeHeader(Record):
     malformed: Count = 0
 
 
-def node_headers(heads: Iterable[Mapping[str, Any]]) -> list[NodeHeader]:
+def node_headers(heads: Iterable[Mapping[str, object]]) -> list[NodeHeader]:
     """Nodes' raw headers (written by agents in another process), checked: one that is not
     as agents write it is a ValidationError (a ValueError), which fails the trial."""
     return [NodeHeader.model_validate(dict(h)) for h in heads]
@@ -411,7 +410,7 @@ class TrialMetadata(Record):
     warmup_discarded: Count = 0
     start: WallClock | None = None
     end: WallClock | None = None
-    env: JsonObject = {}  # where it ran: emulated hosts, links, real machines
+    env: dict[str, object] = {}  # where it ran: emulated hosts, links, real machines
     clocks: TrialClocks | None = None
     nodes: list[NodeHeader] = []
     usage: Usage | None = None

@@ -149,7 +149,7 @@ class Sender:
     def finish(self) -> None:
         return None
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": self.cfg.pair}
 
     def run(self) -> None:
@@ -240,7 +240,7 @@ class Echoer:
         frames = [(t + to_wall, k, body) for t, k, body in self._captured]
         write_stream_file(Path(self.cfg.record), topics, frames)
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": self.cfg.pair}
 
     def columns(self) -> dict[str, array[int]]:
@@ -346,12 +346,13 @@ class EchoWorkload:
         for pair in range(t.pairs):
             s_head, s_cols = read_raw(raw / f"{node_name(t, 'sender', pair)}.raw")
             e_head, e_cols = read_raw(raw / f"{node_name(t, 'echoer', pair)}.raw")
+            sender, echoer = node_headers([s_head, e_head])
             cols = {k: np.frombuffer(v, dtype=np.int64) for k, v in s_cols.items()}
             cols["t_echoed"] = np.frombuffer(e_cols["t_echoed"], dtype=np.int64)
             host = hosts[t.host_of("sender", pair)]
-            tables.append(records_table(t.trial, s_head["node"], host, t.payload_bytes, cols))
-            nodes += [s_head, e_head]
-        return tables, node_headers(nodes)
+            tables.append(records_table(t.trial, sender.node, host, t.payload_bytes, cols))
+            nodes += [sender, echoer]
+        return tables, nodes
 
     def summarize(
         self,

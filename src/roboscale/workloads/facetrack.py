@@ -114,7 +114,7 @@ class TrackerProgram:
         if not self.cfg.workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         from roboscale.facetrack.records import summarize
 
         run = self.result
@@ -221,10 +221,11 @@ class FaceTrackWorkload:
         from roboscale.records.store import records_table
 
         head, cols = read_raw(raw / f"{node_name(t)}.raw")
+        (node,) = node_headers([head])
         arrays = {k: np.frombuffer(v, dtype=np.int64) for k, v in cols.items()}
         frame_bytes = FRAME_HEAD.size + 320 * 240  # the lab runs the default 320x240 view
-        table = records_table(t.trial, head["node"], hosts[0], frame_bytes, arrays)
-        return [table], node_headers([head])
+        table = records_table(t.trial, node.node, hosts[0], frame_bytes, arrays)
+        return [table], [node]
 
     def summarize(
         self,

@@ -280,7 +280,7 @@ class GraphNodeProgram:
         self._arrivals.put(None)
         self._worker.join(STOP_WAIT_S + self.cfg.drain_s)
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"graph_node": self.cfg.node}
 
     def columns(self) -> dict[str, array[int]]:

@@ -126,7 +126,7 @@ class Source:
     def finish(self) -> None:
         return None
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": 0, "flow_node": self.cfg.node}
 
     def run(self) -> None:
@@ -199,7 +199,7 @@ class Sink:
     def drain(self) -> None:
         self.finish()
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": 0, "flow_node": self.cfg.node}
 
     def columns(self) -> dict[str, array[int]]:
@@ -343,9 +343,10 @@ class OneWay:
 
         src_head, src = read_raw(raw / f"{self.node_name(t, 0)}.raw")
         sent = {k: np.frombuffer(src[k], dtype=np.int64) for k in ("seq", "t_intended", "t_sent")}
-        tables, heads = [], [src_head]
+        tables, heads = [], node_headers([src_head])
         for k in range(1, self.measured_nodes(t) + 1):
-            head, cols = read_raw(raw / f"{self.node_name(t, k)}.raw")
+            raw_head, cols = read_raw(raw / f"{self.node_name(t, k)}.raw")
+            (head,) = node_headers([raw_head])
             acked = src.get(f"t_ack_{k}")
             columns = {
                 **sent,
@@ -357,9 +358,9 @@ class OneWay:
                 ),
             }
             host = hosts[self.host_of(t, k)]
-            tables.append(records_table(t.trial, head["node"], host, t.payload_bytes, columns))
+            tables.append(records_table(t.trial, head.node, host, t.payload_bytes, columns))
             heads.append(head)
-        return tables, node_headers(heads)
+        return tables, heads
 
     def summarize(
         self,

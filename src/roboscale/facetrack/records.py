@@ -27,6 +27,9 @@ from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.geometry import Rect, jaccard, tracking_error
 
 RUN_VERSION = 1
+# Where a hosted tracker leaves its TrackerRun in its work folder (not a results folder's
+# run.json, which records/folder.py alone reads and writes).
+TRACKER_RUN_FILE = "tracker-run.json"
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,6 +112,10 @@ class ResultsFolder:
         path = self.trial_dir(trial) / METADATA_FILE
         return _parse(path, TrialMetadata, _read_versioned(path))
 
+    def has_summary(self) -> bool:
+        """Whether a trial has finished here (summary.json is written after the first)."""
+        return self.summary_file.exists()
+
     def has_records(self, trial: str) -> bool:
         return (self.trial_dir(trial) / RECORDS_FILE).exists()
 
@@ -212,6 +216,29 @@ class ResultsFolder:
 
     def write_summary(self, summary: Summary) -> None:
         safewrite.write_json(self.summary_file, _current(summary))
+
+    def copy_summaries(self, dest: Path) -> None:
+        """Copy run.json, summary.json (when there is one) and every trial's metadata.json,
+        each checked first, as they are (byte for byte) into `dest`, without the records:
+        what reproduce keeps as evidence. The folders they go in are made."""
+        sources = []
+        if self.is_results():
+            self.run()
+            sources.append(self.run_file)
+            if self.has_summary():
+                self.summary()
+                sources.append(self.summary_file)
+        for trial in self.trials_on_disk():
+            self.metadata(trial)
+            sources.append(self.trial_dir(trial) / METADATA_FILE)
+        for source in sources:
+            target = dest / source.relative_to(self.path)
+            for folder in reversed(target.relative_to(dest).parents):
+                made = dest / folder
+                if made.is_symlink():
+                    raise UserError(f"{made}: is a link; the tool writes nothing through it")
+                made.mkdir(exist_ok=True)
+            safewrite.write_bytes(target, source.read_bytes())
 
 
 def _run_output(name: str) -> bool:

@@ -281,7 +281,7 @@ def qos_policies(qos: dict[str, Any], queue: int) -> Any:
     return Qos(reliability, history, durability)
 
 
-def trial_qos(trial: dict[str, Any]) -> dict[str, Any]:
+def trial_qos(trial: dict[str, Any]) -> dict[str, object]:
     """The trial's QoS axes that are set, as the session reads them."""
     qos: dict[str, Any] = {}
     for axis in ("reliability", "durability"):
@@ -478,7 +478,7 @@ class DdsBackend:
             self._trial = trial
         return self._lease.domain
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, object]:
         own = trial.get("node_address", "127.0.0.1")
         local = len(self._addresses) == 1
         participants = int(trial.get("trial_nodes", 2)) + 2

@@ -214,7 +214,7 @@ class NativeBackend:
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         return NoInfrastructure()
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, object]:
         return {}
 
     def open(self, ctx: NodeContext) -> NativeSession:
@@ -248,7 +248,7 @@ class NativeProcBackend(NativeBackend):
 
         return ZENOH.start_infrastructure(workdir, where)  # routers, when asked for
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, object]:
         from roboscale.backends.zenoh import BACKEND as ZENOH
 
         return ZENOH.node_config(role, key, trial)

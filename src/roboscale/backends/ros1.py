@@ -335,7 +335,7 @@ class Ros1Backend:
         host = where.infrastructure_host
         return Roscore(workdir, where.prefixes[host], where.addresses[host])
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, object]:
         # The thesis's nodes used rospy's default (Nagle on); standard mode turns it off.
         return {"tcp_nodelay": trial.get("mode") != "thesis_compat"}
 

@@ -163,7 +163,7 @@ class ZenohBackend:
         self._router_port = free_port()
         return ZenohRouters(workdir, where, self._router_port)
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, object]:
         """A node listens on its own port when the workload says so (`listen`, its endpoint
         `key`) and connects to the nodes in `links` (key -> address); with routers, it is
         a client of the router on its own host."""

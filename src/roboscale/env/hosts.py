@@ -356,7 +356,7 @@ class HostSet:
         with contextlib.suppress(OSError, ValueError):
             self.emulator_stats = json.loads(stats.read_text())
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, object]:
         """What the trial metadata should record about the hosts."""
         return {
             "run_id": self.run_id,

@@ -124,7 +124,7 @@ class TrackerRun:
     alive_workers: int | None = None  # workers running at the end
     version: int = RUN_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
     @classmethod
@@ -214,7 +214,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def summarize(run: TrackerRun) -> dict[str, Any]:
+def summarize(run: TrackerRun) -> dict[str, object]:
     """The figures of one run, as the report and the bench print them."""
     frames = run.frames
     latencies = [f.latency_ms for f in frames if f.latency_ms is not None]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from roboscale.backends.base import Backend, Infrastructure
+from roboscale.env.clock import OffsetEstimate
 from roboscale.errors import UserError
 from roboscale.lab.nodes import NodeProcess, await_line, spawn
 from roboscale.spec.planner import TrialPlan
@@ -219,7 +220,7 @@ class Environments:
             self._placement = Placement()
             self._key = None
 
-    def clocks(self) -> dict[str, Any]:
+    def clocks(self) -> dict[str, OffsetEstimate]:
         """Each real machine's clock against this one's, measured now; none elsewhere
         (emulated hosts share this machine's CLOCK_MONOTONIC)."""
         return self._remote.clocks() if self._remote is not None else {}

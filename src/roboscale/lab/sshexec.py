@@ -101,7 +101,7 @@ class HostFile:
         return InventoryHost(**h)
 
 
-def host_record(host: InventoryHost) -> dict[str, Any]:
+def host_record(host: InventoryHost) -> dict[str, object]:
     out = asdict(host)
     for key in ("identity_file", "ssh_config", "known_hosts"):
         out[key] = str(out[key]) if out[key] is not None else None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
@@ -27,7 +26,7 @@ from roboscale.workloads.base import (
 
 def _backend_config(
     backend: Backend, wl: Workload, t: TrialPlan, node: NodePlan, where: Placement, count: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The backend's settings of one node: its address, whether it listens, whom it
     connects to (endpoint key -> address), for backends that connect nodes explicitly,
     and how many nodes the trial has (DDS sizes its participant indices by it)."""

@@ -41,7 +41,7 @@ def to_spec_errors(
     return spec_errors(e, file, lines, model, allowed=_allowed_for, shown_as=shown_as)
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, object]:
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):

@@ -44,7 +44,7 @@ AGENT_CONFIG_VERSION = 2  # 2: MessageKind may carry a TypedPayload
 class ProgramConfig(Protocol):
     """A node role's typed settings (a frozen dataclass of the workload's)."""
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> dict[str, object]: ...
 
 
 class Program(Protocol):

@@ -63,7 +63,7 @@ class TrackerProgramConfig:
     tracker: dict[str, Any]  # a TrackerConfig as plain values
     workdir: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -155,7 +155,7 @@ def node_name(t: TrialPlan) -> str:
     return f"{ROLE}_{t.stack.replace('-', '_')}_t{t.index:04d}"
 
 
-def tracker_config(t: TrialPlan) -> dict[str, Any]:
+def tracker_config(t: TrialPlan) -> dict[str, object]:
     """The TrackerConfig of a trial, as plain values (checked when the agent reads it)."""
     kills = {"count": t.kills, "method": t.kill_method, "target": t.kill_target or "worker",
              "at_frame": int(t.messages * KILL_AT_SHARE)}  # fmt: skip

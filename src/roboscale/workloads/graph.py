@@ -113,7 +113,7 @@ class GraphNodeConfig:
     subscriber_queue: int
     seed: int = 0  # of the generated Stata streams
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

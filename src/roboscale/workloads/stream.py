@@ -40,7 +40,7 @@ class StreamConfig:
         fields["kind"] = MessageKind.from_dict(d["kind"])
         return cls(**fields)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

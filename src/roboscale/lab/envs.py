@@ -32,10 +32,10 @@ class Placement:
     envs: list[dict[str, str]] = field(default_factory=lambda: [{}])
     addresses: list[str] = field(default_factory=lambda: [LOCAL_ADDRESS])
     names: list[str] = field(default_factory=lambda: ["local"])
-    facts: dict[str, Any] = field(default_factory=lambda: {"link_profile": "loopback"})
+    facts: dict[str, object] = field(default_factory=lambda: {"link_profile": "loopback"})
     zenoh_routers: bool = False
     infrastructure_host: int = 0
-    machine: dict[str, Any] | None = None  # the real machines' facts; None: this machine
+    machine: dict[str, object] | None = None  # the real machines' facts; None: this machine
     sched: list[str] = field(default_factory=list)  # the trial's priority and pinning wrapper
 
     @classmethod

@@ -60,7 +60,7 @@ KILL_AT_SHARE = 0.2  # kills land a fifth into the run, so quality before and af
 @dataclass(frozen=True)
 class TrackerProgramConfig:
     stack: str
-    tracker: dict[str, Any]  # a TrackerConfig as plain values
+    tracker: dict[str, object]  # a TrackerConfig as plain values
     workdir: str
 
     def to_dict(self) -> dict[str, object]:

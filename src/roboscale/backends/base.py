@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -82,6 +82,25 @@ class MessageKind:
     def from_dict(cls, d: dict[str, Any]) -> MessageKind:
         typed = d.get("typed")
         return cls(d["kind"], d["size"], TypedPayload(**typed) if typed else None)
+
+
+@dataclass(frozen=True)
+class NodeSetting:
+    """What a backend configures one node of a trial by: the trial, its mode, hosts and QoS
+    axes, how many nodes it has, and this node's address, whether it listens and whom it
+    connects to (endpoint key -> address), for backends that connect nodes explicitly."""
+
+    trial: str
+    mode: str = "standard"
+    hosts: int = 1
+    zenoh_routers: bool = False
+    reliability: str | None = None
+    history: str | None = None
+    durability: str | None = None
+    trial_nodes: int = 2
+    node_address: str = "127.0.0.1"
+    listen: bool = False
+    links: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -164,7 +183,7 @@ class Backend(Protocol):
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure: ...
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, object]: ...
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]: ...
 
     def open(self, ctx: NodeContext) -> Session: ...
 

@@ -41,6 +41,7 @@ from roboscale.backends.base import (
     Infrastructure,
     MessageKind,
     NodeContext,
+    NodeSetting,
     Where,
     current_python,
 )
@@ -281,14 +282,15 @@ def qos_policies(qos: dict[str, Any], queue: int) -> Any:
     return Qos(reliability, history, durability)
 
 
-def trial_qos(trial: dict[str, Any]) -> dict[str, object]:
+def trial_qos(node: NodeSetting) -> dict[str, str | int]:
     """The trial's QoS axes that are set, as the session reads them."""
-    qos: dict[str, Any] = {}
-    for axis in ("reliability", "durability"):
-        if trial.get(axis):
-            qos[axis] = trial[axis]
-    if trial.get("history"):
-        qos["history"], qos["depth"] = split_history(trial["history"])
+    qos: dict[str, str | int] = {}
+    if node.reliability:
+        qos["reliability"] = node.reliability
+    if node.durability:
+        qos["durability"] = node.durability
+    if node.history:
+        qos["history"], qos["depth"] = split_history(node.history)
     return qos
 
 
@@ -478,11 +480,11 @@ class DdsBackend:
             self._trial = trial
         return self._lease.domain
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, object]:
-        own = trial.get("node_address", "127.0.0.1")
+    def node_config(self, role: str, pair: int, node: NodeSetting) -> dict[str, object]:
+        own = node.node_address
         local = len(self._addresses) == 1
-        participants = int(trial.get("trial_nodes", 2)) + 2
-        domain = self.domain_for(str(trial["trial"]))
+        participants = node.trial_nodes + 2
+        domain = self.domain_for(node.trial)
         xml = cyclone_xml(
             domain,
             "lo" if local else own,
@@ -492,7 +494,7 @@ class DdsBackend:
         return {
             "domain": domain,
             "xml": xml,
-            "qos": trial_qos(trial),
+            "qos": trial_qos(node),
             "take": take_mode(),
             "path": message_path(),
         }

@@ -24,6 +24,7 @@ from roboscale.backends.base import (
     Infrastructure,
     MessageKind,
     NodeContext,
+    NodeSetting,
     NoInfrastructure,
     Where,
     current_python,
@@ -214,7 +215,7 @@ class NativeBackend:
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         return NoInfrastructure()
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, object]:
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]:
         return {}
 
     def open(self, ctx: NodeContext) -> NativeSession:
@@ -248,10 +249,10 @@ class NativeProcBackend(NativeBackend):
 
         return ZENOH.start_infrastructure(workdir, where)  # routers, when asked for
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, object]:
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]:
         from roboscale.backends.zenoh import BACKEND as ZENOH
 
-        return ZENOH.node_config(role, key, trial)
+        return ZENOH.node_config(role, key, node)
 
     def open(self, ctx: NodeContext) -> NativeProcSession:
         return NativeProcSession(ctx, self.runtimes.get())

@@ -214,7 +214,46 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def summarize(run: TrackerRun) -> dict[str, object]:
+@dataclass(frozen=True)
+class TrackerFigures:
+    """The figures of one tracker run (records/models.py FacetrackSummary reads them)."""
+
+    stack: str
+    workers: int
+    frames: int
+    frames_lost: int
+    frames_late: int
+    detected: int
+    mean_jaccard: float | None
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    latency_mean_ms: float | None
+    tracking_error_mean_px: float | None
+    kills: int
+    restarted: int
+    restart_p50_ms: float | None
+    restart_max_ms: float | None
+    restart_init_p50_ms: float | None
+    restart_init_max_ms: float | None
+    kill_frames_lost: int
+    kill_frames_late: int
+    pss_total_mb: float
+    pss_per_worker_mb: float
+    rss_total_mb: float
+    cpu_s: float
+    worker_processes: int
+    alive_workers: int | None
+    counts: dict[str, int]  # the stack's own counters (malformed, dropped, ...)
+
+    def to_dict(self) -> dict[str, object]:
+        """As JSON holds them: each counter as `count_<name>`."""
+        out: dict[str, object] = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "counts"
+        }
+        return {**out, **{f"count_{k}": v for k, v in sorted(self.counts.items())}}
+
+
+def summarize(run: TrackerRun) -> TrackerFigures:
     """The figures of one run, as the report and the bench print them."""
     frames = run.frames
     latencies = [f.latency_ms for f in frames if f.latency_ms is not None]
@@ -224,31 +263,31 @@ def summarize(run: TrackerRun) -> dict[str, object]:
     inits = [k.init_ms for k in run.kills if k.init_ms is not None]
     workers = [p for p in run.processes if p.workers > 0]
     pss = sum(p.pss_bytes for p in run.processes)
-    return {
-        "stack": run.stack,
-        "workers": run.config.workers,
-        "frames": len(frames),
-        "frames_lost": sum(f.lost for f in frames),
-        "frames_late": sum(f.late for f in frames),
-        "detected": sum(bool(f.detected) for f in frames),
-        "mean_jaccard": statistics.fmean(scores) if scores else None,
-        "latency_p50_ms": percentile(latencies, 50),
-        "latency_p99_ms": percentile(latencies, 99),
-        "latency_mean_ms": statistics.fmean(latencies) if latencies else None,
-        "tracking_error_mean_px": statistics.fmean(errors) if errors else None,
-        "kills": len(run.kills),
-        "restarted": len(restarts),
-        "restart_p50_ms": percentile(restarts, 50),
-        "restart_max_ms": max(restarts) if restarts else None,
-        "restart_init_p50_ms": percentile(inits, 50),
-        "restart_init_max_ms": max(inits) if inits else None,
-        "kill_frames_lost": sum(k.frames_lost for k in run.kills),
-        "kill_frames_late": sum(k.frames_late for k in run.kills),
-        "pss_total_mb": pss / 2**20,
-        "pss_per_worker_mb": pss / 2**20 / run.config.workers,
-        "rss_total_mb": sum(p.rss_bytes for p in run.processes) / 2**20,
-        "cpu_s": sum(p.cpu_s for p in run.processes),
-        "worker_processes": len(workers),
-        "alive_workers": run.alive_workers,
-        **{f"count_{k}": v for k, v in sorted(run.counters.items())},
-    }
+    return TrackerFigures(
+        stack=run.stack,
+        workers=run.config.workers,
+        frames=len(frames),
+        frames_lost=sum(f.lost for f in frames),
+        frames_late=sum(f.late for f in frames),
+        detected=sum(bool(f.detected) for f in frames),
+        mean_jaccard=statistics.fmean(scores) if scores else None,
+        latency_p50_ms=percentile(latencies, 50),
+        latency_p99_ms=percentile(latencies, 99),
+        latency_mean_ms=statistics.fmean(latencies) if latencies else None,
+        tracking_error_mean_px=statistics.fmean(errors) if errors else None,
+        kills=len(run.kills),
+        restarted=len(restarts),
+        restart_p50_ms=percentile(restarts, 50),
+        restart_max_ms=max(restarts) if restarts else None,
+        restart_init_p50_ms=percentile(inits, 50),
+        restart_init_max_ms=max(inits) if inits else None,
+        kill_frames_lost=sum(k.frames_lost for k in run.kills),
+        kill_frames_late=sum(k.frames_late for k in run.kills),
+        pss_total_mb=pss / 2**20,
+        pss_per_worker_mb=pss / 2**20 / run.config.workers,
+        rss_total_mb=sum(p.rss_bytes for p in run.processes) / 2**20,
+        cpu_s=sum(p.cpu_s for p in run.processes),
+        worker_processes=len(workers),
+        alive_workers=run.alive_workers,
+        counts=dict(run.counters),
+    )

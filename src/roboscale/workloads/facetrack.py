@@ -124,7 +124,7 @@ class TrackerProgram:
         return {
             "facetrack": {
                 "stack": run.stack,
-                "summary": summarize(run),
+                "summary": summarize(run).to_dict(),
                 "kills": [asdict(k) for k in run.kills],
                 "processes": [asdict(p) for p in run.processes],
                 "counters": run.counters,

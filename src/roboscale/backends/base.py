@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from roboscale.backends.qos import Capability
+from roboscale.jsonfields import Fields
 from roboscale.registry import load_registered
 
 # Message ids below zero are probes that establish the echo path before counting.
@@ -48,6 +49,16 @@ class TypedPayload:
     # rosbags' store holds them ({name: [[field, [nodetype, detail]], ...]}): what a
     # backend that declares types (dds) builds them from.
     ros2_fields: str = "{}"
+
+    @classmethod
+    def read(cls, f: Fields) -> TypedPayload:
+        return cls(
+            msgtype=f.text("msgtype"),
+            ros1_definition=f.text("ros1_definition"),
+            ros1_sample=f.text("ros1_sample"),
+            cdr_sample=f.text("cdr_sample"),
+            ros2_fields=f.text("ros2_fields", "{}"),
+        )
 
     def sample(self, encoding: str) -> bytes:
         """The sample message, `ros1` or `cdr`."""
@@ -79,9 +90,14 @@ class MessageKind:
         return self.typed is not None or self.kind in ("laserscan", "image")
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MessageKind:
-        typed = d.get("typed")
-        return cls(d["kind"], d["size"], TypedPayload(**typed) if typed else None)
+    def from_dict(cls, d: object) -> MessageKind:
+        """A kind as a node config holds it (JSON), each field checked."""
+        return cls.read(Fields(d, "kind"))
+
+    @classmethod
+    def read(cls, f: Fields) -> MessageKind:
+        typed = f.optional_nested("typed")
+        return cls(f.text("kind"), f.whole("size"), TypedPayload.read(typed) if typed else None)
 
 
 @dataclass(frozen=True)

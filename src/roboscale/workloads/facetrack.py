@@ -25,10 +25,11 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roboscale.backends.base import Session
 from roboscale.facetrack.wire import FRAME_HEAD
+from roboscale.jsonfields import Fields
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
@@ -204,8 +205,11 @@ class FaceTrackWorkload:
             stop_timeout_s=60,
         )
 
-    def read_program(self, role: str, data: dict[str, Any]) -> TrackerProgramConfig:
-        return TrackerProgramConfig(**data)
+    def read_program(self, role: str, data: object) -> TrackerProgramConfig:
+        f = Fields(data, "config")
+        return TrackerProgramConfig(
+            stack=f.text("stack"), tracker=f.nested("tracker").mapping(), workdir=f.text("workdir")
+        )
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:
         assert isinstance(cfg, TrackerProgramConfig)

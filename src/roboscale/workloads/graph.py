@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roboscale.backends.base import MessageKind, Publisher, Session, get_backend
+from roboscale.jsonfields import Fields
 from roboscale.workloads.base import (
     AgentProtocol,
     FigureSpec,
@@ -117,17 +118,41 @@ class GraphNodeConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GraphNodeConfig:
-        outputs = tuple(
-            OutputPlan(
-                **{**o, "kind": MessageKind.from_dict(o["kind"]), "inputs": tuple(o["inputs"])}
-            )
-            for o in d["outputs"]
+    def from_dict(cls, d: object) -> GraphNodeConfig:
+        f = Fields(d, "config")
+        return cls(
+            node=f.text("node"),
+            outputs=tuple(_output(o) for o in f.nested_list("outputs")),
+            inputs=tuple(
+                InputPlan(i.whole("topic"), i.text("name"), MessageKind.read(i.nested("kind")))
+                for i in f.nested_list("inputs")
+            ),
+            drain_s=f.number("drain_s"),
+            publisher_queue=f.whole("publisher_queue"),
+            subscriber_queue=f.whole("subscriber_queue"),
+            seed=f.whole("seed", 0),
         )
-        inputs = tuple(
-            InputPlan(**{**i, "kind": MessageKind.from_dict(i["kind"])}) for i in d["inputs"]
-        )
-        return cls(**{**d, "outputs": outputs, "inputs": inputs})
+
+
+def _output(o: Fields) -> OutputPlan:
+    return OutputPlan(
+        stage=o.text("stage"),
+        pub=o.whole("pub"),
+        topic=o.whole("topic"),
+        name=o.text("name"),
+        kind=MessageKind.read(o.nested("kind")),
+        rate_hz=o.number("rate_hz"),
+        messages=o.whole("messages"),
+        inputs=o.wholes("inputs"),
+        when=o.text("when"),
+        work_ms=o.number("work_ms"),
+        work=o.text("work"),
+        replay=o.text("replay", ""),
+        stream_encoding=o.text("stream_encoding", ""),
+        stream_topic=o.whole("stream_topic", 0),
+        rate_factor=o.number("rate_factor", 1.0),
+        loop=o.flag("loop", False),
+    )
 
 
 def do_work(out: OutputPlan) -> None:
@@ -379,7 +404,7 @@ class GraphWorkload:
             close=True,
         )
 
-    def read_program(self, role: str, data: dict[str, Any]) -> GraphNodeConfig:
+    def read_program(self, role: str, data: object) -> GraphNodeConfig:
         return GraphNodeConfig.from_dict(data)
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:

@@ -24,9 +24,10 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from roboscale.backends.base import MessageKind, Session
+from roboscale.jsonfields import Fields
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
@@ -38,7 +39,13 @@ from roboscale.workloads.base import (
     TableSpec,
     Variant,
 )
-from roboscale.workloads.stream import Counters, StreamConfig, pace, probe_until_matched
+from roboscale.workloads.stream import (
+    Counters,
+    StreamConfig,
+    pace,
+    probe_until_matched,
+    stream_fields,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -73,6 +80,20 @@ class FlowConfig(StreamConfig):
     topic_out: str  # the publisher's topic, a chain hop's next topic, "" for none
     topic_ack: str
     ack: bool
+
+    @classmethod
+    def from_dict(cls, d: object) -> Self:
+        f = Fields(d, "config")
+        return cls(
+            **stream_fields(f),
+            workload=f.text("workload"),
+            node=f.whole("node"),
+            nodes=f.whole("nodes"),
+            topic_in=f.text("topic_in"),
+            topic_out=f.text("topic_out"),
+            topic_ack=f.text("topic_ack"),
+            ack=f.flag("ack"),
+        )
 
 
 def _wait(done: Any, seconds: float) -> None:
@@ -323,7 +344,7 @@ class OneWay:
             close=True,  # nodes keep their sessions open until every node drained
         )
 
-    def read_program(self, role: str, data: dict[str, Any]) -> FlowConfig:
+    def read_program(self, role: str, data: object) -> FlowConfig:
         return FlowConfig.from_dict(data)
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:

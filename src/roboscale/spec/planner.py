@@ -6,7 +6,7 @@ import itertools
 import math
 import random
 from dataclasses import asdict, dataclass, replace
-from typing import Any, TypedDict
+from typing import Any
 
 from roboscale.backends.base import MessageKind
 from roboscale.backends.qos import AXES as QOS_AXES
@@ -14,20 +14,7 @@ from roboscale.backends.qos import label as qos_label
 from roboscale.spec.payloads import payload_kind
 from roboscale.spec.schema import CPU_LOAD_LEVELS, TRAFFIC_LEVELS_MBIT, Spec, Sweep
 from roboscale.workloads.base import DEFAULT_WORKLOAD, Variant, Workload, get_workload
-
-
-class StreamSettings(TypedDict):
-    """A paced stream's settings (workloads/stream.py StreamConfig's fields)."""
-
-    kind: MessageKind
-    rate_hz: float
-    messages: int
-    warmup: int
-    drain_s: float
-    publisher_queue: int
-    subscriber_queue: int
-    wait_for_match: bool
-    match_timeout_s: float
+from roboscale.workloads.stream import StreamFields
 
 
 @dataclass(frozen=True)
@@ -100,19 +87,19 @@ class TrialPlan:
         """As JSON holds them: tuples (machines, stream topics) are lists there."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
-    def stream_settings(self) -> StreamSettings:
+    def stream_settings(self) -> StreamFields:
         """The paced stream's settings, as every workload's node config holds them."""
-        return {
-            "kind": self.message_kind(),
-            "rate_hz": self.rate_hz,
-            "messages": self.messages,
-            "warmup": self.warmup,
-            "drain_s": self.drain_s,
-            "publisher_queue": self.publisher_queue,
-            "subscriber_queue": self.subscriber_queue,
-            "wait_for_match": self.mode != "thesis_compat",
-            "match_timeout_s": self.match_timeout_s,
-        }
+        return StreamFields(
+            kind=self.message_kind(),
+            rate_hz=self.rate_hz,
+            messages=self.messages,
+            warmup=self.warmup,
+            drain_s=self.drain_s,
+            publisher_queue=self.publisher_queue,
+            subscriber_queue=self.subscriber_queue,
+            wait_for_match=self.mode != "thesis_compat",
+            match_timeout_s=self.match_timeout_s,
+        )
 
     def message_kind(self) -> MessageKind:
         """The payload's message kind as node configs hold it; a type of the user's is

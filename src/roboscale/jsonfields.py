@@ -71,6 +71,18 @@ class Fields:
             raise self._wrong(key, value, "true or false")
         return value
 
+    def optional_whole(self, key: str) -> int | None:
+        """A whole number, or None when null or absent."""
+        return None if self._data.get(key) is None else self.whole(key)
+
+    def optional_number(self, key: str) -> float | None:
+        """A number, or None when null or absent."""
+        return None if self._data.get(key) is None else self.number(key)
+
+    def optional_flag(self, key: str) -> bool | None:
+        """True or false, or None when null or absent."""
+        return None if self._data.get(key) is None else self.flag(key)
+
     def texts(self, key: str) -> tuple[str, ...]:
         """A list of strings; absent: none."""
         value = self._data.get(key, [])

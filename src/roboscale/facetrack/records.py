@@ -21,10 +21,10 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.geometry import Rect, jaccard, tracking_error
+from roboscale.jsonfields import Fields
 
 RUN_VERSION = 1
 # Where a hosted tracker leaves its TrackerRun in its work folder (not a results folder's
@@ -128,26 +128,70 @@ class TrackerRun:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> TrackerRun:
-        if raw.get("version") != RUN_VERSION:
-            raise ValueError(f"tracker run format {raw.get('version')!r} (want {RUN_VERSION})")
+    def from_dict(cls, raw: object) -> TrackerRun:
+        """A run as a hosted tracker wrote it (JSON), each field checked: a field of
+        another type is a FieldError (a ValueError) naming it."""
+        f = Fields(raw, "tracker run")
+        if f.get("version") != RUN_VERSION:
+            raise ValueError(f"tracker run format {f.get('version')!r} (want {RUN_VERSION})")
+        counters = f.optional_nested("counters")
         return cls(
-            stack=str(raw["stack"]),
-            config=TrackerConfig.from_dict(raw["config"]),
-            frames=[_record(FrameRecord, f) for f in raw["frames"]],
-            kills=[KillRecord(**k) for k in raw["kills"]],
-            processes=[ProcessUsage(**p) for p in raw["processes"]],
-            counters={str(k): int(v) for k, v in raw.get("counters", {}).items()},
-            alive_workers=raw.get("alive_workers"),
+            stack=f.text("stack"),
+            config=TrackerConfig.from_dict(f.nested("config").mapping()),
+            frames=[_read_frame(r) for r in f.nested_list("frames")],
+            kills=[_kill(k) for k in f.nested_list("kills")],
+            processes=[_process(p) for p in f.nested_list("processes")],
+            counters={k: counters.whole(k) for k in counters.mapping()} if counters else {},
+            alive_workers=f.optional_whole("alive_workers"),
         )
 
 
-def _record(cls: type[FrameRecord], raw: dict[str, Any]) -> FrameRecord:
-    values = dict(raw)
-    for key in ("truth", "rect", "estimate"):
-        if values.get(key) is not None:
-            values[key] = Rect(**values[key])
-    return cls(**values)
+def _rect(f: Fields, key: str) -> Rect | None:
+    r = f.optional_nested(key)
+    return None if r is None else Rect(r.number("x"), r.number("y"), r.number("w"), r.number("h"))
+
+
+def _read_frame(f: Fields) -> FrameRecord:
+    return FrameRecord(
+        frame_id=f.whole("frame_id"),
+        capture_ns=f.whole("capture_ns"),
+        worker=f.whole("worker"),
+        dispatch_ns=f.whole("dispatch_ns"),
+        command_ns=f.optional_whole("command_ns"),
+        detected=f.optional_flag("detected"),
+        jaccard=f.optional_number("jaccard"),
+        tracking_error=f.optional_number("tracking_error"),
+        truth=_rect(f, "truth"),
+        rect=_rect(f, "rect"),
+        estimate=_rect(f, "estimate"),
+        received_ns=f.optional_whole("received_ns"),
+        detected_ns=f.optional_whole("detected_ns"),
+        late=f.flag("late", False),
+    )
+
+
+def _kill(f: Fields) -> KillRecord:
+    return KillRecord(
+        worker=f.whole("worker"),
+        method=f.text("method"),
+        kill_ns=f.whole("kill_ns"),
+        restarted_ns=f.optional_whole("restarted_ns"),
+        frames_lost=f.whole("frames_lost", 0),
+        frames_late=f.whole("frames_late", 0),
+        initialized_ns=f.optional_whole("initialized_ns"),
+        target=f.text("target", "worker"),
+    )
+
+
+def _process(f: Fields) -> ProcessUsage:
+    return ProcessUsage(
+        role=f.text("role"),
+        pid=f.whole("pid"),
+        workers=f.whole("workers"),
+        cpu_s=f.number("cpu_s"),
+        rss_bytes=f.whole("rss_bytes"),
+        pss_bytes=f.whole("pss_bytes"),
+    )
 
 
 def assemble(

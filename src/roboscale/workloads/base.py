@@ -216,7 +216,7 @@ class NodeSpec:
     name: str
     role: str
     output: str
-    backend_config: dict[str, Any]
+    backend_config: dict[str, object]
     program: ProgramConfig
 
 

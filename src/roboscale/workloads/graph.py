@@ -30,7 +30,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from roboscale.backends.base import MessageKind, Publisher, Session, get_backend
 from roboscale.jsonfields import Fields
@@ -461,23 +461,36 @@ class GraphWorkload:
         ]  # fmt: skip
 
 
-def replay_fields(replay: Replay | None, encoding: str) -> dict[str, Any]:
+class ReplayFields(TypedDict):
+    """OutputPlan's replay fields."""
+
+    replay: str
+    stream_encoding: str
+    stream_topic: int
+    rate_factor: float
+    loop: bool
+
+
+NO_REPLAY = ReplayFields(replay="", stream_encoding="", stream_topic=0, rate_factor=1.0, loop=False)
+
+
+def replay_fields(replay: Replay | None, encoding: str) -> ReplayFields:
     """A replayed publisher's OutputPlan fields: the stream its agent opens (a bag becomes
     a stream file in `encoding`, once per lab process: `roboscale.bags`) and its topic
     there."""
     if replay is None:
-        return {}
+        return NO_REPLAY
     from roboscale.bags import replay_info, replay_stream
 
     info = replay_info(replay.bag)
     names = [topic.name for topic in info.topics]
-    return {
-        "replay": replay_stream(replay.bag, encoding)[0],
-        "stream_encoding": encoding,
-        "stream_topic": names.index(replay.topic),
-        "rate_factor": replay.rate_factor,
-        "loop": replay.loop,
-    }
+    return ReplayFields(
+        replay=replay_stream(replay.bag, encoding)[0],
+        stream_encoding=encoding,
+        stream_topic=names.index(replay.topic),
+        rate_factor=replay.rate_factor,
+        loop=replay.loop,
+    )
 
 
 @functools.cache

@@ -386,14 +386,14 @@ def _with_lab(trial: TrialPlan, settings: tuple[Any, ...]) -> TrialPlan:
     priority, pin, cpu_load, traffic = settings
     suffix = "-fifo" if priority == "fifo" else ""
     suffix += f"-pin{pin.replace(',', '_')}" if pin is not None else ""
-    fields: dict[str, Any] = {"priority": priority, "pin": pin}
+    trial = replace(trial, priority=priority, pin=pin)
     if cpu_load is not None:
-        fields.update(cpu_load=cpu_load, load_cpu=CPU_LOAD_LEVELS[cpu_load])
+        trial = replace(trial, cpu_load=cpu_load, load_cpu=CPU_LOAD_LEVELS[cpu_load])
         suffix += f"-load{cpu_load}"
     if traffic is not None:
-        fields.update(traffic=traffic, load_net_mbit=TRAFFIC_LEVELS_MBIT[traffic])
+        trial = replace(trial, traffic=traffic, load_net_mbit=TRAFFIC_LEVELS_MBIT[traffic])
         suffix += f"-traffic{traffic}"
-    return replace(trial, trial=trial.trial + suffix, **fields)
+    return replace(trial, trial=trial.trial + suffix)
 
 
 def _with_index(trial: TrialPlan, index: int) -> TrialPlan:

@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from roboscale.backends.base import Session
 from roboscale.registry import load_registered
@@ -129,11 +129,27 @@ class TableSpec:
     caption: str = ""  # what its figures measure, shown under its title
 
 
+class VariantFields(TypedDict, total=False):
+    """The trial fields (spec/planner.py TrialPlan's) a workload's variant may fix."""
+
+    listeners: int
+    chain_length: int
+    ack: bool
+    graph: str
+    stack: str
+    workers: int
+    deque_len: int
+    kills: int
+    kill_method: str
+    kill_target: str
+    dispatch: str
+
+
 @dataclass(frozen=True)
 class Variant:
     """One run of a workload: the trial fields it fixes and its part of the trial id."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: VariantFields = field(default_factory=lambda: VariantFields())
     label: str = ""
     # Whether the trial is named by sweep.payload (and pairs): false when the workload's
     # nodes have their own payloads (a graph file's), so the label alone says what runs.

@@ -40,6 +40,7 @@ from roboscale.workloads.base import (
     ProgramConfig,
     TableSpec,
     Variant,
+    VariantFields,
 )
 from roboscale.workloads.stream import Counters
 
@@ -261,8 +262,8 @@ class FaceTrackWorkload:
 def _variant(stack: str, workers: int, deque_len: int, kills: int, kill: tuple[str, str],
              dispatch: str) -> Variant:  # fmt: skip
     method, target = kill
-    fields = {"stack": stack, "workers": workers, "deque_len": deque_len, "kills": kills,
-              "kill_method": method, "kill_target": target, "dispatch": dispatch}  # fmt: skip
+    fields = VariantFields(stack=stack, workers=workers, deque_len=deque_len, kills=kills,
+                           kill_method=method, kill_target=target, dispatch=dispatch)  # fmt: skip
     label = f"{stack}-w{workers}-d{deque_len}" + (f"-k{kills}{method}" if kills else "")
     label += f"-{target}" if kills and target != "worker" else ""
     label += "" if dispatch == "random" else f"-{dispatch}"

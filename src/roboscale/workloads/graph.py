@@ -43,6 +43,7 @@ from roboscale.workloads.base import (
     ProgramConfig,
     TableSpec,
     Variant,
+    VariantFields,
 )
 from roboscale.workloads.replay import Stream, open_stream
 from roboscale.workloads.stream import Counters
@@ -323,7 +324,9 @@ class GraphWorkload:
     log_words = ("e2e_us", "deliveries arrived", "first path end-to-end")
 
     def variants(self, sweep: Sweep) -> list[Variant]:
-        return [Variant({"graph": g}, Path(g).stem, names_payload=False) for g in sweep.graph]
+        return [
+            Variant(VariantFields(graph=g), Path(g).stem, names_payload=False) for g in sweep.graph
+        ]
 
     @staticmethod
     def graph(t: TrialPlan) -> Graph:

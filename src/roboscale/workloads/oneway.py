@@ -38,6 +38,7 @@ from roboscale.workloads.base import (
     ProgramConfig,
     TableSpec,
     Variant,
+    VariantFields,
 )
 from roboscale.workloads.stream import (
     Counters,
@@ -251,7 +252,12 @@ class OneWay:
             for ack in sweep.ack:
                 label = f"{self.name}{n}{'ack' if ack else ''}" if counted else self.name
                 label += "" if counted or not ack else "pong"
-                out.append(Variant({axis: n, "ack": ack}, label))
+                fixed = (
+                    VariantFields(chain_length=n, ack=ack)
+                    if self.relays
+                    else VariantFields(listeners=n, ack=ack)
+                )
+                out.append(Variant(fixed, label))
         return out
 
     def measured_nodes(self, t: TrialPlan) -> int:

@@ -140,7 +140,7 @@ class NativeProcSession(NativeSession):
 
     def __init__(self, ctx: NodeContext, runtime: Any) -> None:
         super().__init__(ctx, runtime)
-        self._endpoints: dict[str, Any] = {
+        self._endpoints: dict[str, object] = {
             k: ctx.config[k]
             for k in ("mode", "listen", "connect", "shared_memory")
             if k in ctx.config
@@ -169,7 +169,7 @@ class NativeProcSession(NativeSession):
             return
         from roboscale.runtime.bridge import Bridge, bridge_config
 
-        raw = {**self._endpoints, "export": self._exports, "import": [topic]}
+        raw: dict[str, object] = {**self._endpoints, "export": self._exports, "import": [topic]}
         # The lab's own trial network: loopback, or emulated hosts in namespaces the lab
         # created; it measures the plain bridge. Beyond loopback this is logged as insecure.
         raw["security"] = {"insecure": True}

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from roboscale.backends.qos import Capability
 from roboscale.jsonfields import Fields
@@ -123,7 +123,7 @@ class NodeSetting:
 class NodeContext:
     name: str
     host: str
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)  # node_config's, as JSON
 
 
 class Publisher(Protocol):

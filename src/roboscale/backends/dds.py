@@ -32,6 +32,7 @@ import socket
 import struct
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ from roboscale.backends.dds_cdr import (
 )
 from roboscale.backends.qos import EVERY_SETTING, split_history
 from roboscale.errors import BackendUnavailable, UserError
+from roboscale.jsonfields import Fields
 
 PINNED = "11.0.1"
 INSTALL_HINT = "pip install 'roboscale[dds]' (Cyclone DDS's Python binding, cyclonedds==11.0.1)"
@@ -259,7 +261,7 @@ def message_path() -> str:
     return env_choice(PATH_ENV, PATHS)
 
 
-def qos_policies(qos: dict[str, Any], queue: int) -> Any:
+def qos_policies(qos: Mapping[str, object], queue: int) -> Any:
     """A Cyclone Qos of the trial's settings; `depth` 0 takes the node's queue length,
     and a queue of 0 (unbounded) keeps all."""
     from cyclonedds.core import Policy, Qos
@@ -271,7 +273,8 @@ def qos_policies(qos: dict[str, Any], queue: int) -> Any:
         if reliable
         else Policy.Reliability.BestEffort
     )
-    depth = int(qos.get("depth") or queue)
+    asked = qos.get("depth")
+    depth = asked if isinstance(asked, int) and asked else queue
     keep_all = qos["history"] == "keep_all" or depth == 0
     history = Policy.History.KeepAll if keep_all else Policy.History.KeepLast(depth)
     durability = (
@@ -298,13 +301,14 @@ class DdsSession:
     def __init__(self, ctx: NodeContext) -> None:
         from cyclonedds.domain import Domain, DomainParticipant
 
-        cfg = ctx.config
-        self._domain_id = int(cfg["domain"])
-        self._domain: Any = Domain(self._domain_id, cfg["xml"])
+        cfg = Fields(ctx.config, "dds config")
+        self._domain_id = cfg.whole("domain")
+        self._domain: Any = Domain(self._domain_id, cfg.text("xml"))
         self._participant: Any = DomainParticipant(self._domain_id)
-        self._qos: dict[str, Any] = {**DEFAULT_QOS, **cfg.get("qos", {})}
-        self._take_on = str(cfg.get("take", TAKE_MODES[0]))
-        self._in_c = cfg.get("path", PATHS[0]) == "c"
+        qos = cfg.optional_nested("qos")
+        self._qos: dict[str, object] = {**DEFAULT_QOS, **(qos.mapping() if qos else {})}
+        self._take_on = cfg.text("take", TAKE_MODES[0])
+        self._in_c = cfg.text("path", PATHS[0]) == "c"
         self._topics: dict[str, Any] = {}
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []

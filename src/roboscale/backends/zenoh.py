@@ -26,6 +26,7 @@ from roboscale.backends.base import (
 from roboscale.backends.payload import HEADER, wire_body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable
+from roboscale.jsonfields import Fields
 from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
@@ -57,15 +58,15 @@ class ZenohSession:
         import zenoh
 
         self._zenoh: Any = zenoh
-        cfg = ctx.config
+        cfg = Fields(ctx.config, "zenoh config")
         self._session: Any = zenoh.open(
             zenoh_config(
                 zenoh_settings(
-                    cfg.get("listen", []),
-                    cfg.get("connect", []),
-                    mode=cfg.get("mode", "peer"),
-                    shared_memory=cfg.get("shared_memory", True),
-                    retry_ms=cfg.get("retry_ms"),
+                    cfg.texts("listen"),
+                    cfg.texts("connect"),
+                    mode=cfg.text("mode", "peer"),
+                    shared_memory=cfg.flag("shared_memory", True),
+                    retry_ms=cfg.optional_whole("retry_ms"),
                 )
             )
         )

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roboscale.backends.base import (
     Callback,
@@ -59,6 +59,9 @@ from roboscale.backends.dds_cdr import (
 from roboscale.backends.qos import EVERY_SETTING, split_history
 from roboscale.errors import BackendUnavailable, UserError
 from roboscale.jsonfields import Fields
+
+if TYPE_CHECKING:
+    from cyclonedds.topic import Topic
 
 PINNED = "11.0.1"
 INSTALL_HINT = "pip install 'roboscale[dds]' (Cyclone DDS's Python binding, cyclonedds==11.0.1)"
@@ -309,7 +312,7 @@ class DdsSession:
         self._qos: dict[str, object] = {**DEFAULT_QOS, **(qos.mapping() if qos else {})}
         self._take_on = cfg.text("take", TAKE_MODES[0])
         self._in_c = cfg.text("path", PATHS[0]) == "c"
-        self._topics: dict[str, Any] = {}
+        self._topics: dict[str, Topic[Any]] = {}
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pubs: list[DdsPublisher] = []

@@ -4,7 +4,7 @@ The host (e.g. `stacks/runtime_host.py`) is started with `argv`; it prints `read
 every worker is up. Then, on its stdin:
 
     go                  run cfg.frames at cfg.fps (firing cfg.kills), then write
-                        WORKDIR/tracker-run.json (a `TrackerRun`) and print `done`
+                        WORKDIR/tracker-result.json (a `TrackerRun`) and print `done`
     kill W METHOD       kill worker W; it prints `killed W KILL_NS` (0: W was not running)
     stop                stop everything and exit (EOF on stdin does the same)
 

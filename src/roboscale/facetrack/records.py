@@ -27,9 +27,9 @@ from roboscale.facetrack.geometry import Rect, jaccard, tracking_error
 from roboscale.jsonfields import Fields
 
 RUN_VERSION = 1
-# Where a hosted tracker leaves its TrackerRun in its work folder (not a results folder's
-# run.json, which records/folder.py alone reads and writes).
-TRACKER_RUN_FILE = "tracker-run.json"
+# Where a hosted tracker leaves its TrackerRun in its work folder (a file of its own, not
+# one of a results folder's, which records/folder.py alone reads and writes).
+TRACKER_RUN_FILE = "tracker-result.json"
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,7 +88,7 @@ def one_run(name: str, cfg: TrackerConfig, work: Path) -> dict[str, Any]:
     """Run once; a failure is a row saying why, never an exception."""
     tag = f"{name}-w{cfg.workers}-k{cfg.kills.count}"
     try:
-        figures = summarize(run_tracker(name, cfg, work / tag))
+        figures = summarize(run_tracker(name, cfg, work / tag)).to_dict()
         figures["ok"] = True
     except UserError as e:
         figures = {"stack": name, "workers": cfg.workers, "ok": False, "why": str(e)[:300]}

@@ -142,6 +142,23 @@ def distribution(**given: float | None) -> dict[str, float | None]:
     return {k: given.get(k) for k in keys}
 
 
+def summary_entry(**fields: Any) -> Any:
+    """A summary entry as the results folder gives it (its workload's typed model): a
+    finished trial of 10 messages, all back, with the fields given (an `error` makes it a
+    failed trial's)."""
+    from roboscale.records.models import ENTRY_MODELS, FailedEntry
+
+    if fields.get("error"):
+        return FailedEntry.model_validate({**trial_params(), **fields})
+    figures = {
+        "sent": 10, "received": 10, "lost": 0, "loss": 0.0, "achieved_rate_hz": 10.0,
+        "achieved_rate_min_hz": 10.0, "rtt_us": distribution(), "one_way_us": distribution(),
+        "send_lag_us": distribution(), "sustained": True, "verdict": {"sustained": True},
+    }  # fmt: skip
+    data = {**trial_params(), **figures, **fields}
+    return ENTRY_MODELS[data["workload"]].model_validate(data)
+
+
 def write_run(run_dir: Path, **fields: Any) -> None:
     """A results folder's run.json, as the lab writes it (fields not given: defaults)."""
     from roboscale.records.folder import ResultsFolder

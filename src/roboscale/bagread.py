@@ -14,11 +14,14 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roboscale.backends import ros1def
 from roboscale.errors import UserError
 from roboscale.workloads.replay import StreamTopic
+
+if TYPE_CHECKING:
+    from rosbags.interfaces.typing import Typesdict
 from roboscale.yamlfile import check_regular
 
 MAX_DEFINITION_BYTES = 256 * 1024  # one connection's stored definition (as a .msg file)
@@ -39,7 +42,7 @@ class BagTypes:
     ros2: Any
 
 
-def bag_types(fielddefs: dict[str, Any]) -> BagTypes:
+def bag_types(fielddefs: Typesdict) -> BagTypes:
     from rosbags.typesys import Stores, get_typestore
 
     stores = []
@@ -230,7 +233,7 @@ def _skip_reason(conn: Any, is2: bool) -> str | None:
     return None
 
 
-def _connection_types(conn: Any, default: Any) -> dict[str, Any]:
+def _connection_types(conn: Any, default: Any) -> Typesdict:
     """A connection's types: its stored definition (a .msg text or IDL), or, without one,
     the standard type of that name with the types it uses."""
     from rosbags.interfaces import MessageDefinitionFormat as Format
@@ -244,7 +247,7 @@ def _connection_types(conn: Any, default: Any) -> dict[str, Any]:
     if fmt == Format.IDL:
         sep = "=" * 80 + "\n"
         parts = data.split(sep)[1:] if data.startswith(f"{sep}IDL: ") else ["\n" + data]
-        types: dict[str, Any] = {}
+        types: Typesdict = {}
         for part in parts:
             types.update(get_types_from_idl(part.split("\n", 1)[1]))
         return types

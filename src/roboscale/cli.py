@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -411,7 +412,7 @@ COMMANDS = {
 }
 
 
-def _commands() -> dict[str, Any]:
+def _commands() -> dict[str, Callable[[argparse.Namespace, Console], int]]:
     from roboscale.runtime import cli as runtime_cli
 
     return {**COMMANDS, **runtime_cli.COMMANDS}

@@ -34,7 +34,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roboscale.backends import ros1def
 from roboscale.backends.base import MessageKind, TypedPayload
@@ -43,6 +43,7 @@ from roboscale.msgsamples import Filler, cdr_sample, sequence_count
 from roboscale.yamlfile import read_text
 
 if TYPE_CHECKING:
+    from rosbags.interfaces.typing import FieldDesc, Typesdict
     from rosbags.typesys.store import Typestore
 
 MAX_FILES = 1000
@@ -262,7 +263,7 @@ def _parse_error_line(file: MsgFile, message: str) -> int | None:
     return file.text[: max(0, offset)].count("\n") + 1
 
 
-def parse(file: MsgFile) -> dict[str, Any]:
+def parse(file: MsgFile) -> Typesdict:
     from rosbags.typesys import TypesysError, get_types_from_msg
 
     check_lines(file)
@@ -296,7 +297,7 @@ def load(paths: Sequence[Path]) -> TypeSet:
         raise UserError("message types of .msg files need rosbags", hint=INSTALL_HINT) from None
 
     files: dict[str, MsgFile] = {}
-    parsed: dict[str, Any] = {}
+    parsed: Typesdict = {}
     total = 0
     for path in msg_files(paths):
         name = type_name_of(path)
@@ -328,7 +329,7 @@ def load(paths: Sequence[Path]) -> TypeSet:
     return types
 
 
-def _check_shapes(types: TypeSet, fielddefs: dict[str, Any], ros1: bool) -> None:
+def _check_shapes(types: TypeSet, fielddefs: Typesdict, ros1: bool) -> None:
     """No loaded type contains itself; its fixed arrays are bounded (never allocated)."""
     for name, file in types.files.items():
         try:
@@ -341,7 +342,7 @@ def _check_shapes(types: TypeSet, fielddefs: dict[str, Any], ros1: bool) -> None
 _referenced = ros1def.referenced
 
 
-def _check_references(types: TypeSet, store: Typestore, parsed: dict[str, Any]) -> None:
+def _check_references(types: TypeSet, store: Typestore, parsed: Typesdict) -> None:
     known = sorted(set(store.fielddefs) | set(parsed))
     which = "ROS 1 (Noetic)" if store is types.ros1 else "ROS 2 (Humble)"
     for name, (_, fields) in parsed.items():
@@ -413,10 +414,10 @@ def typed_payload(types: TypeSet, name: str, size: int = 0) -> TypedPayload:
     )
 
 
-def ros2_fields(store: Typestore, name: str) -> dict[str, Any]:
+def ros2_fields(store: Typestore, name: str) -> dict[str, list[tuple[str, FieldDesc]]]:
     """The ROS 2 field definitions (of `store`, a ROS 2 one) of `name` and of every type it
     uses, dependencies first."""
-    out: dict[str, Any] = {}
+    out: dict[str, list[tuple[str, FieldDesc]]] = {}
 
     def visit(typename: str) -> None:
         fields = store.fielddefs[typename][1]

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.conftest import summary_entry
+
 from roboscale.analysis import facetrack as views
 from roboscale.analysis.headline import headline
 
 
-def entry(stack: str, workers: int, deque: int, kills: int = 0) -> dict[str, Any]:
+def entry(stack: str, workers: int, deque: int, kills: int = 0) -> Any:
     summary = {"mean_jaccard": 0.9 - 0.05 * deque, "latency_p50_ms": 30.0 + workers,
                "latency_mean_ms": 31.0 + workers, "pss_total_mb": 100.0 * workers,
-               "frames_lost": kills, "frames_late": 0}  # fmt: skip
+               "frames": 100, "latency_p99_ms": 60.0, "frames_lost": kills,
+               "frames_late": 0}  # fmt: skip
     kill = {"worker": 0, "method": "sigkill", "kill_ns": 0, "restarted_ns": 2_000_000}
-    return {
-        "trial": f"{stack}-{workers}-{deque}-{kills}", "workload": "facetrack", "stack": stack,
-        "backend": stack, "workers": workers, "deque_len": deque, "kills": kills,
-        "kill_method": "sigkill" if kills else "", "dispatch": "round_robin", "sustained": True,
-        "facetrack": {"summary": summary, "kills": [kill] * kills, "kill_at": 5,
-                      "jaccard": [0.9, None, 0.5, 0.7, 0.8, 0.2, 0.6, 0.9]},
-    }  # fmt: skip
+    return summary_entry(
+        trial=f"{stack}-{workers}-{deque}-{kills}", workload="facetrack", stack=stack,
+        backend=stack, workers=workers, deque_len=deque, kills=kills,
+        kill_method="sigkill" if kills else "", dispatch="round_robin", sustained=True,
+        facetrack={"stack": stack, "summary": summary, "kills": [kill] * kills, "kill_at": 5,
+                   "jaccard": [0.9, None, 0.5, 0.7, 0.8, 0.2, 0.6, 0.9]},
+    )  # fmt: skip
 
 
 ENTRIES = [entry(s, w, d) for s in ("runtime", "ros1") for w in (1, 4) for d in (1, 5)] + [

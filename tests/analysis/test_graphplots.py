@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from tests.conftest import add_entry, trial_params, write_run, write_trial
+from tests.conftest import (
+    add_entry,
+    distribution,
+    summary_entry,
+    trial_params,
+    write_run,
+    write_trial,
+)
 
 from roboscale.analysis.graphplots import topic_rates
 from roboscale.analysis.report import render_report
@@ -59,12 +67,14 @@ def test_graph_report_draws_paths_and_topics_by_backend(tmp_path: Path) -> None:
 
 
 def test_a_topic_rate_sums_its_publishers_once_each() -> None:
-    entry = {"topics": [
-        {"topic": "scan", "publisher": "a", "subscriber": "x", "rate_hz": 20.0},
-        {"topic": "scan", "publisher": "a", "subscriber": "y", "rate_hz": 20.0},
-        {"topic": "scan", "publisher": "b", "subscriber": "x", "rate_hz": 5.0},
-        {"topic": "odom", "publisher": "c", "subscriber": "x", "rate_hz": None},
-    ]}  # fmt: skip
+    def topic(name: str, publisher: str, subscriber: str, rate: float | None) -> dict[str, Any]:
+        return {"topic": name, "publisher": publisher, "subscriber": subscriber, "sent": 10,
+                "arrived": 10, "rate_hz": rate, "latency_us": distribution()}  # fmt: skip
+
+    entry = summary_entry(workload="graph", e2e_us=distribution(), paths=[], topics=[
+        topic("scan", "a", "x", 20.0), topic("scan", "a", "y", 20.0),
+        topic("scan", "b", "x", 5.0), topic("odom", "c", "x", None),
+    ])  # fmt: skip
     assert topic_rates(entry) == {"scan": 25.0, "odom": 0.0}
 
 

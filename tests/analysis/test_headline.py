@@ -3,8 +3,6 @@ sustained rate and why the next one failed, warnings about runs that disagree.""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 from tests.conftest import trial_params
@@ -12,13 +10,14 @@ from tests.conftest import trial_params
 from roboscale.analysis.headline import headline
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
+from roboscale.records.models import SummaryEntry
 from roboscale.records.store import records_table
 
 TH = Thresholds()
 
 
 def trial(backend: str, rate: float, run: int, median_us: float, n: int = 400) -> tuple[
-        dict[str, Any], pa.Table]:  # fmt: skip
+        SummaryEntry, pa.Table]:  # fmt: skip
     rng = np.random.default_rng(run * 1000 + int(rate) + len(backend))
     name = f"{backend}-{rate:g}-r{run}"
     period = int(1e9 / rate)
@@ -29,14 +28,14 @@ def trial(backend: str, rate: float, run: int, median_us: float, n: int = 400) -
     params = trial_params(trial=name, backend=backend, rate_hz=rate, payload="text",
                           payload_bytes=11, run=run)  # fmt: skip
     table = records_table(name, "sender_0", "local", 11, cols)
-    return summarize_trial(table, params, TH).to_dict(), table
+    return summarize_trial(table, params, TH), table
 
 
 def test_the_fastest_backend_its_ratio_and_where_each_stops() -> None:
     made = [trial("zenoh", 100.0, r, 200.0) for r in range(3)]
     made += [trial("ros1", 100.0, r, 400.0) for r in range(3)]
     made += [trial("zenoh", 1000.0, 0, 250.0), trial("ros1", 1000.0, 0, 3000.0)]
-    tables = {e["trial"]: t for e, t in made}
+    tables = {e.trial: t for e, t in made}
     h = headline([e for e, _ in made], tables.get, quick=False)
     sections = dict(h.sections)
     fastest = sections["Fastest backend per configuration"]
@@ -55,7 +54,7 @@ def test_the_fastest_backend_its_ratio_and_where_each_stops() -> None:
 def test_runs_that_drift_are_warned_about_and_quick_runs_say_so() -> None:
     made = [trial("zenoh", 100.0, r, m) for r, m in enumerate((200.0, 260.0, 330.0))]
     made += [trial("ros1", 100.0, r, 400.0) for r in range(3)]
-    tables = {e["trial"]: t for e, t in made}
+    tables = {e.trial: t for e, t in made}
     h = headline([e for e, _ in made], tables.get, quick=True)
     assert h.warnings[0] == "quick run: short trials, figures are indicative only"
     assert any("zenoh at text, 100 Hz: medians rose run after run" in w for w in h.warnings)

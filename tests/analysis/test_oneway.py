@@ -12,6 +12,7 @@ from tests.conftest import trial_params
 from roboscale.analysis.oneway import series
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
+from roboscale.records.models import EchoEntry
 from roboscale.records.store import records_table
 
 SENT = [1_000_000, 2_000_000, 3_000_000, 4_000_000]
@@ -68,12 +69,13 @@ def test_chain_hops_and_end_to_end() -> None:
     hop1 = [s + 50_000 for s in SENT]
     hop2 = [h + 70_000 for h in hop1]
     rows = table({"hop01_t0000": hop1, "hop02_t0000": hop2})
-    e = summarize_trial(rows, params("chain", chain_length=3, listeners=0), Thresholds()).to_dict()
+    entry = summarize_trial(rows, params("chain", chain_length=3, listeners=0), Thresholds())
+    e = entry.to_dict()
     assert (e["sent"], e["received"], e["lost"]) == (4, 4, 0)
     assert e["one_way_us"]["mean"] == pytest.approx(120.0)  # end to end = sum of hops
     assert [n["hop_us"]["mean"] for n in e["per_node"]] == pytest.approx([50.0, 70.0])
     assert e["sustained"]
-    got = series(e, rows)
+    got = series(entry, rows)
     assert list(got) == ["hop 1", "hop 2", "end-to-end"]
     assert got["hop 2"].tolist() == pytest.approx([70.0] * 4)
 
@@ -83,11 +85,12 @@ def test_ping_pong_round_trip() -> None:
     acked = [s + 80_000 for s in SENT]
     acked[3] = 0  # one ack lost: the message still arrived
     rows = table({"listener01_t0000": echoed}, {"listener01_t0000": acked})
-    e = summarize_trial(rows, params("ping", ack=True, listeners=1), Thresholds()).to_dict()
+    entry = summarize_trial(rows, params("ping", ack=True, listeners=1), Thresholds())
+    e = entry.to_dict()
     assert e["received"] == 4
     assert e["rtt_us"]["mean"] == pytest.approx(80.0)
     assert e["one_way_us"]["mean"] == pytest.approx(30.0)
-    got = series(e, rows)
+    got = series(entry, rows)
     assert sorted(got) == ["ping-pong one-way", "ping-pong round trip"]
     assert got["ping-pong round trip"].size == 3
 
@@ -101,9 +104,10 @@ def test_flow_figures_and_table() -> None:
     rows = table({"hop01_t0000": hop1, "hop02_t0000": [h + 70_000 for h in hop1]})
     entry = summarize_trial(
         rows, params("chain", chain_length=3, listeners=0), Thresholds()
-    ).to_dict()
-    entry.update(trial="t0", backend="zenoh", payload="64B", payload_bytes=64, run=0)
-    echo_only = {**entry, "workload": "echo"}
+    ).model_copy(update={"trial": "t0", "backend": "zenoh", "payload": "64B",
+                         "payload_bytes": 64, "run": 0})  # fmt: skip
+    common = {k: v for k, v in entry.to_dict().items() if k not in ("per_node", "flow")}
+    echo_only = EchoEntry.model_validate({**common, "workload": "echo"})
     groups = by_workload([echo_only, entry])
     # The report gives each figure the entries of the workloads that draw it.
     drawn = {spec.title: given for spec, given in _figure_specs(groups)}

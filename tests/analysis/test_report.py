@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.conftest import add_entry, trial_params, write_run, write_trial
+from tests.conftest import add_entry, summary_entry, trial_params, write_run, write_trial
 
 from roboscale.analysis.report import render_report
 from roboscale.analysis.stats import summarize_trial
@@ -120,12 +120,13 @@ def test_scaling_figures_appear_when_nodes_or_hosts_vary(tmp_path: Path) -> None
 def test_trials_on_real_machines_show_their_clock_bound() -> None:
     from roboscale.analysis.report import _clock_table
 
+    here = summary_entry(trial="t2")  # on this machine: no clocks to bound
     entries = [
-        {"trial": "t0", "clock": {"bound_us": 180.4, "valid": True, "max_bound_us": 500.0}},
-        {"trial": "t1", "clock": {"bound_us": 900.0, "valid": False, "max_bound_us": 500.0}},
-        {"trial": "t2"},  # on this machine: no clocks to bound
-    ]
+        summary_entry(trial="t0", clock={"bound_us": 180.4, "valid": True, "max_bound_us": 500.0}),
+        summary_entry(trial="t1", clock={"bound_us": 900.0, "valid": False, "max_bound_us": 500.0}),
+        here,
+    ]  # fmt: skip
     ((title, (head, rows), caption),) = _clock_table(entries)
     assert title == "Clocks of real machines" and len(head) == 4 and not caption
     assert rows == [["t0", "180", "500", "valid"], ["t1", "900", "500", "invalid"]]
-    assert _clock_table([{"trial": "t2"}]) == []
+    assert _clock_table([here]) == []

@@ -49,28 +49,28 @@ def params(rate: float = 100.0) -> dict[str, Any]:
 
 def test_distribution_by_hand() -> None:
     d = distribution(np.array([100.0, 200.0, 300.0, 400.0, np.nan]))
-    assert d["p50"] == 250.0  # linear interpolation between 200 and 300
-    assert d["p90"] is None and d["p99"] is None  # four messages support only the median
-    assert d["n"] == 4
-    assert d["max"] == 400.0 and d["mean"] == 250.0
+    assert d.p50 == 250.0  # linear interpolation between 200 and 300
+    assert d.p90 is None and d.p99 is None  # four messages support only the median
+    assert d.n == 4
+    assert d.max == 400.0 and d.mean == 250.0
     std = math.sqrt((150**2 + 50**2 + 50**2 + 150**2) / 3)
-    assert d["std"] == pytest.approx(std)
-    assert d["ci80_low"] == pytest.approx(250 - Z80 * std / 2)
-    assert d["ci80_high"] == pytest.approx(250 + Z80 * std / 2)
+    assert d.std == pytest.approx(std)
+    assert d.ci80_low == pytest.approx(250 - Z80 * std / 2)
+    assert d.ci80_high == pytest.approx(250 + Z80 * std / 2)
 
 
 def test_distribution_of_nothing_is_all_none() -> None:
-    d = distribution(np.array([np.nan]))
+    d = distribution(np.array([np.nan])).to_dict()
     assert d.pop("n") == 0 and set(d.values()) == {None}
 
 
 def test_percentiles_only_where_the_sample_supports_them() -> None:
     values = np.arange(1.0, 1001.0)
-    assert distribution(values[:99])["p99"] is None
+    assert distribution(values[:99]).p99 is None
     d = distribution(values[:100])
-    assert d["p99"] == pytest.approx(99.01) and d["p999"] is None
-    assert d["p99_low"] is not None and d["p99_low"] <= d["p99"] <= d["p99_high"]
-    assert distribution(values)["p999"] == pytest.approx(999.001)
+    assert d.p99 == pytest.approx(99.01) and d.p999 is None
+    assert d.p99_low is not None and d.p99_low <= d.p99 <= d.p99_high
+    assert distribution(values).p999 == pytest.approx(999.001)
 
 
 def test_achieved_rate() -> None:

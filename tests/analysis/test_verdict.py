@@ -150,7 +150,8 @@ def test_thresholds_are_parameters() -> None:
 
 def test_verdicts_round_trip_and_the_old_format_still_loads() -> None:
     v = judge(TH, trace(steady()), 1.0, 0.0)
-    assert Verdict.from_dict(v.to_dict()) == v
+    assert Verdict.from_record(v.record()) == v
+    assert Verdict.from_dict(v.record().to_dict()) == v  # as summary.json holds it
     old = {"sustained": False, "rate_ok": True, "loss_ok": True, "growth_ok": False,
            "rate_ratio": 1.0, "loss": 0.0, "first_quarter_p50_us": 100.0,
            "last_quarter_p50_us": 401.0}  # fmt: skip

@@ -15,7 +15,7 @@ from tests.lab.test_flows import check_chain, check_fanout, flow
 from tests.lab.test_flows import run as run_flow
 
 from roboscale.backends import dds as backend
-from roboscale.backends.base import get_backend
+from roboscale.backends.base import NodeSetting, get_backend
 from roboscale.errors import BackendUnavailable, UserError
 
 
@@ -95,10 +95,9 @@ def test_a_domain_held_elsewhere_is_skipped(tmp_path: Path) -> None:
 
 def test_each_trial_gets_its_own_domain() -> None:
     driver = backend.DdsBackend()
-    params = {"pairs": 1, "listeners": 0, "chain_length": 0}
-    one = driver.node_config("sender", 0, {**params, "trial": "a"})
-    same = driver.node_config("echoer", 0, {**params, "trial": "a"})
-    other = driver.node_config("sender", 0, {**params, "trial": "b"})
+    one = driver.node_config("sender", 0, NodeSetting("a"))
+    same = driver.node_config("echoer", 0, NodeSetting("a"))
+    other = driver.node_config("sender", 0, NodeSetting("b"))
     driver.release()
     assert one["domain"] == same["domain"]
     assert f'<Domain id="{other["domain"]}">' in other["xml"]
@@ -128,9 +127,10 @@ def test_missing_binding_says_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_trial_qos_reaches_the_session() -> None:
     driver = backend.DdsBackend()
-    trial = {"trial": "q", "pairs": 1, "listeners": 0, "chain_length": 0, "reliability": None}
-    assert driver.node_config("sender", 0, trial)["qos"] == {}
-    trial.update(reliability="best_effort", history="keep_last 7", durability="transient_local")
+    assert driver.node_config("sender", 0, NodeSetting("q"))["qos"] == {}
+    trial = NodeSetting(
+        "q", reliability="best_effort", history="keep_last 7", durability="transient_local"
+    )
     assert driver.node_config("sender", 0, trial)["qos"] == {
         "reliability": "best_effort",
         "history": "keep_last",
@@ -267,7 +267,7 @@ def test_a_replayed_message_is_its_recorded_type_on_dds(
     stream = read_stream_file(Path(replay_stream(bag, "cdr")[0]))
     body = stream.body(stream.topic_of.index(topic, 3))  # its second message
     driver = backend.DdsBackend()
-    cfg = driver.node_config("sender", 0, {"trial": f"typed-{topic}", "trial_nodes": 1})
+    cfg = driver.node_config("sender", 0, NodeSetting(f"typed-{topic}", trial_nodes=1))
     session = driver.open(NodeContext("typed", "localhost", cfg))
     got: list[Any] = []
     done = threading.Event()
@@ -325,7 +325,7 @@ def test_dds_echo_with_another_take(
     # test_dds_cdr's forwarding test looks at its takers and reader threads)
     ours = backend.DdsBackend()
     try:
-        assert ours.node_config("echoer", 0, {"trial": "t"})[key] == value
+        assert ours.node_config("echoer", 0, NodeSetting("t"))[key] == value
     finally:
         ours.release()
 

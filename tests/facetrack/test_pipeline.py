@@ -23,8 +23,8 @@ def test_roles_track_the_face_in_a_closed_loop() -> None:
     assert camera.outstanding == [0, 0, 0]
     frames, kills = assemble(cfg, camera.dispatched, tracker.handled)
     figures = summarize(TrackerRun("test", cfg, frames, kills, []))
-    assert figures["frames_lost"] == 0 and figures["frames"] == 30
-    assert figures["mean_jaccard"] > 0.8
+    assert figures.frames_lost == 0 and figures.frames == 30
+    assert figures.mean_jaccard > 0.8
 
 
 def test_roles_count_and_drop_malformed_messages() -> None:

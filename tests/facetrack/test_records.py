@@ -38,4 +38,4 @@ def test_assemble_joins_logs_and_attributes_kills() -> None:
     back = TrackerRun.from_dict(run.to_dict())
     assert back == run
     figures = summarize(run)
-    assert figures["frames_lost"] == 1 and figures["kill_frames_late"] == 1
+    assert figures.frames_lost == 1 and figures.kill_frames_late == 1

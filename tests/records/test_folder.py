@@ -87,6 +87,33 @@ def test_failed_trial_has_empty_records(tmp_path: Path) -> None:
     assert folder.metadata("t1").error == "boom"
 
 
+def test_summaries_are_copied_as_they_are_checked_and_without_records(tmp_path: Path) -> None:
+    folder = folder_with_run(tmp_path)
+    folder.write_trial("t0", [records_table("t0", "sender_0", "local", 11, cols(4))], meta("t0"))
+    folder.add_entry(FailedEntry.model_validate(trial_params(trial="t1", error="x")), {})
+    dest = tmp_path / "kept"
+    dest.mkdir()
+    folder.copy_summaries(dest)
+    copied = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert copied == ["run.json", "summary.json", "trials/t0/metadata.json"]
+    for name in copied:
+        assert (dest / name).read_bytes() == (folder.path / name).read_bytes()
+    # A damaged file is refused before anything is copied from it.
+    (folder.trial_dir("t0") / "metadata.json").write_text("{}")
+    with pytest.raises(UserError, match=r"t0/metadata.json: format_version"):
+        folder.copy_summaries(tmp_path / "again")
+    # A link planted where a copy goes is not written through.
+    (folder.trial_dir("t0") / "metadata.json").write_bytes((dest / copied[2]).read_bytes())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "trials").symlink_to(elsewhere)
+    with pytest.raises(UserError, match="is a link"):
+        folder.copy_summaries(planted)
+    assert not any(elsewhere.iterdir())
+
+
 def test_add_entry_replaces_same_trial(tmp_path: Path) -> None:
     folder = folder_with_run(tmp_path)
     for trial, error in (("a", "x1"), ("b", "x2"), ("a", "x3")):

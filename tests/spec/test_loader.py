@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from roboscale.backends.base import MessageKind
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.loader import load_spec
 
@@ -357,6 +358,6 @@ def test_message_types_size_the_payloads_that_name_them(tmp_path: Path) -> None:
     assert name == "robot_msgs/msg/WheelState@64KB" and 65536 - 64 <= big <= 65536 and small < 1000
     trials = plan(spec)
     kind = trials[2].stream_settings()["kind"]
-    assert kind["kind"] == "custom" and kind["size"] == big
-    assert kind["typed"]["msgtype"] == "robot_msgs/msg/WheelState"
-    assert trials[0].stream_settings()["kind"] == {"kind": "text", "size": 11}
+    assert kind.kind == "custom" and kind.size == big
+    assert kind.typed is not None and kind.typed.msgtype == "robot_msgs/msg/WheelState"
+    assert trials[0].stream_settings()["kind"] == MessageKind("text", 11)

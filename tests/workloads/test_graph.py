@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 from tests.workloads.test_oneway import Bus, Pub
 
-from roboscale.analysis.graph import ARRIVAL, LINEAGE, SENT, summarize_graph
+from roboscale.analysis.graph import ARRIVAL, LINEAGE, SENT
+from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.verdict import Thresholds
 from roboscale.backends.base import MessageKind
 from roboscale.errors import SpecError, SpecErrors
@@ -210,7 +211,7 @@ def test_trial_replays_a_bag_topic_through_a_relay(
 
     write_bag(tmp_path / "x.bag", "ros1")
     t, table = graph_trial(tmp_path, run_trial, request, backend, REPLAY_GRAPH)
-    entry = summarize_graph(table, t.params(), Thresholds())
+    entry = summarize_trial(table, t.params(), Thresholds()).to_dict()
     chatter = [c for c in entry["topics"] if c["topic"] == "chatter"]
     assert {c["subscriber"] for c in chatter} == {"relay", "sink"}
     assert all(c["arrived"] == c["sent"] > 0 for c in chatter)
@@ -281,7 +282,7 @@ def test_trial_follows_paths_and_shared_topics(
     tmp_path: Path, run_trial: Any, request: pytest.FixtureRequest, backend: str
 ) -> None:
     t, table = graph_trial(tmp_path, run_trial, request, backend, GRAPH)
-    entry = summarize_graph(table, t.params(), Thresholds())
+    entry = summarize_trial(table, t.params(), Thresholds()).to_dict()
     scan = {(c["publisher"], c["subscriber"]): c for c in entry["topics"] if c["topic"] == "scan"}
     # One topic, two publishers at their own rates, told apart at each subscriber.
     assert set(scan) == {(p, s) for p in ("lidar_a", "lidar_b") for s in ("filter", "base")}
@@ -362,7 +363,7 @@ def test_trial_carries_message_types_of_the_graph(
     arrives, at the size of its type's sample."""
     pytest.importorskip("rosbags")  # the data extra, which make test installs
     t, table = graph_trial(tmp_path, run_trial, request, backend, TYPED_GRAPH)
-    entry = summarize_graph(table, t.params(), Thresholds())
+    entry = summarize_trial(table, t.params(), Thresholds()).to_dict()
     assert entry["received"] == entry["sent"] > 0
     (path,) = entry["paths"]
     assert path["followed"] == path["sources"] > 0

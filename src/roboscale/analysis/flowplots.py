@@ -24,15 +24,15 @@ from roboscale.analysis.plots import (
 )
 from roboscale.analysis.stats import FloatArray, distribution
 from roboscale.analysis.tables import env_label
-from roboscale.workloads.base import Entry
+from roboscale.records.models import OneWayEntry, SummaryEntry
 
 Panel = tuple[str, str, float, str]  # backend, workload, rate, environment
 Pooled = dict[Panel, dict[str, dict[int, FloatArray]]]  # panel -> series -> size -> values
 
 
-def flow_entries(entries: Sequence[Entry]) -> list[Entry]:
-    """Finished trials (the report passes the entries of one-way workloads only)."""
-    return [e for e in entries if not e.get("error") and e.get("received", 0)]
+def flow_entries(entries: Sequence[SummaryEntry]) -> list[OneWayEntry]:
+    """Finished one-way trials that received something."""
+    return [e for e in entries if isinstance(e, OneWayEntry) and e.received]
 
 
 def _order(label: str) -> tuple[int, str]:
@@ -42,15 +42,15 @@ def _order(label: str) -> tuple[int, str]:
     return (number, label)
 
 
-def pooled(entries: Sequence[Entry], records_of: RecordsOf) -> Pooled:
+def pooled(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> Pooled:
     """Each panel's latencies by series and size, pooled over runs."""
     out: Pooled = {}
     for e in flow_entries(entries):
-        table = records_of(e["trial"])
+        table = records_of(e.trial)
         if table is None:
             continue
-        panel = (e["backend"], e["workload"], float(e["rate_hz"]), env_label(e))
-        size = int(e["payload_bytes"])
+        panel = (e.backend, e.workload, e.rate_hz, env_label(e))
+        size = e.payload_bytes
         for label, values in series(e, table).items():
             by_size = out.setdefault(panel, {}).setdefault(label, {})
             by_size[size] = np.concatenate([by_size.get(size, np.zeros(0)), values])
@@ -67,7 +67,7 @@ def _sizes(lines: dict[str, dict[int, FloatArray]]) -> list[int]:
 
 
 def _panels(
-    entries: Sequence[Entry], records_of: RecordsOf
+    entries: Sequence[SummaryEntry], records_of: RecordsOf
 ) -> tuple[Figure, list[tuple[Any, Panel, dict[str, dict[int, FloatArray]]]]] | None:
     """The figure and, per panel (backend, workload, rate, environment), its axes and its
     series by size; None when the run holds no one-way trial."""
@@ -79,7 +79,7 @@ def _panels(
     return fig, [(ax, panel, data[panel]) for ax, panel in zip(axes, panels, strict=True)]
 
 
-def flow_boxes(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
+def flow_boxes(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> Figure | None:
     """Box plots per message size, a box per series (listener count, ping mode, hop)."""
     drawn = _panels(entries, records_of)
     if drawn is None:
@@ -106,12 +106,12 @@ def flow_boxes(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None
 def mean_ci80(values: FloatArray) -> tuple[float, float]:
     """Mean and the half-width of its 80 % confidence interval (stats.distribution's)."""
     d = distribution(values)
-    if d["mean"] is None or d["ci80_high"] is None:
+    if d.mean is None or d.ci80_high is None:
         return math.nan, 0.0
-    return d["mean"], d["ci80_high"] - d["mean"]
+    return d.mean, d.ci80_high - d.mean
 
 
-def flow_means(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
+def flow_means(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> Figure | None:
     """Mean latency with its 80 % confidence interval per size, a line per series."""
     drawn = _panels(entries, records_of)
     if drawn is None:
@@ -138,7 +138,7 @@ def flow_means(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None
     return fig
 
 
-def flow_boxes_interactive(entries: Sequence[Entry], records_of: RecordsOf) -> Any:
+def flow_boxes_interactive(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> Any:
     """Per panel (backend, workload, rate, environment): a box per series (listener count,
     ping mode, hop, end to end) at each payload size; quartiles, whiskers p1 to p99."""
     from plotly import graph_objects as go

@@ -22,20 +22,27 @@ import pyarrow as pa
 import pyarrow.compute
 
 from roboscale.analysis.stats import (
+    NOTHING_ARRIVED,
     FloatArray,
+    Measured,
     achieved_rate_hz,
     column,
     distribution,
     loss_of,
-    trial_entry,
 )
 from roboscale.analysis.tables import pct, us
 from roboscale.analysis.verdict import Thresholds, Trace, judge, period_of
+from roboscale.records.models import (
+    GraphEntry,
+    PathFigures,
+    SummaryEntry,
+    TopicFigures,
+    TrialParams,
+)
 from roboscale.records.raw import read_raw
 from roboscale.records.store import records_table
 from roboscale.spec.graphfile import Graph, GraphPath
 from roboscale.spec.planner import TrialPlan
-from roboscale.workloads.base import Entry
 
 ID_SLOTS = 64  # workloads/graph.py packs ids as seq * ID_SLOTS + publisher
 ARRIVAL, SENT, LINEAGE = 0, 1, 2
@@ -89,7 +96,7 @@ def _follow(ev: Events, keys: list[int], index: dict[str, int], path: GraphPath,
 
 def collect_graph(
     t: TrialPlan, g: Graph, names: list[str], hosts: list[str], raw: Path
-) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+) -> tuple[list[pa.Table], list[dict[str, object]]]:
     """Record tables of a graph trial: `names[k]`, `hosts[k]` are node k's."""
     ev = read_events(raw, names)
     heads = [read_raw(raw / f"{n}.raw")[0] for n in names]
@@ -166,32 +173,43 @@ def _rate_ratio(part: pa.Table) -> float:
     return got / asked if got and asked else 1.0
 
 
-def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> Entry:
+@dataclass(frozen=True)
+class _PathRows:
+    figures: PathFigures
+    latency_us: FloatArray
+    intended_ns: FloatArray
+
+
+def summarize_graph(table: pa.Table, params: TrialParams, th: Thresholds) -> GraphEntry:
     """Per path (end to end), per topic and publisher (rate, latency, delivery); the
     headline `e2e_us` is the first path's; loss counts topic deliveries only."""
-    paths, topics = [], []
+    paths: list[_PathRows] = []
+    topics: list[TopicFigures] = []
     sent = received = 0
     ratio = 1.0
     for node, part in _groups(table).items():
         lat = _latency_us(part)
         kind, *rest = node.split("|")
         if kind == "path":
-            paths.append({"path": rest[0], "sources": part.num_rows,
-                          "followed": int(np.count_nonzero(~np.isnan(lat))),
-                          "e2e_us": distribution(lat), "_lat": lat,
-                          "_intended": column(part, "t_intended"),
-                          "rate_hz": achieved_rate_hz(column(part, "t_sent"))})  # fmt: skip
+            figures = PathFigures(
+                path=rest[0],
+                sources=part.num_rows,
+                followed=int(np.count_nonzero(~np.isnan(lat))),
+                e2e_us=distribution(lat),
+                rate_hz=achieved_rate_hz(column(part, "t_sent")),
+            )
+            paths.append(_PathRows(figures, lat, column(part, "t_intended")))
             continue
         topic, publisher, subscriber = rest
         arrived = int(np.count_nonzero(~np.isnan(lat)))
         sent, received = sent + part.num_rows, received + arrived
         ratio = min(ratio, _rate_ratio(part))
-        topics.append({
-            "topic": topic, "publisher": publisher, "subscriber": subscriber,
-            "sent": part.num_rows, "arrived": arrived,
-            "rate_hz": achieved_rate_hz(column(part, "t_sent")), "latency_us": distribution(lat),
-        })  # fmt: skip
-    head = paths[0]["_lat"] if paths else np.array([], dtype=float)
+        topics.append(TopicFigures(
+            topic=topic, publisher=publisher, subscriber=subscriber,
+            sent=part.num_rows, arrived=arrived,
+            rate_hz=achieved_rate_hz(column(part, "t_sent")), latency_us=distribution(lat),
+        ))  # fmt: skip
+    head = paths[0].latency_us if paths else np.array([], dtype=float)
     headline = distribution(head)
     topic_rows = table.filter(pa.compute.starts_with(table.column("node"), "topic|"))
     lag = (column(topic_rows, "t_sent") - column(topic_rows, "t_intended")) / 1e3
@@ -199,52 +217,54 @@ def summarize_graph(table: pa.Table, params: dict[str, Any], th: Thresholds) -> 
     # stages that work for 50 ms each takes longer than its period by design, while a hop
     # slower than the period, or growing, is a queue. The period is the first path's
     # source's (graph files set rates per node, not per trial).
-    period = period_of(paths[0]["_intended"], None) if paths else None
+    period = period_of(paths[0].intended_ns, None) if paths else None
     hops = _latency_us(topic_rows)
     trace = Trace(column(topic_rows, "t_sent"), hops, lag, period, round_trip=False)
     verdict = judge(th, trace, ratio, loss_of(sent, received))
-    for p in paths:
-        del p["_lat"], p["_intended"]
     # The log's "Hz achieved": the first path's source (0 without paths or messages).
-    rate = (paths[0]["rate_hz"] if paths else None) or 0.0
-    rates = [c["rate_hz"] for c in topics if c["rate_hz"] is not None]
-    figures = {
-        "e2e_us": headline,
-        "one_way_us": headline,  # the results' common keys: one way = end to end here
-        "rtt_us": distribution(np.array([], dtype=float)),  # nothing goes back
-        "send_lag_us": distribution(lag),
-        "achieved_rate_hz": rate,
-        "achieved_rate_min_hz": min(rates) if rates else None,
-        "paths": paths,
-        "topics": topics,
-    }
-    return trial_entry(params, th, sent, received, verdict, figures)
+    rate = (paths[0].figures.rate_hz if paths else None) or 0.0
+    rates = [c.rate_hz for c in topics if c.rate_hz is not None]
+    measured = Measured(
+        params=params,
+        thresholds=th,
+        sent=sent,
+        received=received,
+        verdict=verdict,
+        achieved_rate_hz=rate,
+        achieved_rate_min_hz=min(rates) if rates else None,
+        rtt_us=NOTHING_ARRIVED,  # nothing goes back
+        one_way_us=headline,  # the results' common keys: one way = end to end here
+        send_lag_us=distribution(lag),
+    )
+    return measured.entry(
+        GraphEntry, e2e_us=headline, paths=[p.figures for p in paths], topics=topics
+    )
 
 
-def graph_entries(entries: Sequence[Entry]) -> list[Entry]:
-    return [e for e in entries if not e.get("error") and "paths" in e]
+def graph_entries(entries: Sequence[SummaryEntry]) -> list[GraphEntry]:
+    return [e for e in entries if isinstance(e, GraphEntry)]
 
 
-def path_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] | None:
+def path_table(entries: Sequence[SummaryEntry]) -> tuple[list[str], list[list[str]]] | None:
     rows = [
-        [e["trial"], e["backend"], Path(e["graph"]).stem, p["path"],
-         f"{p['followed']}/{p['sources']}", pct(p["e2e_us"], "p50"), pct(p["e2e_us"], "p90"),
-         pct(p["e2e_us"], "p99"), us(p["e2e_us"]["max"]), us(p["e2e_us"]["mean"])]
+        [e.trial, e.backend, Path(e.graph).stem, p.path,
+         f"{p.followed}/{p.sources}", pct(p.e2e_us, "p50"), pct(p.e2e_us, "p90"),
+         pct(p.e2e_us, "p99"), us(p.e2e_us.max), us(p.e2e_us.mean)]
         for e in graph_entries(entries)
-        for p in e["paths"]
+        for p in e.paths
     ]  # fmt: skip
     head = ["trial", "backend", "graph", "path", "followed/sources",
             "end-to-end p50 µs [95 %]", "p90 µs", "p99 µs [95 %]", "max µs", "mean µs"]  # fmt: skip
     return (head, rows) if rows else None
 
 
-def topic_table(entries: Sequence[Entry]) -> tuple[list[str], list[list[str]]] | None:
+def topic_table(entries: Sequence[SummaryEntry]) -> tuple[list[str], list[list[str]]] | None:
     rows = [
-        [e["trial"], e["backend"], c["topic"], c["publisher"], c["subscriber"],
-         f"{c['arrived']}/{c['sent']}", "-" if c["rate_hz"] is None else f"{c['rate_hz']:.1f}",
-         pct(c["latency_us"], "p50"), pct(c["latency_us"], "p99")]
+        [e.trial, e.backend, c.topic, c.publisher, c.subscriber,
+         f"{c.arrived}/{c.sent}", "-" if c.rate_hz is None else f"{c.rate_hz:.1f}",
+         pct(c.latency_us, "p50"), pct(c.latency_us, "p99")]
         for e in graph_entries(entries)
-        for c in e["topics"]
+        for c in e.topics
     ]  # fmt: skip
     head = ["trial", "backend", "topic", "publisher", "subscriber", "arrived/sent", "rate Hz",
             "hop latency p50 µs [95 %]", "p99 µs [95 %]"]  # fmt: skip

@@ -25,33 +25,35 @@ from roboscale.analysis.graph import graph_entries, latencies_by_node
 from roboscale.analysis.plots import COLORS, MAX_PANELS, RecordsOf
 from roboscale.analysis.stats import FloatArray
 from roboscale.analysis.tables import env_label
-from roboscale.workloads.base import Entry
+from roboscale.records.models import GraphEntry, SummaryEntry
 
 ROW_INCHES = 0.32  # per box row: a label and a box per backend
 # Horizontal boxes: `orientation` from Matplotlib 3.10, `vert` (deprecated there) before.
 _MPL = tuple(int(part) for part in matplotlib.__version__.split(".")[:2])
-HORIZONTAL: dict[str, Any] = {"orientation": "horizontal"} if _MPL >= (3, 10) else {"vert": False}
+HORIZONTAL: dict[str, str | bool] = (
+    {"orientation": "horizontal"} if _MPL >= (3, 10) else {"vert": False}
+)
 
 
-def _groups(entries: Sequence[Entry]) -> dict[str, list[Entry]]:
+def _groups(entries: Sequence[SummaryEntry]) -> dict[str, list[GraphEntry]]:
     """Entries by graph and environment, in first-seen order, at most MAX_PANELS."""
-    out: dict[str, list[Entry]] = {}
+    out: dict[str, list[GraphEntry]] = {}
     for e in graph_entries(entries):
-        key = " ".join(p for p in (Path(e["graph"]).stem, env_label(e)) if p)
+        key = " ".join(p for p in (Path(e.graph).stem, env_label(e)) if p)
         out.setdefault(key, []).append(e)
     return dict(list(out.items())[:MAX_PANELS])
 
 
 def _pooled(
-    entries: Sequence[Entry], records_of: RecordsOf, kind: str
+    entries: Sequence[GraphEntry], records_of: RecordsOf, kind: str
 ) -> dict[str, dict[str, FloatArray]]:
     """Latencies (µs) by backend, then by path or topic (`kind`), runs pooled."""
     parts: dict[str, dict[str, list[FloatArray]]] = {}
     for e in entries:
-        table = records_of(e["trial"])
+        table = records_of(e.trial)
         if table is None:
             continue
-        mine = parts.setdefault(e["backend"], {})
+        mine = parts.setdefault(e.backend, {})
         for name, lat in latencies_by_node(table, kind).items():
             mine.setdefault(name, []).append(lat[~np.isnan(lat)])
     return {b: {n: np.concatenate(v) for n, v in by.items()} for b, by in parts.items()}
@@ -93,8 +95,8 @@ def _tick(x: float, digits: str) -> str:
     return f"{x:g}" if f"{x:e}"[0] in digits else ""
 
 
-def _colors(entries: Sequence[Entry]) -> dict[str, str]:
-    backends = sorted({e["backend"] for e in entries})
+def _colors(entries: Sequence[GraphEntry]) -> dict[str, str]:
+    backends = sorted({e.backend for e in entries})
     return {b: COLORS[i % len(COLORS)] for i, b in enumerate(backends)}
 
 
@@ -109,15 +111,18 @@ class Panels:
     names (paths or topics) on its y axis, the backends' colours."""
 
     fig: Figure
-    rows: list[tuple[str, list[Entry], list[str], Any]]  # key, entries, names, axes
+    rows: list[tuple[str, list[GraphEntry], list[str], Any]]  # key, entries, names, axes
     colors: dict[str, str]
 
 
-def _panels(entries: Sequence[Entry], what: str, width: float, cols: int) -> Panels | None:
+def _panels(entries: Sequence[SummaryEntry], what: str, width: float, cols: int) -> Panels | None:
     """Panels for the `what` ("paths" or "topics") of the summary entries, or None."""
     groups = _groups(entries)
-    key = what[:-1]  # an entry's "paths" rows name their "path", its "topics" a "topic"
-    names = [list(dict.fromkeys(r[key] for e in g for r in e[what])) for g in groups.values()]
+
+    def named(e: GraphEntry) -> list[str]:
+        return [p.path for p in e.paths] if what == "paths" else [c.topic for c in e.topics]
+
+    names = [list(dict.fromkeys(n for e in g for n in named(e))) for g in groups.values()]
     if not any(names):
         return None
     colors = _colors([e for g in groups.values() for e in g])
@@ -130,7 +135,7 @@ def _panels(entries: Sequence[Entry], what: str, width: float, cols: int) -> Pan
     return Panels(fig, rows, colors)
 
 
-def path_latency(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
+def path_latency(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> Figure | None:
     """End-to-end latency of each measured path, a box per backend."""
     panels = _panels(entries, "paths", 8, 1)
     if panels is None:
@@ -141,7 +146,7 @@ def path_latency(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | No
     return panels.fig
 
 
-def topic_latency_and_rate(entries: Sequence[Entry], records_of: RecordsOf) -> Figure | None:
+def topic_latency_and_rate(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> Figure | None:
     """Per topic: its hops' latency (every publisher -> subscriber delivery pooled), a box
     per backend, and beside it the rate its publishers achieved together."""
     panels = _panels(entries, "topics", 11, 2)
@@ -156,13 +161,15 @@ def topic_latency_and_rate(entries: Sequence[Entry], records_of: RecordsOf) -> F
     return panels.fig
 
 
-def _rate_bars(ax: Any, names: list[str], group: Sequence[Entry], colors: dict[str, str]) -> None:
+def _rate_bars(
+    ax: Any, names: list[str], group: Sequence[GraphEntry], colors: dict[str, str]
+) -> None:
     """Each topic's achieved rate (its publishers' sends per second, summed; runs
     averaged), a bar per backend."""
-    backends = [b for b in colors if any(e["backend"] == b for e in group)]
+    backends = [b for b in colors if any(e.backend == b for e in group)]
     height = 0.8 / max(1, len(backends))
     for b, backend in enumerate(backends):
-        runs = [topic_rates(e) for e in group if e["backend"] == backend]
+        runs = [topic_rates(e) for e in group if e.backend == backend]
         rates = [np.mean([r.get(n, 0.0) for r in runs]) for n in names]
         pos = [i + (b - (len(backends) - 1) / 2) * height for i in range(len(names))]
         ax.barh(pos, rates, height=height * 0.9, color=colors[backend], alpha=0.7)
@@ -170,12 +177,12 @@ def _rate_bars(ax: Any, names: list[str], group: Sequence[Entry], colors: dict[s
     ax.grid(alpha=0.3, axis="x")
 
 
-def topic_rates(entry: Entry) -> dict[str, float]:
+def topic_rates(entry: GraphEntry) -> dict[str, float]:
     """A trial's rate per topic: each publisher's achieved rate once (a summary row is a
     publisher and subscriber pair), summed over the topic's publishers."""
     seen: dict[tuple[str, str], float] = {}
-    for c in entry["topics"]:
-        seen[c["topic"], c["publisher"]] = c["rate_hz"] or 0.0
+    for c in entry.topics:
+        seen[c.topic, c.publisher] = c.rate_hz or 0.0
     out: dict[str, float] = {}
     for (topic, _), rate in seen.items():
         out[topic] = out.get(topic, 0.0) + rate

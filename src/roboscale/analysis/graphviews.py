@@ -20,16 +20,16 @@ from roboscale.analysis.headline import fmt_us
 from roboscale.analysis.interactive import HEIGHT, RecordsOf, _layout
 from roboscale.analysis.plots import COLORS
 from roboscale.analysis.stats import FloatArray
-from roboscale.workloads.base import Entry
+from roboscale.records.models import GraphEntry, SummaryEntry
 
 Edge = tuple[str, str, str]  # publisher, subscriber, topic
 
 
-def _edges(entries: Sequence[Entry]) -> dict[Edge, list[Entry]]:
-    out: dict[Edge, list[Entry]] = {}
+def _edges(entries: Sequence[GraphEntry]) -> dict[Edge, list[GraphEntry]]:
+    out: dict[Edge, list[GraphEntry]] = {}
     for e in entries:
-        for c in e["topics"]:
-            out.setdefault((c["publisher"], c["subscriber"], c["topic"]), []).append(e)
+        for c in e.topics:
+            out.setdefault((c.publisher, c.subscriber, c.topic), []).append(e)
     return out
 
 
@@ -56,13 +56,13 @@ def layers(edges: Sequence[tuple[str, str]]) -> dict[str, int]:
     return depth
 
 
-def node_graph(entries: Sequence[Entry]) -> go.Figure | None:
+def node_graph(entries: Sequence[SummaryEntry]) -> go.Figure | None:
     """The first graph's nodes and topics, laid out left to right."""
     graphs = graph_entries(entries)
     if not graphs:
         return None
-    first = Path(str(graphs[0]["graph"])).stem
-    mine = [e for e in graphs if Path(str(e["graph"])).stem == first]
+    first = Path(graphs[0].graph).stem
+    mine = [e for e in graphs if Path(e.graph).stem == first]
     edges = _edges(mine)
     if not edges:
         return None
@@ -96,29 +96,29 @@ def node_graph(entries: Sequence[Entry]) -> go.Figure | None:
                    height=max(HEIGHT, 90 * rows))  # fmt: skip
 
 
-def _edge_hover(a: str, b: str, topic: str, group: list[Entry]) -> str:
+def _edge_hover(a: str, b: str, topic: str, group: list[GraphEntry]) -> str:
     lines = [f"{topic}: {a} -> {b}"]
-    for backend in sorted({e["backend"] for e in group}):
-        rows = [c for e in group if e["backend"] == backend for c in e["topics"]
-                if (c["publisher"], c["subscriber"], c["topic"]) == (a, b, topic)]  # fmt: skip
-        p50s = [c["latency_us"]["p50"] for c in rows if c["latency_us"]["p50"] is not None]
-        rates = [c["rate_hz"] for c in rows if c["rate_hz"] is not None]
+    for backend in sorted({e.backend for e in group}):
+        rows = [c for e in group if e.backend == backend for c in e.topics
+                if (c.publisher, c.subscriber, c.topic) == (a, b, topic)]  # fmt: skip
+        p50s = [c.latency_us.p50 for c in rows if c.latency_us.p50 is not None]
+        rates = [c.rate_hz for c in rows if c.rate_hz is not None]
         p50 = fmt_us(float(np.median(p50s))) if p50s else "-"
         rate = f"{np.mean(rates):.3g} Hz" if rates else "-"
         lines.append(f"{backend}: hop p50 {p50}, {rate}")
     return "<br>".join(lines)
 
 
-def _boxes(entries: Sequence[Entry], records_of: RecordsOf, kind: str, title: str,
+def _boxes(entries: Sequence[SummaryEntry], records_of: RecordsOf, kind: str, title: str,
            axis: str) -> go.Figure | None:  # fmt: skip
     graphs = graph_entries(entries)
     pooled: dict[str, dict[str, list[FloatArray]]] = {}
     for e in graphs:
-        table = records_of(e["trial"])
+        table = records_of(e.trial)
         if table is None:
             continue
         for name, lat in latencies_by_node(table, kind).items():
-            pooled.setdefault(e["backend"], {}).setdefault(name, []).append(lat[~np.isnan(lat)])
+            pooled.setdefault(e.backend, {}).setdefault(name, []).append(lat[~np.isnan(lat)])
     if not pooled:
         return None
     fig = go.Figure()
@@ -143,11 +143,11 @@ def _boxes(entries: Sequence[Entry], records_of: RecordsOf, kind: str, title: st
     return _layout(fig, title, height=max(HEIGHT, 60 + 28 * rows * len(pooled)))
 
 
-def path_latency(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | None:
+def path_latency(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> go.Figure | None:
     return _boxes(entries, records_of, "path", "End to end per path, a box per backend "
                   "(quartiles; whiskers p1 to p99)", "source send -> sink arrival")  # fmt: skip
 
 
-def topic_latency(entries: Sequence[Entry], records_of: RecordsOf) -> go.Figure | None:
+def topic_latency(entries: Sequence[SummaryEntry], records_of: RecordsOf) -> go.Figure | None:
     title = "Hop latency per topic, a box per backend (quartiles; whiskers p1 to p99)"
     return _boxes(entries, records_of, "topic", title, "publisher send -> subscriber arrival")

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +26,17 @@ from roboscale.analysis.stats import FloatArray, column
 from roboscale.analysis.tables import env_label, rate_label
 from roboscale.analysis.uncertainty import Estimate, percentile, ratio, run_warnings
 from roboscale.analysis.verdict import Verdict
-from roboscale.workloads.base import Entry, name_of
+from roboscale.records.models import (
+    FacetrackEntry,
+    FacetrackSummary,
+    FailedEntry,
+    GraphEntry,
+    MeasuredEntry,
+    PathFigures,
+    SummaryEntry,
+    TrialParams,
+)
+from roboscale.workloads.base import name_of
 
 RecordsOf = Callable[[str], pa.Table | None]
 ONE_WAY = ("fanout", "ping", "chain")
@@ -53,15 +62,15 @@ class Headline:
         return out
 
 
-def latency_us(entry: Entry, table: pa.Table) -> FloatArray:
+def latency_us(entry: TrialParams, table: pa.Table) -> FloatArray:
     """A trial's headline latency per message (NaN where lost): the round trip of an echo,
     the one-way (a chain's end-to-end) latency of the one-way workloads, the first path's
     end to end of a graph."""
-    if "paths" in entry:
+    if isinstance(entry, GraphEntry):
         from roboscale.analysis.graph import latencies_by_node
 
         paths = latencies_by_node(table, "path")
-        first = entry["paths"][0]["path"] if entry["paths"] else None
+        first = entry.paths[0].path if entry.paths else None
         return paths.get(first, np.zeros(0)) if first else np.zeros(0)
     if name_of(entry) in ONE_WAY:
         from roboscale.analysis.oneway import flow_of, primary_us, shape_of
@@ -71,7 +80,7 @@ def latency_us(entry: Entry, table: pa.Table) -> FloatArray:
     return rtt
 
 
-def workload_label(entry: Entry) -> str:
+def workload_label(entry: TrialParams) -> str:
     """The workload with its own axes ("fanout x4", "chain of 5 ack"); "" for echo."""
     if name_of(entry) in ONE_WAY:
         from roboscale.analysis.oneway import shape_of
@@ -94,9 +103,8 @@ def _rate(rate: float) -> str:
     return f"{rate:g} Hz"
 
 
-def _config(e: Entry) -> tuple[str, str, int, float, int, str]:
-    return (workload_label(e), str(e["payload"]), int(e.get("payload_bytes", 0)),
-            float(e["rate_hz"]), int(e.get("pairs", 1)), env_label(e))  # fmt: skip
+def _config(e: TrialParams) -> tuple[str, str, int, float, int, str]:
+    return (workload_label(e), e.payload, e.payload_bytes, e.rate_hz, e.pairs, env_label(e))
 
 
 def _runs_note(runs: int, quick: bool) -> str:
@@ -104,47 +112,47 @@ def _runs_note(runs: int, quick: bool) -> str:
     return ", ".join(parts)
 
 
-def headline(entries: Sequence[Entry], records_of: RecordsOf, quick: bool) -> Headline:
-    good = [e for e in entries if not e.get("error")]
+def headline(entries: Sequence[SummaryEntry], records_of: RecordsOf, quick: bool) -> Headline:
+    good: list[MeasuredEntry] = [e for e in entries if not isinstance(e, FailedEntry)]
     sections: list[tuple[str, list[str]]] = []
-    streams = [e for e in good if name_of(e) in ("echo", *ONE_WAY) and "paths" not in e]
+    streams = [e for e in good if name_of(e) in ("echo", *ONE_WAY)]
     warnings = ["quick run: short trials, figures are indicative only"] if quick else []
     if streams:
         fastest = _fastest(streams, records_of, quick, warnings)
         sections.append(("Fastest backend per configuration", fastest))
         sections.append(("Highest sustained rate", _sustained(streams)))
-    graphs = [e for e in good if "paths" in e]
+    graphs = [e for e in good if isinstance(e, GraphEntry)]
     if graphs:
         sections.append(("Graph paths, end to end", _graph(graphs, quick)))
         jitter = _jitter(graphs, records_of)
         sections.append(("Graph clocks: send jitter against the period", jitter))
-    faces = [e for e in good if e.get("facetrack")]
+    faces = [e for e in good if isinstance(e, FacetrackEntry) and e.facetrack]
     if faces:
         sections.append(("Face tracker per stack", _faces(faces)))
-    failed = [e for e in entries if e.get("error")]
+    failed = [e for e in entries if isinstance(e, FailedEntry)]
     if failed:
         sections.append(("Failed", [f"{len(failed)} trial(s) failed: see the end of the "
                                     "report"]))  # fmt: skip
     return Headline([(t, s) for t, s in sections if s], warnings)
 
 
-def _latencies(group: list[Entry], records_of: RecordsOf) -> list[FloatArray]:
+def _latencies(group: list[MeasuredEntry], records_of: RecordsOf) -> list[FloatArray]:
     out = []
     for e in group:
-        table = records_of(e["trial"])
+        table = records_of(e.trial)
         if table is not None:
             out.append(latency_us(e, table))
     return out
 
 
 def _fastest(
-    entries: list[Entry], records_of: RecordsOf, quick: bool, warnings: list[str]
+    entries: list[MeasuredEntry], records_of: RecordsOf, quick: bool, warnings: list[str]
 ) -> list[str]:
     """Per configuration, the fastest backend and its ratio to each other one; hyperfine's
     warnings about runs that disagree go to `warnings`."""
-    configs: dict[tuple[str, str, int, float, int, str], dict[str, list[Entry]]] = {}
+    configs: dict[tuple[str, str, int, float, int, str], dict[str, list[MeasuredEntry]]] = {}
     for e in entries:
-        configs.setdefault(_config(e), {}).setdefault(e["backend"], []).append(e)
+        configs.setdefault(_config(e), {}).setdefault(e.backend, []).append(e)
     out: list[str] = []
     wins: dict[str, int] = {}
     for key in sorted(configs, key=lambda k: (k[0], k[2], k[3], k[4], k[5])):
@@ -176,7 +184,7 @@ def _fastest(
         fast = min(known, key=lambda b: known[b].value or 0.0)
         wins[fast] = wins.get(fast, 0) + 1
         unsustained = sorted(b for b, g in configs[key].items()
-                             if not all(e.get("sustained") for e in g))  # fmt: skip
+                             if not all(e.sustained for e in g))  # fmt: skip
         note = f" [not sustained: {', '.join(unsustained)}]" if unsustained else ""
         for slow in sorted(b for b in known if b != fast):
             r = ratio(per[slow], per[fast])
@@ -205,26 +213,24 @@ def times(value: float) -> str:
     return f"{value:.2g}" if value < 100 else f"{value:,.0f}"
 
 
-def _first_failure(e: Entry) -> str:
-    v = Verdict.from_dict(e["verdict"]) if isinstance(e.get("verdict"), dict) else None
-    reasons = v.reasons() if v else []
+def _first_failure(e: MeasuredEntry) -> str:
+    reasons = Verdict.from_record(e.verdict).reasons()
     return reasons[0] if reasons else "not sustained"
 
 
-def _sustained(entries: list[Entry]) -> list[str]:
-    lines: dict[tuple[str, str, str, int, int, str], dict[float, list[Entry]]] = {}
+def _sustained(entries: list[MeasuredEntry]) -> list[str]:
+    lines: dict[tuple[str, str, str, int, int, str], dict[float, list[MeasuredEntry]]] = {}
     for e in entries:
-        if e.get("burst"):
+        if e.burst:
             continue  # sent back to back: no rate to have sustained
-        key = (e["backend"], workload_label(e), str(e["payload"]),
-               int(e.get("payload_bytes", 0)), int(e.get("pairs", 1)), env_label(e))  # fmt: skip
-        lines.setdefault(key, {}).setdefault(float(e["rate_hz"]), []).append(e)
+        key = (e.backend, workload_label(e), e.payload, e.payload_bytes, e.pairs, env_label(e))
+        lines.setdefault(key, {}).setdefault(e.rate_hz, []).append(e)
     out = []
     for key in sorted(lines, key=lambda k: (k[0], k[1], k[3], k[4], k[5])):
         backend, workload, payload, _, pairs, env = key
         by_rate = lines[key]
         rates = sorted(by_rate)
-        held = [r for r in rates if all(e.get("sustained") for e in by_rate[r])]
+        held = [r for r in rates if all(e.sustained for e in by_rate[r])]
         who = " ".join(p for p in (backend, workload, payload,
                                    f"x{pairs}" if pairs > 1 else "", env) if p)  # fmt: skip
         broke = [r for r in rates if r not in held]
@@ -232,7 +238,7 @@ def _sustained(entries: list[Entry]) -> list[str]:
             out.append(f"{who}: sustained at every rate tried, up to {_rate(rates[-1])}")
             continue
         first_bad = broke[0]
-        bad = next(e for e in by_rate[first_bad] if not e.get("sustained"))
+        bad = next(e for e in by_rate[first_bad] if not e.sustained)
         reason = _first_failure(bad)
         if not held:
             out.append(f"{who}: not sustained at any rate tried; at {_rate(first_bad)}: "
@@ -246,56 +252,56 @@ def _sustained(entries: list[Entry]) -> list[str]:
     return out
 
 
-def _graph(entries: list[Entry], quick: bool) -> list[str]:
+def _graph(entries: list[GraphEntry], quick: bool) -> list[str]:
     """Each path's end to end per backend: median (with its interval in one run, the runs'
     range in several), mean and worst case, and the source messages that never reached
     the path's end (dropped at a fusion or lost), as the reference system reports them."""
     out = []
-    groups: dict[tuple[str, str, str], list[Entry]] = {}
+    groups: dict[tuple[str, str, str], list[GraphEntry]] = {}
     for e in entries:
-        groups.setdefault((Path(str(e["graph"])).stem, env_label(e), e["backend"]), []).append(e)
+        groups.setdefault((Path(e.graph).stem, env_label(e), e.backend), []).append(e)
     for (graph, env, backend), group in sorted(groups.items()):
-        rows: dict[str, list[Entry]] = {}
+        rows: dict[str, list[PathFigures]] = {}
         for e in group:
-            for p in e["paths"]:
-                rows.setdefault(p["path"], []).append(p)
+            for p in e.paths:
+                rows.setdefault(p.path, []).append(p)
         where = " ".join(x for x in (graph, env) if x)
         for path, runs in rows.items():
-            d = [r["e2e_us"] for r in runs if r["e2e_us"]["p50"] is not None]
-            sources = sum(int(r["sources"]) for r in runs)
-            dropped = sources - sum(int(r["followed"]) for r in runs)
+            d = [r.e2e_us for r in runs if r.e2e_us.p50 is not None]
+            p50s = [x.p50 for x in d if x.p50 is not None]
+            sources = sum(r.sources for r in runs)
+            dropped = sources - sum(r.followed for r in runs)
             if not d:
                 out.append(f"{where}, {backend}: path {path}: nothing followed to its end "
                            f"({sources} sources)")  # fmt: skip
                 continue
-            p50s = [x["p50"] for x in d]
-            if len(d) == 1 and d[0].get("p50_low") is not None:
-                p50 = f"{fmt_us(p50s[0])} [{fmt_us(d[0]['p50_low'])}, {fmt_us(d[0]['p50_high'])}]"
+            if len(d) == 1 and d[0].p50_low is not None:
+                p50 = f"{fmt_us(p50s[0])} [{fmt_us(d[0].p50_low)}, {fmt_us(d[0].p50_high)}]"
             elif len(d) > 1:
                 p50 = f"{fmt_us(float(np.median(p50s)))} (runs {fmt_us(min(p50s))} to " \
                       f"{fmt_us(max(p50s))})"  # fmt: skip
             else:
                 p50 = fmt_us(p50s[0])
-            mean = fmt_us(float(np.mean([x["mean"] for x in d])))
-            worst = fmt_us(max(x["max"] for x in d))
+            mean = fmt_us(float(np.mean([x.mean for x in d if x.mean is not None])))
+            worst = fmt_us(max((x.max for x in d if x.max is not None), default=None))
             out.append(f"{where}, {backend}: path {path} end to end p50 {p50}, mean {mean}, "
                        f"worst {worst}; {dropped} of {sources} source messages dropped "
                        f"({_runs_note(len(d), quick)})")  # fmt: skip
     return out
 
 
-def _jitter(entries: list[Entry], records_of: RecordsOf) -> list[str]:
+def _jitter(entries: list[GraphEntry], records_of: RecordsOf) -> list[str]:
     """Per backend, the publisher on a clock (source or timer) whose sends lag their
     deadlines most: p99 and worst lag against its period, runs pooled."""
     from roboscale.analysis.graph import clock_jitter
 
     out = []
-    by: dict[tuple[str, str], dict[str, list[Any]]] = {}
+    by: dict[tuple[str, str], dict[str, list[tuple[float, FloatArray]]]] = {}
     for e in entries:
-        table = records_of(e["trial"])
+        table = records_of(e.trial)
         if table is None:
             continue
-        key = (Path(str(e["graph"])).stem, e["backend"])
+        key = (Path(e.graph).stem, e.backend)
         for name, (period, lag) in clock_jitter(table).items():
             by.setdefault(key, {}).setdefault(name, []).append((period, lag))
     for (graph, backend), nodes in sorted(by.items()):
@@ -317,13 +323,15 @@ def _jitter(entries: list[Entry], records_of: RecordsOf) -> list[str]:
     return out
 
 
-def _faces(entries: list[Entry]) -> list[str]:
+def _faces(entries: list[FacetrackEntry]) -> list[str]:
     out = []
-    for stack in sorted({e["stack"] for e in entries}):
-        mine = [e["facetrack"]["summary"] for e in entries if e["stack"] == stack]
-        jac = [s["mean_jaccard"] for s in mine if s.get("mean_jaccard") is not None]
-        lat = [s["latency_p50_ms"] for s in mine if s.get("latency_p50_ms") is not None]
-        lost = sum(int(s.get("frames_lost") or 0) for s in mine)
+    for stack in sorted({e.stack for e in entries}):
+        mine: list[FacetrackSummary] = [
+            e.facetrack.summary for e in entries if e.stack == stack and e.facetrack
+        ]
+        jac = [s.mean_jaccard for s in mine if s.mean_jaccard is not None]
+        lat = [s.latency_p50_ms for s in mine if s.latency_p50_ms is not None]
+        lost = sum(s.frames_lost for s in mine)
         out.append(
             f"{stack}: mean Jaccard {np.mean(jac):.3f}" if jac else f"{stack}: no quality figure"
         )

@@ -12,20 +12,21 @@ a hop forwards only what arrived, so that is every hop too).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
 
 from roboscale.analysis.stats import (
     FloatArray,
+    Measured,
     achieved_rate_hz,
     column,
     distribution,
     loss_of,
-    trial_entry,
 )
 from roboscale.analysis.verdict import Thresholds, Trace, judge, period_of
+from roboscale.records.models import NodeFigures, OneWayEntry, TrialParams
 from roboscale.workloads.base import workload_of
 
 
@@ -35,19 +36,19 @@ class FlowShape(Protocol):
 
     relays: bool  # measuring nodes forward to the next one: latency per hop and end to end
 
-    def describe(self, entry: dict[str, Any]) -> str:
+    def describe(self, entry: TrialParams) -> str:
         """The workload and its axes, for a table cell ("chain of 5 ack")."""
         ...
 
-    def series_names(self, entry: dict[str, Any]) -> tuple[str, str]:
+    def series_names(self, entry: TrialParams) -> tuple[str, str]:
         """Labels of its one-way series (a chain's end to end) and of its round trip."""
         ...
 
 
-def shape_of(entry: dict[str, Any]) -> FlowShape:
+def shape_of(entry: TrialParams) -> FlowShape:
     workload = workload_of(entry)
     if not isinstance(workload, FlowShape):
-        raise TypeError(f"workload {entry.get('workload')!r} has no one-way figures")
+        raise TypeError(f"workload {entry.workload!r} has no one-way figures")
     return workload
 
 
@@ -104,53 +105,56 @@ def primary_us(flow: Flow, relays: bool) -> FloatArray:
     return pooled
 
 
-def per_node(flow: Flow, relays: bool) -> list[dict[str, Any]]:
-    out = []
+def per_node(flow: Flow, relays: bool) -> list[NodeFigures]:
     hops = flow.hop_us() if relays else None
-    for k, name in enumerate(flow.nodes):
-        entry: dict[str, Any] = {
-            "node": name,
-            "received": int(np.count_nonzero(~np.isnan(flow.echoed[k]))),
-            "one_way_us": distribution(flow.one_way_us[k]),
-            "rtt_us": distribution(flow.rtt_us[k]),
-        }
-        if hops is not None:
-            entry["hop_us"] = distribution(hops[k])
-        out.append(entry)
-    return out
+    return [
+        NodeFigures(
+            node=name,
+            received=int(np.count_nonzero(~np.isnan(flow.echoed[k]))),
+            one_way_us=distribution(flow.one_way_us[k]),
+            rtt_us=distribution(flow.rtt_us[k]),
+            hop_us=None if hops is None else distribution(hops[k]),
+        )
+        for k, name in enumerate(flow.nodes)
+    ]
 
 
-def summarize_oneway(table: pa.Table, params: dict[str, Any], th: Thresholds) -> dict[str, Any]:
-    """A summary.json entry of a one-way trial, with the same keys as an echo trial's plus
-    `per_node` (each listener or hop); `one_way_us` is the headline latency."""
+def summarize_oneway(
+    table: pa.Table, params: TrialParams, th: Thresholds
+) -> tuple[Measured, list[NodeFigures]]:
+    """A one-way trial's common figures (`one_way_us` the headline latency) and each
+    listener's or hop's (the entry's `per_node`)."""
     flow = flow_of(table)
     relays = shape_of(params).relays
     sent = int(flow.sent.size)
     received = int(np.count_nonzero(np.all(~np.isnan(flow.echoed), axis=0))) if sent else 0
     rate = achieved_rate_hz(flow.sent)
-    ratio = rate / float(params["rate_hz"]) if rate is not None else 1.0
+    ratio = rate / params.rate_hz if rate is not None else 1.0
     primary = primary_us(flow, relays)
-    headline = distribution(primary)
     # Every listener's latency against its message's send time (a fanout's rows are
     # listeners by messages; a chain's headline is its last hop's).
     sent_each = np.broadcast_to(flow.sent, flow.one_way_us.shape)
     times = sent_each[-1] if relays else sent_each.ravel()
     lag = (flow.sent - flow.intended) / 1e3
-    period = period_of(flow.intended, float(params["rate_hz"]))
+    period = period_of(flow.intended, params.rate_hz)
     trace = Trace(times.astype(np.float64), primary, lag, period, round_trip=False)
     verdict = judge(th, trace, ratio, loss_of(sent, received))
-    figures = {
-        "achieved_rate_hz": rate,
-        "achieved_rate_min_hz": rate,
-        "rtt_us": distribution(flow.rtt_us.ravel()),
-        "one_way_us": headline,
-        "send_lag_us": distribution(lag),
-        "per_node": per_node(flow, relays),
-    }
-    return trial_entry(params, th, sent, received, verdict, figures)
+    measured = Measured(
+        params=params,
+        thresholds=th,
+        sent=sent,
+        received=received,
+        verdict=verdict,
+        achieved_rate_hz=rate,
+        achieved_rate_min_hz=rate,
+        rtt_us=distribution(flow.rtt_us.ravel()),
+        one_way_us=distribution(primary),
+        send_lag_us=distribution(lag),
+    )
+    return measured, per_node(flow, relays)
 
 
-def series(entry: dict[str, Any], table: pa.Table) -> dict[str, FloatArray]:
+def series(entry: OneWayEntry, table: pa.Table) -> dict[str, FloatArray]:
     """Latencies (µs) to draw for one trial, by label: a fanout pooled over its listeners,
     ping one-way (and its round trip with ack), a chain per hop and end to end."""
     flow = flow_of(table)
@@ -162,6 +166,6 @@ def series(entry: dict[str, Any], table: pa.Table) -> dict[str, FloatArray]:
         out[one_way] = flow.one_way_us[-1]
     else:
         out = {f"{one_way} one-way": flow.one_way_us.ravel()}
-    if entry["ack"]:
+    if entry.ack:
         out[f"{round_trip} round trip"] = flow.rtt_us.ravel()
     return {label: values[~np.isnan(values)] for label, values in out.items()}

@@ -22,7 +22,7 @@ from typing import Any
 from roboscale.analysis.headline import SHOWN, Headline
 from roboscale.analysis.tables import Table, to_html
 from roboscale.analysis.verdict import Thresholds, Verdict
-from roboscale.workloads.base import Entry
+from roboscale.records.models import FailedEntry, RunInfo, SummaryEntry
 
 Shown = tuple[str, Table, str]  # a table's title, its head and rows, and its caption
 Figure = tuple[str, str, Any]  # title, caption, a plotly or matplotlib figure
@@ -30,9 +30,9 @@ Figure = tuple[str, str, Any]  # title, caption, a plotly or matplotlib figure
 
 @dataclass(frozen=True)
 class Page:
-    run: Entry  # run.json as the page shows it
+    run: RunInfo
     th: Thresholds
-    entries: list[Entry]
+    entries: list[SummaryEntry]
     headline: Headline
     figures: list[Figure]
     tables: list[Shown]
@@ -41,23 +41,23 @@ class Page:
 
 def facts(p: Page) -> list[tuple[str, str]]:
     run, entries = p.run, p.entries
-    host = run.get("host", {})
-    failed = sum(1 for e in entries if e.get("error"))
-    held = sum(1 for e in entries if e.get("sustained"))
-    created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.get("created_unix_s", 0)))
-    backends = run.get("backends", {})
-    runs = sorted({int(e.get("run", 0)) for e in entries})
+    host = run.host
+    failed = sum(1 for e in entries if isinstance(e, FailedEntry))
+    held = sum(1 for e in entries if e.sustained)
+    created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.created_unix_s))
+    backends = run.backends
+    runs = sorted({e.run for e in entries})
     return [
-        ("experiment", f"{run.get('spec_name', '?')}: {run.get('spec_description', '')}"),
-        ("command", str(run.get("command", ""))),
+        ("experiment", f"{run.spec_name}: {run.spec_description}"),
+        ("command", run.command),
         ("started", created),
         ("trials", f"{len(entries)} finished, {held} sustained, "
                    f"{len(entries) - held - failed} not sustained, {failed} failed; "
                    f"{len(runs)} run(s) of each configuration"),
         ("backends", ", ".join(f"{k} ({v})" for k, v in backends.items())),
-        ("host", f"{host.get('cpu_model', '?')}, {host.get('cores', '?')} cores, "
-                 f"kernel {host.get('kernel', '?')}, CPU quota {host.get('cpu_quota', '?')}, "
-                 f"link {host.get('link_profile', '?')}"),
+        ("host", f"{host.cpu_model}, {_or_unknown(host.cores)} cores, "
+                 f"kernel {host.kernel}, CPU quota {_or_unknown(host.cpu_quota)}, "
+                 f"link {host.link_profile}"),
         ("sustained means", p.th.describe()),
         ("times", "RTT = reply received - sent, on the sender's CLOCK_MONOTONIC, not halved; "
                   "send lag = sent - intended deadline (open-loop pacing); one-way and "
@@ -68,13 +68,17 @@ def facts(p: Page) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
-def verdict_rows(entries: list[Entry]) -> list[tuple[str, list[str]]]:
+def _or_unknown(value: object) -> str:
+    return "?" if value is None else str(value)
+
+
+def verdict_rows(entries: list[SummaryEntry]) -> list[tuple[str, list[str]]]:
     """Each unsustained trial with the figures of the rules it failed."""
     out = []
     for e in entries:
-        if e.get("error") or e.get("sustained") or not isinstance(e.get("verdict"), dict):
+        if isinstance(e, FailedEntry) or e.sustained:
             continue
-        out.append((str(e["trial"]), Verdict.from_dict(e["verdict"]).reasons() or ["no reason"]))
+        out.append((e.trial, Verdict.from_record(e.verdict).reasons() or ["no reason"]))
     return out
 
 
@@ -201,18 +205,18 @@ def page_html(p: Page) -> str:
         sections.append((slug, title, body))
     for title, table, caption in p.tables[p.leading :]:
         sections.append((_slug(title, used), title, _table_body(table, caption)))
-    failed = [e for e in p.entries if e.get("error")]
+    failed = [e for e in p.entries if isinstance(e, FailedEntry)]
     if failed:
-        items = "".join(f"<li><b>{escape(str(e['trial']))}</b>: {escape(str(e['error']))}</li>"
+        items = "".join(f"<li><b>{escape(e.trial)}</b>: {escape(e.error)}</li>"
                         for e in failed)  # fmt: skip
         sections.append((_slug("Failed trials", used), "Failed trials",
                          f"<ul class='err'>{items}</ul>"))  # fmt: skip
     about = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts(p))
     sections.append((_slug("This run", used), "This run", f"<dl>{about}</dl>"))
-    name = escape(str(p.run.get("spec_name", "")))
-    held = sum(1 for e in p.entries if e.get("sustained"))
+    name = escape(p.run.spec_name)
+    held = sum(1 for e in p.entries if e.sustained)
     sub = (f"{len(p.entries)} trials, {held} sustained &middot; "
-           f"<code>{escape(str(p.run.get('command', '')))}</code>")  # fmt: skip
+           f"<code>{escape(p.run.command)}</code>")  # fmt: skip
     toc = "".join(f"<li><a href='#{slug}'>{escape(title)}</a></li>" for slug, title, _ in sections)
     first, rest = sections[0], sections[1:]
     body = "".join(f"<section id='{s}'><h2>{escape(t)}</h2>{b}</section>" for s, t, b in rest)

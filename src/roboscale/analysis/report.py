@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
 
 from roboscale.analysis import interactive
 from roboscale.analysis.headline import Headline, headline, markdown
 from roboscale.analysis.page import Figure, Page, Shown, facts, page_html, verdict_rows
+from roboscale.analysis.plots import RecordsOf
 from roboscale.analysis.stats import summarize_trial
 from roboscale.analysis.tables import to_markdown
 from roboscale.analysis.verdict import Thresholds
 from roboscale.errors import UserError
 from roboscale.records.folder import ResultsFolder
-from roboscale.records.models import FailedEntry, Summary, SummaryEntry
+from roboscale.records.models import FailedEntry, NodeHeader, Summary, SummaryEntry
 from roboscale.safewrite import write_text
 from roboscale.workloads.base import (
-    Entry,
     FigureSpec,
     TableSpec,
     get_workload,
@@ -33,25 +33,27 @@ from roboscale.workloads.base import (
 )
 
 
-def by_workload(entries: list[Entry]) -> dict[str, list[Entry]]:
+def by_workload(entries: list[SummaryEntry]) -> dict[str, list[SummaryEntry]]:
     """Entries grouped by workload, in the registry's order."""
     groups = {name: [e for e in entries if name_of(e) == name] for name in known_workloads()}
     return {name: group for name, group in groups.items() if group}
 
 
-def _figure_specs(groups: dict[str, list[Entry]]) -> list[tuple[FigureSpec, list[Entry]]]:
+def _figure_specs(
+    groups: dict[str, list[SummaryEntry]],
+) -> list[tuple[FigureSpec, list[SummaryEntry]]]:
     """Each workload's figures with its entries; workloads naming one figure share it."""
-    out: dict[str, tuple[FigureSpec, list[Entry]]] = {}
+    out: dict[str, tuple[FigureSpec, list[SummaryEntry]]] = {}
     for name, group in groups.items():
         for spec in get_workload(name).figures():
             out.setdefault(spec.title, (spec, []))[1].extend(group)
     return list(out.values())
 
 
-def _tables(groups: dict[str, list[Entry]]) -> tuple[list[Shown], int]:
+def _tables(groups: dict[str, list[SummaryEntry]]) -> tuple[list[Shown], int]:
     """Each workload's tables over its entries, those shown before the figures first, and
     how many these are; tables with nothing to show are left out."""
-    out: dict[str, tuple[TableSpec, list[Entry]]] = {}
+    out: dict[str, tuple[TableSpec, list[SummaryEntry]]] = {}
     for name, group in groups.items():
         for spec in get_workload(name).tables():
             out.setdefault(spec.title, (spec, []))[1].extend(group)
@@ -76,7 +78,7 @@ def render_report(run_dir: Path) -> tuple[Path, Path]:
 def render(run_dir: Path) -> Rendered:
     """Write report.html and summary.md; their paths and the headline."""
     folder = ResultsFolder(run_dir)
-    run = folder.run().to_dict()
+    run = folder.run()
     summary = folder.summary()
     th = Thresholds.from_dict(summary.thresholds, str(folder.summary_file))
     folder.check_trials(summary)
@@ -85,7 +87,7 @@ def render(run_dir: Path) -> Rendered:
     # Bounded: a thousand trials of records do not fit in memory at once.
     records_of = functools.lru_cache(maxsize=32)(functools.partial(_records, folder))
     groups = by_workload(entries)
-    quick = "--quick" in str(run.get("command", ""))
+    quick = "--quick" in run.command
     head = headline(entries, records_of, quick)
     figures = _figures(groups, records_of)
     usage = interactive.usage_by_node(entries, functools.partial(_nodes, folder))
@@ -111,33 +113,33 @@ USAGE_CAPTION = (
 )
 
 
-def _nodes(folder: ResultsFolder, trial: str) -> list[Entry]:
+def _nodes(folder: ResultsFolder, trial: str) -> list[NodeHeader]:
     """Each node's header of a trial (its CPU and memory), none where the trial left no
     records."""
     if not folder.has_records(trial):
         return []
-    return [n.to_dict() for n in folder.metadata(trial).nodes]
+    return folder.metadata(trial).nodes
 
 
-def _clock_table(entries: list[Entry]) -> list[Shown]:
+def _clock_table(entries: list[SummaryEntry]) -> list[Shown]:
     """Trials on real machines: how far their one-way figures can be off (the clocks'
     error bound, measured before and after each trial), and whether that is within the
     spec's env.clock_max_bound_us."""
     rows = [
         [
-            str(e["trial"]),
-            f"{e['clock']['bound_us']:.0f}",
-            f"{e['clock']['max_bound_us']:.0f}",
-            "valid" if e["clock"]["valid"] else "invalid",
+            e.trial,
+            f"{e.clock.bound_us:.0f}",
+            f"{e.clock.max_bound_us:.0f}",
+            "valid" if e.clock.valid else "invalid",
         ]
         for e in entries
-        if isinstance(e.get("clock"), dict)
+        if not isinstance(e, FailedEntry) and e.clock is not None
     ]
     head = ["trial", "one-way error bound (µs)", "allowed (µs)", "one-way figures"]
     return [("Clocks of real machines", (head, rows), "")] if rows else []
 
 
-def _check_workloads(path: Path, entries: list[Entry]) -> None:
+def _check_workloads(path: Path, entries: list[SummaryEntry]) -> None:
     """A trial of a workload this roboscale does not know would be left out: refused."""
     known = known_workloads()
     for i, entry in enumerate(entries):
@@ -152,7 +154,7 @@ def _records(folder: ResultsFolder, trial: str) -> pa.Table | None:
     return folder.records(trial) if folder.has_records(trial) else None
 
 
-def _with_recovered(folder: ResultsFolder, summary: Summary, th: Thresholds) -> list[Entry]:
+def _with_recovered(folder: ResultsFolder, summary: Summary, th: Thresholds) -> list[SummaryEntry]:
     """Summary entries, plus trials whose files exist but whose entry was never appended
     (then written back to summary.json)."""
     known = {e.trial for e in summary.trials}
@@ -162,8 +164,7 @@ def _with_recovered(folder: ResultsFolder, summary: Summary, th: Thresholds) -> 
             continue
         meta = folder.metadata(trial)
         if meta.error is not None:
-            params = meta.params.to_dict()
-            added.append(FailedEntry.model_validate({**params, "error": meta.error}))
+            added.append(FailedEntry.model_validate({**meta.params.to_dict(), "error": meta.error}))
         else:
             records = folder.records(trial)
             added.append(summarize_trial(records, meta.params, th, meta.nodes))
@@ -172,10 +173,10 @@ def _with_recovered(folder: ResultsFolder, summary: Summary, th: Thresholds) -> 
         trials = sorted([*trials, *added], key=lambda e: e.trial)
         folder.write_summary(summary.model_copy(update={"thresholds": th.to_dict(),
                                                         "trials": trials}))  # fmt: skip
-    return [e.to_dict() for e in trials]
+    return trials
 
 
-def _figures(groups: dict[str, list[Entry]], records_of: Any) -> list[Figure]:
+def _figures(groups: dict[str, list[SummaryEntry]], records_of: RecordsOf) -> list[Figure]:
     out: list[Figure] = []
     for spec, entries in _figure_specs(groups):
         fig = spec.draw(entries, records_of) if spec.needs_records else spec.draw(entries)
@@ -185,7 +186,7 @@ def _figures(groups: dict[str, list[Entry]], records_of: Any) -> list[Figure]:
 
 
 def _markdown(p: Page) -> str:
-    lines = [f"# roboscale summary: {p.run.get('spec_name', '')}", "", "## Headline", ""]
+    lines = [f"# roboscale summary: {p.run.spec_name}", "", "## Headline", ""]
     lines += markdown(p.headline)
     unsustained = verdict_rows(p.entries)
     if unsustained:
@@ -194,7 +195,7 @@ def _markdown(p: Page) -> str:
     lines += ["", "## This run", ""] + [f"- **{k}**: {v}" for k, v in facts(p)]
     for title, table, caption in p.tables:
         lines += ["", f"## {title}", ""] + ([caption, ""] if caption else []) + [to_markdown(table)]
-    failed = [e for e in p.entries if e.get("error")]
+    failed = [e for e in p.entries if isinstance(e, FailedEntry)]
     if failed:
-        lines += ["", "## Failed trials", ""] + [f"- `{e['trial']}`: {e['error']}" for e in failed]
+        lines += ["", "## Failed trials", ""] + [f"- `{e.trial}`: {e.error}" for e in failed]
     return "\n".join(lines) + "\n"

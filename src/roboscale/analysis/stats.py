@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -19,7 +20,13 @@ import pyarrow as pa
 
 from roboscale.analysis.uncertainty import min_samples, percentile
 from roboscale.analysis.verdict import Thresholds, Trace, Verdict, judge, period_of
-from roboscale.records.models import NodeHeader, SummaryEntry, TrialParams
+from roboscale.records.models import (
+    Distribution,
+    MeasuredEntry,
+    NodeHeader,
+    SummaryEntry,
+    TrialParams,
+)
 from roboscale.workloads.base import workload_of
 
 FloatArray = npt.NDArray[np.float64]
@@ -28,6 +35,7 @@ IntArray = npt.NDArray[np.int64]
 # Two-sided 80 % interval of a mean under the normal approximation (z at 0.90).
 # Trials hold hundreds of samples or more, where Student's t differs by < 1 %.
 Z80 = 1.2815515655446004
+E = TypeVar("E", bound=MeasuredEntry)
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 
@@ -37,29 +45,42 @@ def column(table: pa.Table, name: str) -> FloatArray:
     return arr
 
 
-CI_KEYS = ("p50_low", "p50_high", "p99_low", "p99_high")
-
-
-def distribution(values_us: FloatArray) -> dict[str, float | None]:
+def distribution(values_us: FloatArray) -> Distribution:
     """Supported percentiles (None where too few messages), the 95 % intervals of p50 and
     p99, max, mean, std (ddof=1), the 80 % interval of the mean, and `n`."""
     v = values_us[~np.isnan(values_us)]
-    keys = [*PERCENTILES, "max", "mean", "std", "ci80_low", "ci80_high", *CI_KEYS]
     if v.size == 0:
-        return {**dict.fromkeys(keys, None), "n": 0}
-    out: dict[str, float | None] = {
+        return NOTHING_ARRIVED
+    supported = {
         k: float(np.percentile(v, q)) if v.size >= min_samples(q) else None
         for k, q in PERCENTILES.items()
     }
-    for name, q in (("p50", 50.0), ("p99", 99.0)):
-        est = percentile([v], q)
-        out[f"{name}_low"], out[f"{name}_high"] = est.low, est.high
-    out["n"] = v.size
+    p50, p99 = percentile([v], 50.0), percentile([v], 99.0)
     mean = float(v.mean())
     std = float(v.std(ddof=1)) if v.size > 1 else 0.0
     half = Z80 * std / math.sqrt(v.size)
-    out.update(max=float(v.max()), mean=mean, std=std, ci80_low=mean - half, ci80_high=mean + half)
-    return out
+    return Distribution(
+        p50=supported["p50"],
+        p90=supported["p90"],
+        p99=supported["p99"],
+        p999=supported["p999"],
+        max=float(v.max()),
+        mean=mean,
+        std=std,
+        ci80_low=mean - half,
+        ci80_high=mean + half,
+        p50_low=p50.low,
+        p50_high=p50.high,
+        p99_low=p99.low,
+        p99_high=p99.high,
+        n=int(v.size),
+    )
+
+
+NOTHING_ARRIVED = Distribution(
+    p50=None, p90=None, p99=None, p999=None, max=None, mean=None, std=None,
+    ci80_low=None, ci80_high=None, n=0,
+)  # fmt: skip
 
 
 def achieved_rate_hz(t_sent_ns: FloatArray) -> float | None:
@@ -72,7 +93,7 @@ def achieved_rate_hz(t_sent_ns: FloatArray) -> float | None:
 
 def summarize_trial(
     table: pa.Table,
-    params: TrialParams | Mapping[str, Any],
+    params: TrialParams | Mapping[str, object],
     th: Thresholds,
     nodes: Sequence[NodeHeader] = (),
 ) -> SummaryEntry:
@@ -82,10 +103,8 @@ def summarize_trial(
     return workload_of(trial).summarize(table, trial, th, nodes)
 
 
-def summarize_round_trips(
-    table: pa.Table, params: dict[str, Any], th: Thresholds
-) -> dict[str, Any]:
-    """A round-trip trial's entry: each sender's rows, `t_received` the reply back."""
+def summarize_round_trips(table: pa.Table, params: TrialParams, th: Thresholds) -> Measured:
+    """A round-trip trial's figures: each sender's rows, `t_received` the reply back."""
     table = table.sort_by([("node", "ascending"), ("seq", "ascending")])
     senders = _sender_masks(table)
     sent_ns, recv_ns = column(table, "t_sent"), column(table, "t_received")
@@ -98,19 +117,23 @@ def summarize_round_trips(
     received = int(np.count_nonzero(~np.isnan(recv_ns)))
     # A burst is sent back to back: it has no target rate to fall short of, nor a period
     # to be late against (the rules that need one say "not judged").
-    burst = bool(params.get("burst"))
-    ratio = min(measured) / float(params["rate_hz"]) if measured and not burst else 1.0
-    period = None if burst else period_of(column(table, "t_intended"), float(params["rate_hz"]))
+    burst = params.burst
+    ratio = min(measured) / params.rate_hz if measured and not burst else 1.0
+    period = None if burst else period_of(column(table, "t_intended"), params.rate_hz)
     trace = Trace(sent_ns, rtt, lag, period, round_trip=True)
     verdict = judge(th, trace, ratio, loss_of(sent, received))
-    figures = {
-        "achieved_rate_hz": float(np.mean(measured)) if measured else None,
-        "achieved_rate_min_hz": min(measured) if measured else None,
-        "rtt_us": distribution(rtt),
-        "one_way_us": distribution(one_way),
-        "send_lag_us": distribution(lag),
-    }
-    return trial_entry(params, th, sent, received, verdict, figures)
+    return Measured(
+        params=params,
+        thresholds=th,
+        sent=sent,
+        received=received,
+        verdict=verdict,
+        achieved_rate_hz=float(np.mean(measured)) if measured else None,
+        achieved_rate_min_hz=min(measured) if measured else None,
+        rtt_us=distribution(rtt),
+        one_way_us=distribution(one_way),
+        send_lag_us=distribution(lag),
+    )
 
 
 def loss_of(sent: int, received: int) -> float:
@@ -118,27 +141,43 @@ def loss_of(sent: int, received: int) -> float:
     return (sent - received) / sent if sent else 1.0
 
 
-def trial_entry(
-    params: dict[str, Any],
-    th: Thresholds,
-    sent: int,
-    received: int,
-    verdict: Verdict,
-    figures: dict[str, Any],
-) -> dict[str, Any]:
-    """A summary.json entry, the same keys for every workload: parameters, counts, the
-    workload's figures, the verdict and the thresholds it applied."""
-    return {
-        **params,
-        "sent": sent,
-        "received": received,
-        "lost": sent - received,
-        "loss": verdict.loss,
-        **figures,
-        "sustained": verdict.sustained,
-        "verdict": verdict.to_dict(),
-        "thresholds": th.to_dict(),
-    }
+@dataclass(frozen=True)
+class Measured:
+    """What every workload's entry holds: the trial's parameters, its counts, figures and
+    verdict, and the thresholds the verdict applied. `entry` makes it the workload's
+    summary entry, with the workload's own fields."""
+
+    params: TrialParams
+    thresholds: Thresholds
+    sent: int
+    received: int
+    verdict: Verdict
+    achieved_rate_hz: float | None
+    achieved_rate_min_hz: float | None
+    rtt_us: Distribution
+    one_way_us: Distribution
+    send_lag_us: Distribution
+
+    def entry(self, model: type[E], **workload_fields: object) -> E:
+        """The summary entry of `model` (the workload's), its own fields given by name."""
+        return model.model_validate(
+            {
+                **self.params.to_dict(),
+                "sent": self.sent,
+                "received": self.received,
+                "lost": self.sent - self.received,
+                "loss": self.verdict.loss,
+                "achieved_rate_hz": self.achieved_rate_hz,
+                "achieved_rate_min_hz": self.achieved_rate_min_hz,
+                "rtt_us": self.rtt_us,
+                "one_way_us": self.one_way_us,
+                "send_lag_us": self.send_lag_us,
+                "sustained": self.verdict.sustained,
+                "verdict": self.verdict.record(),
+                "thresholds": self.thresholds.to_dict(),
+                **workload_fields,
+            }
+        )
 
 
 def _sender_masks(table: pa.Table) -> list[npt.NDArray[np.bool_]]:

@@ -38,8 +38,8 @@ A rule with too little data to decide (no period, too few messages for a trend) 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,7 @@ from pydantic import ValidationError
 
 from roboscale.analysis.trend import Trend, latency_trend
 from roboscale.errors import UserError
+from roboscale.records.models import RuleRecord, VerdictRecord
 from roboscale.spec.schema import VerdictSettings
 
 FloatArray = npt.NDArray[np.float64]
@@ -166,27 +167,46 @@ class Verdict:
     def not_judged(self) -> list[str]:
         return [r.rule for r in self.rules if not r.judged]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def record(self) -> VerdictRecord:
+        """As a summary entry keeps it."""
+        return VerdictRecord(
+            sustained=self.sustained,
+            rate_ratio=self.rate_ratio,
+            loss=self.loss,
+            rules=[RuleRecord(**asdict(r)) for r in self.rules],
+            trend=self.trend,
+        )
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> Verdict:
+    def from_dict(cls, raw: Mapping[str, object]) -> Verdict:
+        """A stored verdict as JSON holds it (checked by its model)."""
+        return cls.from_record(VerdictRecord.model_validate(dict(raw)))
+
+    @classmethod
+    def from_record(cls, rec: VerdictRecord) -> Verdict:
         """A stored verdict; one of the format before the rules (rate_ok, loss_ok,
         growth_ok, latency_ok and quarter medians) is read into rules of the same names."""
-        if "rules" in raw:
-            rules = tuple(Rule(**r) for r in raw["rules"])
-            return cls(raw["sustained"], raw["rate_ratio"], raw["loss"], rules, raw.get("trend"))
-        old = [
-            ("rate", raw.get("rate_ok", True), f"rate {raw.get('rate_ratio', 1):.0%} of target"),
-            ("loss", raw.get("loss_ok", True), f"loss {raw.get('loss', 0):.1%}"),
-            ("growth", raw.get("growth_ok", True), "latency grew "
-             f"{raw.get('first_quarter_p50_us') or 0:.0f} -> "
-             f"{raw.get('last_quarter_p50_us') or 0:.0f} µs"),
-            ("p99", raw.get("latency_ok", True),
-             f"p99 latency {raw.get('p99_us') or 0:.0f} µs over the ceiling"),
+        if rec.rules is not None:
+            rules = tuple(Rule(**r.model_dump(include=_RULE_FIELDS)) for r in rec.rules)
+            return cls(bool(rec.sustained), rec.rate_ratio, rec.loss, rules, rec.trend)
+        old = rec.model_extra or {}
+
+        def number(key: str) -> float:
+            value = old.get(key)
+            return float(value) if isinstance(value, int | float) else 0.0
+
+        checks = [
+            ("rate", "rate_ok", f"rate {rec.rate_ratio:.0%} of target"),
+            ("loss", "loss_ok", f"loss {rec.loss:.1%}"),
+            ("growth", "growth_ok", "latency grew "
+             f"{number('first_quarter_p50_us'):.0f} -> {number('last_quarter_p50_us'):.0f} µs"),
+            ("p99", "latency_ok", f"p99 latency {number('p99_us'):.0f} µs over the ceiling"),
         ]  # fmt: skip
-        rules = tuple(Rule(name, bool(ok), True, text) for name, ok, text in old)
-        return cls(bool(raw["sustained"]), raw.get("rate_ratio", 1.0), raw.get("loss", 0.0), rules)
+        rules = tuple(Rule(name, bool(old.get(ok, True)), True, text) for name, ok, text in checks)
+        return cls(bool(rec.sustained), rec.rate_ratio, rec.loss, rules)
+
+
+_RULE_FIELDS = {"rule", "ok", "judged", "figure", "value", "limit"}
 
 
 def judge(th: Thresholds, trace: Trace, rate_ratio: float, loss: float) -> Verdict:

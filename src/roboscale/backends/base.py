@@ -17,12 +17,13 @@ from __future__ import annotations
 import base64
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from roboscale.backends.qos import Capability
+from roboscale.jsonfields import Fields
 from roboscale.registry import load_registered
 
 # Message ids below zero are probes that establish the echo path before counting.
@@ -48,6 +49,16 @@ class TypedPayload:
     # rosbags' store holds them ({name: [[field, [nodetype, detail]], ...]}): what a
     # backend that declares types (dds) builds them from.
     ros2_fields: str = "{}"
+
+    @classmethod
+    def read(cls, f: Fields) -> TypedPayload:
+        return cls(
+            msgtype=f.text("msgtype"),
+            ros1_definition=f.text("ros1_definition"),
+            ros1_sample=f.text("ros1_sample"),
+            cdr_sample=f.text("cdr_sample"),
+            ros2_fields=f.text("ros2_fields", "{}"),
+        )
 
     def sample(self, encoding: str) -> bytes:
         """The sample message, `ros1` or `cdr`."""
@@ -79,16 +90,40 @@ class MessageKind:
         return self.typed is not None or self.kind in ("laserscan", "image")
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MessageKind:
-        typed = d.get("typed")
-        return cls(d["kind"], d["size"], TypedPayload(**typed) if typed else None)
+    def from_dict(cls, d: object) -> MessageKind:
+        """A kind as a node config holds it (JSON), each field checked."""
+        return cls.read(Fields(d, "kind"))
+
+    @classmethod
+    def read(cls, f: Fields) -> MessageKind:
+        typed = f.optional_nested("typed")
+        return cls(f.text("kind"), f.whole("size"), TypedPayload.read(typed) if typed else None)
+
+
+@dataclass(frozen=True)
+class NodeSetting:
+    """What a backend configures one node of a trial by: the trial, its mode, hosts and QoS
+    axes, how many nodes it has, and this node's address, whether it listens and whom it
+    connects to (endpoint key -> address), for backends that connect nodes explicitly."""
+
+    trial: str
+    mode: str = "standard"
+    hosts: int = 1
+    zenoh_routers: bool = False
+    reliability: str | None = None
+    history: str | None = None
+    durability: str | None = None
+    trial_nodes: int = 2
+    node_address: str = "127.0.0.1"
+    listen: bool = False
+    links: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
 class NodeContext:
     name: str
     host: str
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)  # node_config's, as JSON
 
 
 class Publisher(Protocol):
@@ -164,7 +199,7 @@ class Backend(Protocol):
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure: ...
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]: ...
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]: ...
 
     def open(self, ctx: NodeContext) -> Session: ...
 

@@ -32,15 +32,17 @@ import socket
 import struct
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roboscale.backends.base import (
     Callback,
     Infrastructure,
     MessageKind,
     NodeContext,
+    NodeSetting,
     Where,
     current_python,
 )
@@ -56,6 +58,10 @@ from roboscale.backends.dds_cdr import (
 )
 from roboscale.backends.qos import EVERY_SETTING, split_history
 from roboscale.errors import BackendUnavailable, UserError
+from roboscale.jsonfields import Fields
+
+if TYPE_CHECKING:
+    from cyclonedds.topic import Topic
 
 PINNED = "11.0.1"
 INSTALL_HINT = "pip install 'roboscale[dds]' (Cyclone DDS's Python binding, cyclonedds==11.0.1)"
@@ -258,7 +264,7 @@ def message_path() -> str:
     return env_choice(PATH_ENV, PATHS)
 
 
-def qos_policies(qos: dict[str, Any], queue: int) -> Any:
+def qos_policies(qos: Mapping[str, object], queue: int) -> Any:
     """A Cyclone Qos of the trial's settings; `depth` 0 takes the node's queue length,
     and a queue of 0 (unbounded) keeps all."""
     from cyclonedds.core import Policy, Qos
@@ -270,7 +276,8 @@ def qos_policies(qos: dict[str, Any], queue: int) -> Any:
         if reliable
         else Policy.Reliability.BestEffort
     )
-    depth = int(qos.get("depth") or queue)
+    asked = qos.get("depth")
+    depth = asked if isinstance(asked, int) and asked else queue
     keep_all = qos["history"] == "keep_all" or depth == 0
     history = Policy.History.KeepAll if keep_all else Policy.History.KeepLast(depth)
     durability = (
@@ -281,14 +288,15 @@ def qos_policies(qos: dict[str, Any], queue: int) -> Any:
     return Qos(reliability, history, durability)
 
 
-def trial_qos(trial: dict[str, Any]) -> dict[str, Any]:
+def trial_qos(node: NodeSetting) -> dict[str, str | int]:
     """The trial's QoS axes that are set, as the session reads them."""
-    qos: dict[str, Any] = {}
-    for axis in ("reliability", "durability"):
-        if trial.get(axis):
-            qos[axis] = trial[axis]
-    if trial.get("history"):
-        qos["history"], qos["depth"] = split_history(trial["history"])
+    qos: dict[str, str | int] = {}
+    if node.reliability:
+        qos["reliability"] = node.reliability
+    if node.durability:
+        qos["durability"] = node.durability
+    if node.history:
+        qos["history"], qos["depth"] = split_history(node.history)
     return qos
 
 
@@ -296,14 +304,15 @@ class DdsSession:
     def __init__(self, ctx: NodeContext) -> None:
         from cyclonedds.domain import Domain, DomainParticipant
 
-        cfg = ctx.config
-        self._domain_id = int(cfg["domain"])
-        self._domain: Any = Domain(self._domain_id, cfg["xml"])
+        cfg = Fields(ctx.config, "dds config")
+        self._domain_id = cfg.whole("domain")
+        self._domain: Any = Domain(self._domain_id, cfg.text("xml"))
         self._participant: Any = DomainParticipant(self._domain_id)
-        self._qos: dict[str, Any] = {**DEFAULT_QOS, **cfg.get("qos", {})}
-        self._take_on = str(cfg.get("take", TAKE_MODES[0]))
-        self._in_c = cfg.get("path", PATHS[0]) == "c"
-        self._topics: dict[str, Any] = {}
+        qos = cfg.optional_nested("qos")
+        self._qos: dict[str, object] = {**DEFAULT_QOS, **(qos.mapping() if qos else {})}
+        self._take_on = cfg.text("take", TAKE_MODES[0])
+        self._in_c = cfg.text("path", PATHS[0]) == "c"
+        self._topics: dict[str, Topic[Any]] = {}
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pubs: list[DdsPublisher] = []
@@ -478,11 +487,11 @@ class DdsBackend:
             self._trial = trial
         return self._lease.domain
 
-    def node_config(self, role: str, pair: int, trial: dict[str, Any]) -> dict[str, Any]:
-        own = trial.get("node_address", "127.0.0.1")
+    def node_config(self, role: str, pair: int, node: NodeSetting) -> dict[str, object]:
+        own = node.node_address
         local = len(self._addresses) == 1
-        participants = int(trial.get("trial_nodes", 2)) + 2
-        domain = self.domain_for(str(trial["trial"]))
+        participants = node.trial_nodes + 2
+        domain = self.domain_for(node.trial)
         xml = cyclone_xml(
             domain,
             "lo" if local else own,
@@ -492,7 +501,7 @@ class DdsBackend:
         return {
             "domain": domain,
             "xml": xml,
-            "qos": trial_qos(trial),
+            "qos": trial_qos(node),
             "take": take_mode(),
             "path": message_path(),
         }

@@ -24,6 +24,7 @@ from roboscale.backends.base import (
     Infrastructure,
     MessageKind,
     NodeContext,
+    NodeSetting,
     NoInfrastructure,
     Where,
     current_python,
@@ -139,7 +140,7 @@ class NativeProcSession(NativeSession):
 
     def __init__(self, ctx: NodeContext, runtime: Any) -> None:
         super().__init__(ctx, runtime)
-        self._endpoints: dict[str, Any] = {
+        self._endpoints: dict[str, object] = {
             k: ctx.config[k]
             for k in ("mode", "listen", "connect", "shared_memory")
             if k in ctx.config
@@ -168,7 +169,7 @@ class NativeProcSession(NativeSession):
             return
         from roboscale.runtime.bridge import Bridge, bridge_config
 
-        raw = {**self._endpoints, "export": self._exports, "import": [topic]}
+        raw: dict[str, object] = {**self._endpoints, "export": self._exports, "import": [topic]}
         # The lab's own trial network: loopback, or emulated hosts in namespaces the lab
         # created; it measures the plain bridge. Beyond loopback this is logged as insecure.
         raw["security"] = {"insecure": True}
@@ -214,7 +215,7 @@ class NativeBackend:
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
         return NoInfrastructure()
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]:
         return {}
 
     def open(self, ctx: NodeContext) -> NativeSession:
@@ -248,10 +249,10 @@ class NativeProcBackend(NativeBackend):
 
         return ZENOH.start_infrastructure(workdir, where)  # routers, when asked for
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]:
         from roboscale.backends.zenoh import BACKEND as ZENOH
 
-        return ZENOH.node_config(role, key, trial)
+        return ZENOH.node_config(role, key, node)
 
     def open(self, ctx: NodeContext) -> NativeProcSession:
         return NativeProcSession(ctx, self.runtimes.get())

@@ -34,6 +34,7 @@ from roboscale.backends.base import (
     Callback,
     MessageKind,
     NodeContext,
+    NodeSetting,
     TypedPayload,
     Where,
     free_port,
@@ -335,9 +336,9 @@ class Ros1Backend:
         host = where.infrastructure_host
         return Roscore(workdir, where.prefixes[host], where.addresses[host])
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]:
         # The thesis's nodes used rospy's default (Nagle on); standard mode turns it off.
-        return {"tcp_nodelay": trial.get("mode") != "thesis_compat"}
+        return {"tcp_nodelay": node.mode != "thesis_compat"}
 
     def open(self, ctx: NodeContext) -> Ros1Session:
         return Ros1Session(ctx)

@@ -17,6 +17,7 @@ from roboscale.backends.base import (
     Infrastructure,
     MessageKind,
     NodeContext,
+    NodeSetting,
     NoInfrastructure,
     Where,
     current_python,
@@ -25,6 +26,7 @@ from roboscale.backends.base import (
 from roboscale.backends.payload import HEADER, wire_body
 from roboscale.backends.qos import RELIABLE_VOLATILE
 from roboscale.errors import BackendUnavailable
+from roboscale.jsonfields import Fields
 from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.zenoh_config import zenoh_config, zenoh_settings
 
@@ -56,15 +58,15 @@ class ZenohSession:
         import zenoh
 
         self._zenoh: Any = zenoh
-        cfg = ctx.config
+        cfg = Fields(ctx.config, "zenoh config")
         self._session: Any = zenoh.open(
             zenoh_config(
                 zenoh_settings(
-                    cfg.get("listen", []),
-                    cfg.get("connect", []),
-                    mode=cfg.get("mode", "peer"),
-                    shared_memory=cfg.get("shared_memory", True),
-                    retry_ms=cfg.get("retry_ms"),
+                    cfg.texts("listen"),
+                    cfg.texts("connect"),
+                    mode=cfg.text("mode", "peer"),
+                    shared_memory=cfg.flag("shared_memory", True),
+                    retry_ms=cfg.optional_whole("retry_ms"),
                 )
             )
         )
@@ -163,25 +165,24 @@ class ZenohBackend:
         self._router_port = free_port()
         return ZenohRouters(workdir, where, self._router_port)
 
-    def node_config(self, role: str, key: int, trial: dict[str, Any]) -> dict[str, Any]:
+    def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]:
         """A node listens on its own port when the workload says so (`listen`, its endpoint
         `key`) and connects to the nodes in `links` (key -> address); with routers, it is
         a client of the router on its own host."""
-        own = trial.get("node_address", "127.0.0.1")
+        own = node.node_address
         # Separate emulated hosts must not share memory; one machine may.
-        local = trial.get("hosts", 1) == 1
-        if trial.get("zenoh_routers"):
+        local = node.hosts == 1
+        if node.zenoh_routers:
             router = f"tcp/{own}:{self._router_port}"
             return {"mode": "client", "listen": [], "connect": [router], "shared_memory": local}
 
         def endpoint(index: int, address: str) -> str:
-            port = self._ports.setdefault((str(trial["trial"]), index), free_port())
+            port = self._ports.setdefault((node.trial, index), free_port())
             return f"tcp/{address}:{port}"
 
-        links: dict[str, str] = trial.get("links", {})
         return {
-            "listen": [endpoint(key, own)] if trial.get("listen") else [],
-            "connect": [endpoint(int(k), a) for k, a in links.items()],
+            "listen": [endpoint(key, own)] if node.listen else [],
+            "connect": [endpoint(int(k), a) for k, a in node.links.items()],
             "shared_memory": local,
             "retry_ms": 50,  # peers started together connect to each other: retry soon
         }

@@ -12,10 +12,10 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -23,6 +23,12 @@ from rich.table import Table
 from roboscale.cliargs import number, path, whole
 from roboscale.errors import UserError
 from roboscale.safewrite import write_bytes
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from roboscale.capacity.search import Budget, SearchResult
+    from roboscale.spec.schema import Spec
 
 HELP = """\
 Capacity: how many nodes, at what rate and message size, this host sustains.
@@ -169,7 +175,7 @@ def _print_model(console: Console, model: Any) -> None:
     console.print(table)
 
 
-def _save_figures(folder: Path, figures: dict[str, Any]) -> list[str]:
+def _save_figures(folder: Path, figures: Mapping[str, Figure]) -> list[str]:
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -269,7 +275,7 @@ def cmd_validate(args: argparse.Namespace, console: Console) -> int:
     seed = int(model.fit_options.get("seed", 0))
     result = cross_validate(obs, draws=min(draws, 50), seed=seed)
     _print_validation(console, "leave one configuration out", result)
-    out: dict[str, Any] = {"cross_validation": result.to_dict()}
+    out: dict[str, object] = {"cross_validation": result.to_dict()}
     unseen = [o for o in obs if o.source not in model.sources]
     held = evaluate(model.models, unseen) if unseen else None
     if held is not None:
@@ -359,9 +365,9 @@ def _search_one(
     run: TrialRunner,
     args: argparse.Namespace,
     target: tuple[str, tuple[str, int], float],
-    budget: Any,
-    spec: Any,
-) -> tuple[Any, dict[str, Any]]:
+    budget: Budget,
+    spec: Spec,
+) -> tuple[SearchResult, dict[str, float]]:
     """One configuration: nodes at a fixed rate, or rate at a fixed pair count."""
     from roboscale.capacity.search import search_max_nodes, search_max_rate
 
@@ -410,7 +416,7 @@ def run_search(args: argparse.Namespace, console: Console, open_lab: LabOpener) 
     targets = _targets(spec, args)
     out = args.out or Path("results") / f"{spec.name}-capacity-{time.strftime('%Y%m%d-%H%M%S')}"
     began = time.monotonic()
-    found: list[dict[str, Any]] = []
+    found: list[dict[str, object]] = []
     with open_lab(spec, out, read_text(args.spec, "spec file"), console) as run:
         for i, (backend, payload, x) in enumerate(targets):
             left = args.budget_s - (time.monotonic() - began)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -35,12 +34,12 @@ SUPPORTED_MODEL_VERSIONS = frozenset({2})
 @dataclass(frozen=True)
 class CapacityModel:
     backend: str
-    host: dict[str, Any]
+    host: dict[str, object]  # the host facts, as the results folder gave them
     sources: tuple[str, ...]
     fitted_range: FittedRange
     models: dict[str, FittedModel]
     trials: int
-    fit_options: dict[str, Any]
+    fit_options: dict[str, int]  # bootstrap draws and seed, as `capacity fit` took them
     tool_version: str = roboscale.__version__
     created_unix_s: float = 0.0
 
@@ -73,7 +72,7 @@ def _num(value: float) -> float | str:
     return float(value)
 
 
-def _unnum(value: Any, where: str) -> float:
+def _unnum(value: object, where: str) -> float:
     if isinstance(value, str) and value in {"inf", "-inf", "nan"}:
         return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -85,7 +84,7 @@ def _unnum(value: Any, where: str) -> float:
 BUDGETS = frozenset({"cslv_bytes_s", "cpu_budget_cores", "link_budget_bytes_s"})
 
 
-def _param(value: Any, where: str, name: str) -> float:
+def _param(value: object, where: str, name: str) -> float:
     """A fitted parameter: a budget above 0 (inf allowed), a finite cost from 0."""
     number = _unnum(value, where)
     if name in BUDGETS:
@@ -96,25 +95,27 @@ def _param(value: Any, where: str, name: str) -> float:
     return number
 
 
-def _mapping(raw: Any, where: str) -> dict[str, Any]:
+def _mapping(raw: object, where: str) -> dict[str, object]:
     if raw is None:
         return {}
-    if not isinstance(raw, dict):
+    if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
         raise UserError(f"{where}: must be a mapping, got {raw!r}"[:300])
     return dict(raw)
 
 
-def _fit_options(raw: Any, where: str) -> dict[str, Any]:
+def _fit_options(raw: object, where: str) -> dict[str, int]:
     """bootstrap (10 or more) and seed (from 0): whole numbers, as `capacity fit` takes them."""
     options = _mapping(raw, where)
+    checked: dict[str, int] = {}
     for key, low in (("bootstrap", 10), ("seed", 0)):
         value = options.get(key, low)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise UserError(f"{where}.{key}: {value!r} is not allowed; a whole number from {low}")
-    return options
+        checked[key] = value
+    return checked
 
 
-def _range(raw: Any, where: str) -> FittedRange:
+def _range(raw: object, where: str) -> FittedRange:
     """The fitted span of nodes, rates and sizes: finite [low, high] pairs from 0."""
     keys = ("nodes", "rate_hz", "size_bytes")
     allowed = f"a mapping of {', '.join(keys)}, each [low, high] with 0 <= low <= high"
@@ -129,7 +130,7 @@ def _range(raw: Any, where: str) -> FittedRange:
     return FittedRange.from_dict(raw)
 
 
-def encode(value: Any) -> Any:
+def encode(value: object) -> object:
     """JSON-safe copy: non-finite floats become strings, arrays lists."""
     if isinstance(value, np.ndarray):
         return encode(value.tolist())
@@ -142,7 +143,7 @@ def encode(value: Any) -> Any:
     return value
 
 
-def to_dict(m: CapacityModel) -> dict[str, Any]:
+def to_dict(m: CapacityModel) -> dict[str, object]:
     return {
         "format": MODEL_FORMAT,
         "format_version": MODEL_FORMAT_VERSION,
@@ -177,13 +178,13 @@ def save(m: CapacityModel, path: Path) -> None:
         raise UserError(f"{path}: cannot write the model file ({e.strerror or e})") from None
 
 
-def _get(data: dict[str, Any], key: str, where: str) -> Any:
+def _get(data: Mapping[str, object], key: str, where: str) -> object:
     if key not in data:
         raise UserError(f"{where}: field {key!r} is missing")
     return data[key]
 
 
-def _check_version(path: Path, data: Any) -> dict[str, Any]:
+def _check_version(path: Path, data: object) -> dict[str, object]:
     if not isinstance(data, dict) or data.get("format") != MODEL_FORMAT:
         raise UserError(
             f"{path}: not a roboscale capacity model (field 'format' is not {MODEL_FORMAT!r})",
@@ -200,7 +201,7 @@ def _check_version(path: Path, data: Any) -> dict[str, Any]:
     return data
 
 
-def _fitted_model(path: Path, name: str, raw: Any) -> FittedModel:
+def _fitted_model(path: Path, name: str, raw: object) -> FittedModel:
     where = f"{path}: models.{name}"
     if not isinstance(raw, dict):
         raise UserError(f"{where}: must be a mapping")

@@ -72,7 +72,7 @@ class FittedModel:
     params: dict[str, float]
     stderr: dict[str, float | None]
     draws: FloatArray  # shape (draws, len(params)), in PARAM_NAMES order
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)  # JSON values, for reports
 
     def vector(self) -> FloatArray:
         return np.array([self.params[k] for k in PARAM_NAMES[self.name]], dtype=np.float64)

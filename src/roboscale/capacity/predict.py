@@ -9,9 +9,8 @@ interval 2x each way): nothing inside the data says how the host behaves there.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ class FittedRange:
         return {k: list(v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FittedRange:
+    def from_dict(cls, data: Mapping[str, object]) -> FittedRange:
         return cls(
             nodes=_pair(data["nodes"]),
             rate_hz=_pair(data["rate_hz"]),
@@ -50,7 +49,9 @@ class FittedRange:
         )
 
 
-def _pair(value: Any) -> tuple[float, float]:
+def _pair(value: object) -> tuple[float, float]:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ValueError(f"a range is [low, high], got {value!r}")
     low, high = value
     return (float(low), float(high))
 
@@ -69,7 +70,7 @@ class Prediction:
     def extrapolated(self) -> bool:
         return bool(self.warnings)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = asdict(self)
         out["warnings"] = list(self.warnings)
         return out

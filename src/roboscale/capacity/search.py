@@ -14,7 +14,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 Clock = Callable[[], float]
 
@@ -43,7 +42,7 @@ class SearchResult:
         if not ok and (self.unsustained is None or value < self.unsustained):
             self.unsustained = value
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "sustained": self.sustained,
             "unsustained": self.unsustained,

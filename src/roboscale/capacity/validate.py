@@ -13,7 +13,6 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -106,7 +105,7 @@ class Validation:
                               f"over {self.scored(name)} configurations"))  # fmt: skip
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         names = sorted({r.model for r in self.rows}, key=_model_order)
         return {
             "median_abs_rel_error": {m: self.median_error(m) for m in names},

@@ -13,8 +13,8 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from roboscale.env import netcmd
 from roboscale.env.cpu import remove_group, stale_group_dirs
@@ -33,8 +33,9 @@ def process_start(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def _owner_alive(marker: dict[str, Any]) -> bool:
-    start = process_start(int(marker.get("pid", 0)))
+def _owner_alive(marker: Mapping[str, object]) -> bool:
+    pid = marker.get("pid", 0)
+    start = process_start(pid) if isinstance(pid, int) else None
     return start is not None and start == marker.get("start")
 
 
@@ -60,17 +61,18 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def remove_run(marker: dict[str, Any]) -> None:
-    """Kill processes in the run's namespaces, delete them and its cgroups and files."""
+def remove_run(marker: Mapping[str, object]) -> None:
+    """Kill processes in the run's namespaces, delete them and its cgroups and files (a
+    marker's field of another type than the tool writes is left alone)."""
     existing = set(netcmd.netns_names())
-    for netns in marker.get("netns", []):
+    for netns in _names(marker.get("netns")):
         if netns in existing:
             kill_netns_processes(netns)
             netcmd.run(["ip", "netns", "del", netns], check=False)
-    for group in marker.get("cgroups", []):
+    for group in _names(marker.get("cgroups")):
         remove_group(Path(group))
     workdir = marker.get("workdir")
-    if workdir:
+    if isinstance(workdir, str) and workdir:
         for f in Path(workdir).glob("*"):
             f.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
@@ -126,3 +128,8 @@ def leftovers(run_id: str) -> list[str]:
     found += [str(g) for g in stale_group_dirs(f"{PREFIX}{run_id}-")]
     found += [str(p) for p in MARKER_DIR.glob(f"{run_id}*")] if MARKER_DIR.is_dir() else []
     return found
+
+
+def _names(value: object) -> list[str]:
+    """A marker's list of names (namespaces, cgroups); nothing when it is not one."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []

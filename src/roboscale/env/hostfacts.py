@@ -6,7 +6,6 @@ import os
 import platform
 import socket
 from pathlib import Path
-from typing import Any
 
 from roboscale.eventloop import loop_kind
 
@@ -41,7 +40,7 @@ def _cpu_quota() -> str:
     return "unknown"
 
 
-def host_facts() -> dict[str, Any]:
+def host_facts() -> dict[str, object]:
     return {
         "hostname": socket.gethostname(),
         "cpu_model": _cpu_model(),

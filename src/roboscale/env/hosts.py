@@ -129,7 +129,7 @@ class HostSet:
     run_id: str = field(default_factory=lambda: secrets.token_hex(3))
     hosts: list[Host] = field(init=False, default_factory=list)
     emulator_stats: dict[str, int] = field(init=False, default_factory=dict)
-    link_report: dict[str, Any] = field(init=False, default_factory=dict)
+    link_report: dict[str, object] = field(init=False, default_factory=dict)
     _emulator: subprocess.Popen[str] | None = field(init=False, default=None)
     _workdir: Path | None = field(init=False, default=None)
     _is_up: bool = field(init=False, default=False)
@@ -356,7 +356,7 @@ class HostSet:
         with contextlib.suppress(OSError, ValueError):
             self.emulator_stats = json.loads(stats.read_text())
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, object]:
         """What the trial metadata should record about the hosts."""
         return {
             "run_id": self.run_id,

@@ -32,8 +32,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from roboscale.jsonfields import Fields
 from roboscale.safewrite import write_text
 
 TUNSETIFF = 0x400454CA
@@ -77,21 +77,24 @@ class Counters:
 
 
 class Emulator:
-    def __init__(self, config: dict[str, Any], fds: list[int]) -> None:
-        profile = config["profile"]
+    def __init__(self, config: object, fds: list[int]) -> None:
+        """`config` as hosts.py writes it (JSON), each field checked."""
+        f = Fields(config, "link emulator config")
+        profile = f.nested("profile")
         self.fds = fds
         self.by_address = {
-            bytes(int(x) for x in h["address"].split(".")): i for i, h in enumerate(config["hosts"])
+            bytes(int(x) for x in h.text("address").split(".")): i
+            for i, h in enumerate(f.nested_list("hosts"))
         }
-        self.delay_ns = int(profile["delay_ms"] * 1e6)
-        self.jitter_ns = int(profile["jitter_ms"] * 1e6)
-        self.loss = float(profile["loss"])
-        self.reorder = bool(profile["reorder"])
-        self.mesh = config["topology"] == "mesh"
-        self.shared = bool(profile.get("shared_medium", False))
-        self.rng = random.Random(config.get("seed", 0))
-        self.bits_per_ns = profile["bandwidth_mbit"] * 1e6 / 1e9
-        self.queue_packets = int(profile["queue_packets"])
+        self.delay_ns = int(profile.number("delay_ms") * 1e6)
+        self.jitter_ns = int(profile.number("jitter_ms") * 1e6)
+        self.loss = profile.number("loss")
+        self.reorder = profile.flag("reorder")
+        self.mesh = f.text("topology") == "mesh"
+        self.shared = profile.flag("shared_medium", False)
+        self.rng = random.Random(f.whole("seed", 0))
+        self.bits_per_ns = profile.number("bandwidth_mbit") * 1e6 / 1e9
+        self.queue_packets = profile.whole("queue_packets")
         self.links: dict[tuple[str, int, int], Link] = {}
         self.last_release: dict[tuple[int, int], int] = {}
         self.pending: list[tuple[int, int, int, bytes]] = []

@@ -20,7 +20,6 @@ import sys
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
 
 from roboscale import lifeline
 from roboscale.env.hosts import Host
@@ -107,7 +106,7 @@ class Load:
                 proc.kill()
                 proc.wait()
 
-    def wait(self) -> list[dict[str, Any]]:
+    def wait(self) -> list[dict[str, object]]:
         """Wait for the loads to finish by themselves; their JSON results."""
         out = []
         for proc in self.procs:

@@ -16,8 +16,9 @@ import math
 import statistics
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from roboscale.env import netcmd
 from roboscale.env.hosts import Host, HostSet
@@ -96,9 +97,34 @@ def _udp_throughput(src: Host, dst: Host, budget: Budget, offered_mbit: float) -
     return sink
 
 
+class LinkFigures(TypedDict):
+    """What `measure` found between two hosts."""
+
+    rtt_ms: float | None
+    rtt_mad_ms: float | None
+    probe_overhead_ms: float
+    probe_overhead_mad_ms: float
+    rtt_stdev_ms: float | None
+    ping_loss: float
+    throughput_mbit: float
+    loss: float
+    probes: int
+    pings: int
+
+
+class Check(TypedDict):
+    """One figure of a profile: expected, measured, the deviation allowed, and whether it
+    holds."""
+
+    expected: float
+    measured: float | None
+    allowed: float
+    ok: bool
+
+
 def measure(
     src: Host, dst: Host, budget: Budget = Budget(), offered_mbit: float | None = None
-) -> dict[str, Any]:
+) -> LinkFigures:
     """RTT, RTT spread, throughput and loss from src to dst.
 
     Throughput is a TCP bulk transfer, or with offered_mbit a UDP stream at that
@@ -134,18 +160,18 @@ def measure(
     base_ms = [r / 1e6 for r in base["rtt_ns"]]
     rtts_ms = [r / 1e6 for r in ping["rtt_ns"]]
     seconds = sink["seconds"]
-    return {
-        "rtt_ms": statistics.median(rtts_ms) if rtts_ms else None,
-        "rtt_mad_ms": _median_abs_deviation(rtts_ms),
-        "probe_overhead_ms": statistics.median(base_ms) if base_ms else 0.0,
-        "probe_overhead_mad_ms": _median_abs_deviation(base_ms) or 0.0,
-        "rtt_stdev_ms": statistics.pstdev(rtts_ms) if len(rtts_ms) > 1 else None,
-        "ping_loss": 1 - len(rtts_ms) / max(1, ping["sent"]),
-        "throughput_mbit": sink["counted"] * 8 / seconds / 1e6 if seconds > 0 else 0.0,
-        "loss": 1 - count["received"] / budget.probes,
-        "probes": budget.probes,
-        "pings": budget.pings,
-    }
+    return LinkFigures(
+        rtt_ms=statistics.median(rtts_ms) if rtts_ms else None,
+        rtt_mad_ms=_median_abs_deviation(rtts_ms),
+        probe_overhead_ms=statistics.median(base_ms) if base_ms else 0.0,
+        probe_overhead_mad_ms=_median_abs_deviation(base_ms) or 0.0,
+        rtt_stdev_ms=statistics.pstdev(rtts_ms) if len(rtts_ms) > 1 else None,
+        ping_loss=1 - len(rtts_ms) / max(1, ping["sent"]),
+        throughput_mbit=sink["counted"] * 8 / seconds / 1e6 if seconds > 0 else 0.0,
+        loss=1 - count["received"] / budget.probes,
+        probes=budget.probes,
+        pings=budget.pings,
+    )
 
 
 def _median_abs_deviation(values: list[float]) -> float | None:
@@ -174,7 +200,7 @@ def expected(profile: LinkProfile, fabric: str, topology: str) -> dict[str, floa
     }
 
 
-def compare(exp: dict[str, float], got: dict[str, Any], probes: int) -> dict[str, Any]:
+def compare(exp: dict[str, float], got: Mapping[str, object], probes: int) -> dict[str, Check]:
     """Per figure: expected, measured, allowed deviation and whether it holds."""
     p = exp["loss"]
     allowed = {
@@ -184,15 +210,18 @@ def compare(exp: dict[str, float], got: dict[str, Any], probes: int) -> dict[str
         # A burst of n probes cannot pin a small p to 10 %: use 3 binomial sigmas.
         "loss": max(TOLERANCE * p, 3 * math.sqrt(max(p, 1 / probes) * (1 - p) / probes)),
     }
-    out: dict[str, Any] = {}
+    out: dict[str, Check] = {}
     for key, want in exp.items():
         value = got.get(key)
-        ok = value is not None and abs(value - want) <= allowed[key]
-        out[key] = {"expected": want, "measured": value, "allowed": allowed[key], "ok": ok}
+        measured = float(value) if isinstance(value, int | float) else None
+        ok = measured is not None and abs(measured - want) <= allowed[key]
+        out[key] = Check(expected=want, measured=measured, allowed=allowed[key], ok=ok)
     return out
 
 
-def verify(hostset: HostSet, budget: Budget = Budget(), *, strict: bool = True) -> dict[str, Any]:
+def verify(
+    hostset: HostSet, budget: Budget = Budget(), *, strict: bool = True
+) -> dict[str, object]:
     """Measure host 0 -> host 1 (or nothing for a single host) and check the profile."""
     if len(hostset.hosts) < 2:
         return {"profile": hostset.profile.as_dict(), "checked": False}
@@ -203,16 +232,17 @@ def verify(hostset: HostSet, budget: Budget = Budget(), *, strict: bool = True) 
     exp["rtt_ms"] += got["probe_overhead_ms"]
     exp["rtt_mad_ms"] = math.hypot(exp["rtt_mad_ms"], got["probe_overhead_mad_ms"])
     checks = compare(exp, got, budget.probes)
-    report = {
+    held = all(c["ok"] for c in checks.values())
+    report: dict[str, object] = {
         "profile": hostset.profile.as_dict(),
         "fabric": hostset.fabric,
         "topology": hostset.topology,
         "checked": True,
-        "ok": all(c["ok"] for c in checks.values()),
+        "ok": held,
         "checks": checks,
         "measured": got,
     }
-    if strict and not report["ok"]:
+    if strict and not held:
         bad = [f"{k}: measured {c['measured']}, expected {c['expected']:.4g} ± {c['allowed']:.3g}"
                for k, c in checks.items() if not c["ok"]]  # fmt: skip
         raise UserError(

@@ -122,7 +122,7 @@ class TrackerConfig:
     def replace(self, **changes: Any) -> TrackerConfig:
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:

@@ -4,7 +4,7 @@ The host (e.g. `stacks/runtime_host.py`) is started with `argv`; it prints `read
 every worker is up. Then, on its stdin:
 
     go                  run cfg.frames at cfg.fps (firing cfg.kills), then write
-                        WORKDIR/run.json (a `TrackerRun`) and print `done`
+                        WORKDIR/tracker-result.json (a `TrackerRun`) and print `done`
     kill W METHOD       kill worker W; it prints `killed W KILL_NS` (0: W was not running)
     stop                stop everything and exit (EOF on stdin does the same)
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from roboscale import lifeline
 from roboscale.errors import UserError
 from roboscale.facetrack.config import TrackerConfig
-from roboscale.facetrack.records import ProcessUsage, TrackerRun
+from roboscale.facetrack.records import TRACKER_RUN_FILE, ProcessUsage, TrackerRun
 from roboscale.facetrack.stack import Progress
 from roboscale.facetrack.usage import usage_of
 from roboscale.safewrite import open_stream
@@ -120,7 +120,7 @@ class HostedTracker:
         self._send("go")
         budget = self.cfg.duration_s * 3 + 60.0
         self._expect("done", budget, progress)
-        raw = json.loads((self.workdir / "run.json").read_text())
+        raw = json.loads((self.workdir / TRACKER_RUN_FILE).read_text())
         return TrackerRun.from_dict(raw)
 
     def processes(self) -> list[ProcessUsage]:

@@ -21,12 +21,15 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.geometry import Rect, jaccard, tracking_error
+from roboscale.jsonfields import Fields
 
 RUN_VERSION = 1
+# Where a hosted tracker leaves its TrackerRun in its work folder (a file of its own, not
+# one of a results folder's, which records/folder.py alone reads and writes).
+TRACKER_RUN_FILE = "tracker-result.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,30 +124,74 @@ class TrackerRun:
     alive_workers: int | None = None  # workers running at the end
     version: int = RUN_VERSION
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> TrackerRun:
-        if raw.get("version") != RUN_VERSION:
-            raise ValueError(f"tracker run format {raw.get('version')!r} (want {RUN_VERSION})")
+    def from_dict(cls, raw: object) -> TrackerRun:
+        """A run as a hosted tracker wrote it (JSON), each field checked: a field of
+        another type is a FieldError (a ValueError) naming it."""
+        f = Fields(raw, "tracker run")
+        if f.get("version") != RUN_VERSION:
+            raise ValueError(f"tracker run format {f.get('version')!r} (want {RUN_VERSION})")
+        counters = f.optional_nested("counters")
         return cls(
-            stack=str(raw["stack"]),
-            config=TrackerConfig.from_dict(raw["config"]),
-            frames=[_record(FrameRecord, f) for f in raw["frames"]],
-            kills=[KillRecord(**k) for k in raw["kills"]],
-            processes=[ProcessUsage(**p) for p in raw["processes"]],
-            counters={str(k): int(v) for k, v in raw.get("counters", {}).items()},
-            alive_workers=raw.get("alive_workers"),
+            stack=f.text("stack"),
+            config=TrackerConfig.from_dict(f.nested("config").mapping()),
+            frames=[_read_frame(r) for r in f.nested_list("frames")],
+            kills=[_kill(k) for k in f.nested_list("kills")],
+            processes=[_process(p) for p in f.nested_list("processes")],
+            counters={k: counters.whole(k) for k in counters.mapping()} if counters else {},
+            alive_workers=f.optional_whole("alive_workers"),
         )
 
 
-def _record(cls: type[FrameRecord], raw: dict[str, Any]) -> FrameRecord:
-    values = dict(raw)
-    for key in ("truth", "rect", "estimate"):
-        if values.get(key) is not None:
-            values[key] = Rect(**values[key])
-    return cls(**values)
+def _rect(f: Fields, key: str) -> Rect | None:
+    r = f.optional_nested(key)
+    return None if r is None else Rect(r.number("x"), r.number("y"), r.number("w"), r.number("h"))
+
+
+def _read_frame(f: Fields) -> FrameRecord:
+    return FrameRecord(
+        frame_id=f.whole("frame_id"),
+        capture_ns=f.whole("capture_ns"),
+        worker=f.whole("worker"),
+        dispatch_ns=f.whole("dispatch_ns"),
+        command_ns=f.optional_whole("command_ns"),
+        detected=f.optional_flag("detected"),
+        jaccard=f.optional_number("jaccard"),
+        tracking_error=f.optional_number("tracking_error"),
+        truth=_rect(f, "truth"),
+        rect=_rect(f, "rect"),
+        estimate=_rect(f, "estimate"),
+        received_ns=f.optional_whole("received_ns"),
+        detected_ns=f.optional_whole("detected_ns"),
+        late=f.flag("late", False),
+    )
+
+
+def _kill(f: Fields) -> KillRecord:
+    return KillRecord(
+        worker=f.whole("worker"),
+        method=f.text("method"),
+        kill_ns=f.whole("kill_ns"),
+        restarted_ns=f.optional_whole("restarted_ns"),
+        frames_lost=f.whole("frames_lost", 0),
+        frames_late=f.whole("frames_late", 0),
+        initialized_ns=f.optional_whole("initialized_ns"),
+        target=f.text("target", "worker"),
+    )
+
+
+def _process(f: Fields) -> ProcessUsage:
+    return ProcessUsage(
+        role=f.text("role"),
+        pid=f.whole("pid"),
+        workers=f.whole("workers"),
+        cpu_s=f.number("cpu_s"),
+        rss_bytes=f.whole("rss_bytes"),
+        pss_bytes=f.whole("pss_bytes"),
+    )
 
 
 def assemble(
@@ -211,7 +258,46 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def summarize(run: TrackerRun) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TrackerFigures:
+    """The figures of one tracker run (records/models.py FacetrackSummary reads them)."""
+
+    stack: str
+    workers: int
+    frames: int
+    frames_lost: int
+    frames_late: int
+    detected: int
+    mean_jaccard: float | None
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    latency_mean_ms: float | None
+    tracking_error_mean_px: float | None
+    kills: int
+    restarted: int
+    restart_p50_ms: float | None
+    restart_max_ms: float | None
+    restart_init_p50_ms: float | None
+    restart_init_max_ms: float | None
+    kill_frames_lost: int
+    kill_frames_late: int
+    pss_total_mb: float
+    pss_per_worker_mb: float
+    rss_total_mb: float
+    cpu_s: float
+    worker_processes: int
+    alive_workers: int | None
+    counts: dict[str, int]  # the stack's own counters (malformed, dropped, ...)
+
+    def to_dict(self) -> dict[str, object]:
+        """As JSON holds them: each counter as `count_<name>`."""
+        out: dict[str, object] = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "counts"
+        }
+        return {**out, **{f"count_{k}": v for k, v in sorted(self.counts.items())}}
+
+
+def summarize(run: TrackerRun) -> TrackerFigures:
     """The figures of one run, as the report and the bench print them."""
     frames = run.frames
     latencies = [f.latency_ms for f in frames if f.latency_ms is not None]
@@ -221,31 +307,31 @@ def summarize(run: TrackerRun) -> dict[str, Any]:
     inits = [k.init_ms for k in run.kills if k.init_ms is not None]
     workers = [p for p in run.processes if p.workers > 0]
     pss = sum(p.pss_bytes for p in run.processes)
-    return {
-        "stack": run.stack,
-        "workers": run.config.workers,
-        "frames": len(frames),
-        "frames_lost": sum(f.lost for f in frames),
-        "frames_late": sum(f.late for f in frames),
-        "detected": sum(bool(f.detected) for f in frames),
-        "mean_jaccard": statistics.fmean(scores) if scores else None,
-        "latency_p50_ms": percentile(latencies, 50),
-        "latency_p99_ms": percentile(latencies, 99),
-        "latency_mean_ms": statistics.fmean(latencies) if latencies else None,
-        "tracking_error_mean_px": statistics.fmean(errors) if errors else None,
-        "kills": len(run.kills),
-        "restarted": len(restarts),
-        "restart_p50_ms": percentile(restarts, 50),
-        "restart_max_ms": max(restarts) if restarts else None,
-        "restart_init_p50_ms": percentile(inits, 50),
-        "restart_init_max_ms": max(inits) if inits else None,
-        "kill_frames_lost": sum(k.frames_lost for k in run.kills),
-        "kill_frames_late": sum(k.frames_late for k in run.kills),
-        "pss_total_mb": pss / 2**20,
-        "pss_per_worker_mb": pss / 2**20 / run.config.workers,
-        "rss_total_mb": sum(p.rss_bytes for p in run.processes) / 2**20,
-        "cpu_s": sum(p.cpu_s for p in run.processes),
-        "worker_processes": len(workers),
-        "alive_workers": run.alive_workers,
-        **{f"count_{k}": v for k, v in sorted(run.counters.items())},
-    }
+    return TrackerFigures(
+        stack=run.stack,
+        workers=run.config.workers,
+        frames=len(frames),
+        frames_lost=sum(f.lost for f in frames),
+        frames_late=sum(f.late for f in frames),
+        detected=sum(bool(f.detected) for f in frames),
+        mean_jaccard=statistics.fmean(scores) if scores else None,
+        latency_p50_ms=percentile(latencies, 50),
+        latency_p99_ms=percentile(latencies, 99),
+        latency_mean_ms=statistics.fmean(latencies) if latencies else None,
+        tracking_error_mean_px=statistics.fmean(errors) if errors else None,
+        kills=len(run.kills),
+        restarted=len(restarts),
+        restart_p50_ms=percentile(restarts, 50),
+        restart_max_ms=max(restarts) if restarts else None,
+        restart_init_p50_ms=percentile(inits, 50),
+        restart_init_max_ms=max(inits) if inits else None,
+        kill_frames_lost=sum(k.frames_lost for k in run.kills),
+        kill_frames_late=sum(k.frames_late for k in run.kills),
+        pss_total_mb=pss / 2**20,
+        pss_per_worker_mb=pss / 2**20 / run.config.workers,
+        rss_total_mb=sum(p.rss_bytes for p in run.processes) / 2**20,
+        cpu_s=sum(p.cpu_s for p in run.processes),
+        worker_processes=len(workers),
+        alive_workers=run.alive_workers,
+        counts=dict(run.counters),
+    )

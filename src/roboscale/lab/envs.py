@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from roboscale.backends.base import Backend, Infrastructure
+from roboscale.env.clock import OffsetEstimate
 from roboscale.errors import UserError
 from roboscale.lab.nodes import NodeProcess, await_line, spawn
 from roboscale.spec.planner import TrialPlan
@@ -31,10 +32,10 @@ class Placement:
     envs: list[dict[str, str]] = field(default_factory=lambda: [{}])
     addresses: list[str] = field(default_factory=lambda: [LOCAL_ADDRESS])
     names: list[str] = field(default_factory=lambda: ["local"])
-    facts: dict[str, Any] = field(default_factory=lambda: {"link_profile": "loopback"})
+    facts: dict[str, object] = field(default_factory=lambda: {"link_profile": "loopback"})
     zenoh_routers: bool = False
     infrastructure_host: int = 0
-    machine: dict[str, Any] | None = None  # the real machines' facts; None: this machine
+    machine: dict[str, object] | None = None  # the real machines' facts; None: this machine
     sched: list[str] = field(default_factory=list)  # the trial's priority and pinning wrapper
 
     @classmethod
@@ -219,7 +220,7 @@ class Environments:
             self._placement = Placement()
             self._key = None
 
-    def clocks(self) -> dict[str, Any]:
+    def clocks(self) -> dict[str, OffsetEstimate]:
         """Each real machine's clock against this one's, measured now; none elsewhere
         (emulated hosts share this machine's CLOCK_MONOTONIC)."""
         return self._remote.clocks() if self._remote is not None else {}

@@ -18,7 +18,6 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 BOOTSTRAP = (
     "import json, os, platform, sys\n"
@@ -61,7 +60,7 @@ def idle_cpu(interval_s: float = 0.2) -> float:
     return (idle1 - idle0) / max(1, total1 - total0)
 
 
-def report() -> dict[str, Any]:
+def report() -> dict[str, object]:
     from roboscale import __version__
     from roboscale.backends.base import get_backend, known_backends
     from roboscale.env.hostfacts import host_facts

@@ -10,7 +10,6 @@ a wheelhouse copied over the same connection, so the host needs no internet.
 from __future__ import annotations
 
 import io
-import json
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict
 
 from roboscale import __version__
 from roboscale.env.clock import Exchange, OffsetEstimate, estimate_offset
@@ -49,14 +50,14 @@ class HostCheck:
     idle_cpu: float | None = None
     cores: int | None = None
     backends: dict[str, str] = field(default_factory=dict)
-    host: dict[str, Any] = field(default_factory=dict)  # its hostfacts, as the lab records
+    host: dict[str, object] = field(default_factory=dict)  # its hostfacts, as the lab records
     clock: OffsetEstimate | None = None
 
     @property
     def same_code(self) -> bool:
         return self.fingerprint == fingerprint()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         out = {k: v for k, v in vars(self).items() if k != "clock"}
         out["clock"] = self.clock.as_dict() if self.clock else None
         return out
@@ -68,7 +69,7 @@ def check(ssh: Ssh) -> HostCheck:
     h = ssh.host
     out = HostCheck(h.name, h.address, reachable=False)
     try:
-        base = _json(ssh, [h.python, "-c", BOOTSTRAP])
+        base = _report(ssh, [h.python, "-c", BOOTSTRAP], _Bootstrap)
     except SshError as e:
         out.problem = str(e)
         return out
@@ -77,19 +78,19 @@ def check(ssh: Ssh) -> HostCheck:
         out.problem = f"no usable Python ({h.python!r}): {e}"
         return out
     out.reachable = True
-    out.python, out.machine, out.libc = base["python"], base["machine"], base["libc"]
-    out.cores = base["cores"]
+    out.python, out.machine, out.libc = base.python, base.machine, base.libc
+    out.cores = base.cores
     if tuple(int(p) for p in out.python.split(".")[:2]) < MIN_PYTHON:
         out.problem = f"Python {out.python} is too old; roboscale needs 3.11 or newer"
         return out
     try:
-        full = _json(ssh, ["venv/bin/python", "-m", "roboscale.lab.hostprobe"])
+        full = _report(ssh, ["venv/bin/python", "-m", "roboscale.lab.hostprobe"], _Probe)
     except _RemoteFailed:
         out.problem = "roboscale is not installed there (roboscale hosts install)"
     else:
-        out.roboscale, out.fingerprint = full["roboscale"], full["fingerprint"]
-        out.idle_cpu, out.backends = full["idle_cpu"], full["backends"]
-        out.host = dict(full.get("host") or {})
+        out.roboscale, out.fingerprint = full.roboscale, full.fingerprint
+        out.idle_cpu, out.backends = full.idle_cpu, full.backends
+        out.host = dict(full.host)
         if not out.same_code:
             out.problem = (
                 f"runs roboscale {out.roboscale} ({out.fingerprint}), this machine "
@@ -103,16 +104,41 @@ class _RemoteFailed(Exception):
     pass
 
 
-def _json(ssh: Ssh, argv: list[str]) -> dict[str, Any]:
+class _Bootstrap(BaseModel):
+    """What a host's own Python says of it (hostprobe.BOOTSTRAP)."""
+
+    model_config = ConfigDict(frozen=True)
+    python: str
+    machine: str
+    libc: str
+    cores: int | None
+
+
+class _Probe(BaseModel):
+    """What roboscale installed there reports (hostprobe.report)."""
+
+    model_config = ConfigDict(frozen=True)
+    roboscale: str
+    fingerprint: str
+    idle_cpu: float | None
+    backends: dict[str, str]
+    host: dict[str, object] = {}
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def _report(ssh: Ssh, argv: list[str], model: type[R]) -> R:
+    """The JSON report a command prints last on the host, as `model`: a report of
+    another shape is as good as none."""
     done = ssh.run(argv, timeout_s=60)
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
         raise _RemoteFailed(tail[0] if tail else f"exit code {done.returncode}")
     try:
-        data: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise _RemoteFailed("it printed no report") from None
-    return data
+        return model.model_validate_json(done.stdout.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError) as e:  # pydantic's ValidationError is a ValueError
+        raise _RemoteFailed(f"it printed no report ({str(e).splitlines()[0]})") from None
 
 
 def clock_offset(ssh: Ssh, count: int = CLOCK_EXCHANGES) -> OffsetEstimate:
@@ -251,13 +277,13 @@ class RemoteHosts:
         roles = [link.host.roles for link in self.links]
         return next((i for i, r in enumerate(roles) if "roscore" in r), 0)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, object]:
         return {
             "link_profile": "real",
             "hosts": {c.name: c.as_dict() for c in self.checks},
         }
 
-    def machine_facts(self) -> dict[str, Any]:
+    def machine_facts(self) -> dict[str, object]:
         """What a trial's metadata records as the machine it ran on: the host's own facts,
         so a capacity model fitted on them is that computer's, not the controller's. Trials
         across several machines record them joined ('laptop+robot'): one setup."""

@@ -31,7 +31,6 @@ from roboscale.records.folder import ResultsFolder
 from roboscale.records.models import (
     FailedEntry,
     HostFacts,
-    JsonObject,
     ReplayedData,
     RunInfo,
     SummaryEntry,
@@ -134,7 +133,7 @@ def run_one(
     raw = folder.new_trial(t.trial)
     start = wall_clock()
     host = HostFacts.model_validate(host_facts())
-    env: JsonObject = {}  # where it ran, as lab/envs.py describes it
+    env: dict[str, object] = {}  # where it ran, as lab/envs.py describes it
     clocks: TrialClocks | None = None
     replayed = replayed_data(t.replay) if t.replay else None
 

@@ -30,7 +30,7 @@ import sys
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from roboscale.env.inventory import InventoryHost
 from roboscale.env.ssh import Ssh, SshError
@@ -76,7 +76,7 @@ os._exit(code if code >= 0 else 128 - code)  # not sys.exit: the feeder may hold
 class HostFile:
     """What the wrapper needs to know, written by the lab into the run's private folder."""
 
-    host: dict[str, Any]
+    host: HostRecord
     control_dir: str
     run_dir: str  # the local run folder
     remote_run: str  # its mirror on the host, relative to the host's workdir
@@ -94,19 +94,60 @@ class HostFile:
         return cls(**json.loads(path.read_text()))
 
     def inventory_host(self) -> InventoryHost:
-        h = dict(self.host)
-        for key in ("identity_file", "ssh_config", "known_hosts"):
-            h[key] = Path(h[key]) if h.get(key) else None
-        h["roles"] = tuple(h.get("roles", ()))
-        return InventoryHost(**h)
+        h = self.host
+        return InventoryHost(
+            name=h["name"],
+            address=h["address"],
+            user=h["user"],
+            port=h["port"],
+            identity_file=_path(h["identity_file"]),
+            ssh_config=_path(h["ssh_config"]),
+            known_hosts=_path(h["known_hosts"]),
+            workdir=h["workdir"],
+            python=h["python"],
+            roles=tuple(h["roles"]),
+            peer_address=h["peer_address"],
+        )
 
 
-def host_record(host: InventoryHost) -> dict[str, Any]:
-    out = asdict(host)
-    for key in ("identity_file", "ssh_config", "known_hosts"):
-        out[key] = str(out[key]) if out[key] is not None else None
-    out["roles"] = list(host.roles)
-    return out
+class HostRecord(TypedDict):
+    """An InventoryHost as the host file holds it (JSON: paths as text, roles a list)."""
+
+    name: str
+    address: str
+    user: str | None
+    port: int | None
+    identity_file: str | None
+    ssh_config: str | None
+    known_hosts: str | None
+    workdir: str
+    python: str
+    roles: list[str]
+    peer_address: str | None
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _text(value: Path | None) -> str | None:
+    return str(value) if value is not None else None
+
+
+def host_record(host: InventoryHost) -> HostRecord:
+    return HostRecord(
+        name=host.name,
+        address=host.address,
+        user=host.user,
+        port=host.port,
+        identity_file=_text(host.identity_file),
+        ssh_config=_text(host.ssh_config),
+        known_hosts=_text(host.known_hosts),
+        workdir=host.workdir,
+        python=host.python,
+        roles=list(host.roles),
+        peer_address=host.peer_address,
+    )
 
 
 class Mirror:
@@ -173,7 +214,7 @@ def remote_command(hf: HostFile, argv: list[str], environ: dict[str, str]) -> tu
             f"guard=$(echo {guard} | base64 -d)",
             "exec env "
             + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-            + f' {shlex.quote(hf.host.get("python") or "python3")} -c "$guard" '
+            + f' {shlex.quote(hf.host["python"] or "python3")} -c "$guard" '
             + " ".join(shlex.quote(a) for a in args),
         ]
     )

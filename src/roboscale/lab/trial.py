@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 
-from roboscale.backends.base import Backend, Infrastructure
+from roboscale.backends.base import Backend, Infrastructure, NodeSetting
 from roboscale.lab.envs import Placement, run_stages
 from roboscale.lab.nodes import READY_GRACE_S
 from roboscale.records.models import NodeHeader, ProcessTimes, Usage, WallClock
@@ -27,18 +26,24 @@ from roboscale.workloads.base import (
 
 def _backend_config(
     backend: Backend, wl: Workload, t: TrialPlan, node: NodePlan, where: Placement, count: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The backend's settings of one node: its address, whether it listens, whom it
     connects to (endpoint key -> address), for backends that connect nodes explicitly,
     and how many nodes the trial has (DDS sizes its participant indices by it)."""
-    trial = {
-        **t.params(),
-        "trial_nodes": count,
-        "node_address": where.addresses[node.host],
-        "listen": node.listens,
-        "links": {str(k): where.addresses[wl.host_of(t, k)] for k in node.connects},
-    }
-    return backend.node_config(node.role, node.key, trial)
+    setting = NodeSetting(
+        trial=t.trial,
+        mode=t.mode,
+        hosts=t.hosts,
+        zenoh_routers=t.zenoh_routers,
+        reliability=t.reliability,
+        history=t.history,
+        durability=t.durability,
+        trial_nodes=count,
+        node_address=where.addresses[node.host],
+        listen=node.listens,
+        links={str(k): where.addresses[wl.host_of(t, k)] for k in node.connects},
+    )
+    return backend.node_config(node.role, node.key, setting)
 
 
 def agent_config(

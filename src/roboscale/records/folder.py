@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 import io
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,7 +32,6 @@ from roboscale.jsonfile import read_json
 from roboscale.records.models import (
     ENTRY_MODELS,
     FailedEntry,
-    JsonObject,
     RunInfo,
     Summary,
     SummaryEntry,
@@ -112,6 +111,10 @@ class ResultsFolder:
     def metadata(self, trial: str) -> TrialMetadata:
         path = self.trial_dir(trial) / METADATA_FILE
         return _parse(path, TrialMetadata, _read_versioned(path))
+
+    def has_summary(self) -> bool:
+        """Whether a trial has finished here (summary.json is written after the first)."""
+        return self.summary_file.exists()
 
     def has_records(self, trial: str) -> bool:
         return (self.trial_dir(trial) / RECORDS_FILE).exists()
@@ -214,6 +217,29 @@ class ResultsFolder:
     def write_summary(self, summary: Summary) -> None:
         safewrite.write_json(self.summary_file, _current(summary))
 
+    def copy_summaries(self, dest: Path) -> None:
+        """Copy run.json, summary.json (when there is one) and every trial's metadata.json,
+        each checked first, as they are (byte for byte) into `dest`, without the records:
+        what reproduce keeps as evidence. The folders they go in are made."""
+        sources = []
+        if self.is_results():
+            self.run()
+            sources.append(self.run_file)
+            if self.has_summary():
+                self.summary()
+                sources.append(self.summary_file)
+        for trial in self.trials_on_disk():
+            self.metadata(trial)
+            sources.append(self.trial_dir(trial) / METADATA_FILE)
+        for source in sources:
+            target = dest / source.relative_to(self.path)
+            for folder in reversed(target.relative_to(dest).parents):
+                made = dest / folder
+                if made.is_symlink():
+                    raise UserError(f"{made}: is a link; the tool writes nothing through it")
+                made.mkdir(exist_ok=True)
+            safewrite.write_bytes(target, source.read_bytes())
+
 
 def _run_output(name: str) -> bool:
     """A name a run writes: its files, or a scratch file of an interrupted write."""
@@ -227,10 +253,10 @@ class _SummaryShape(BaseModel):
     model_config = {"extra": "allow", "strict": True}
     format_version: int
     thresholds: dict[str, float | None] | None = None
-    trials: list[JsonObject]
+    trials: list[dict[str, object]]
 
 
-def parse_entry(path: Path, index: int, data: JsonObject) -> SummaryEntry:
+def parse_entry(path: Path, index: int, data: Mapping[str, object]) -> SummaryEntry:
     """One summary entry by its own model: a failed trial by its error, a finished one
     by its workload's (a graph trial needs its paths, a face-tracker trial its figures)."""
     where = f"trials[{index}]"
@@ -252,7 +278,7 @@ def parse_entry(path: Path, index: int, data: JsonObject) -> SummaryEntry:
     return entry
 
 
-def _current(model: BaseModel) -> Any:
+def _current(model: BaseModel) -> dict[str, object]:
     """A model as the current format writes it."""
     data = model.model_dump()
     if "format_version" in data:
@@ -260,7 +286,7 @@ def _current(model: BaseModel) -> Any:
     return data
 
 
-def _read_versioned(path: Path) -> JsonObject:
+def _read_versioned(path: Path) -> dict[str, object]:
     """A JSON object of this format version or the previous one (upgraded on reading)."""
     data = read_json(path, "results file")
     if not isinstance(data, dict):
@@ -303,7 +329,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _parse(path: Path, model: type[M], data: Any, prefix: str = "") -> M:
+def _parse(path: Path, model: type[M], data: object, prefix: str = "") -> M:
     """`data` as `model`, or a UserError naming the file and the first wrong field."""
     if not isinstance(data, dict):
         raise UserError(f"{path}: {prefix + ': ' if prefix else ''}must be a JSON object")

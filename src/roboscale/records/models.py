@@ -10,14 +10,13 @@ topics, a face-tracker trial its tracker figures, a one-way trial its per-node f
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Count = Annotated[int, Field(ge=0)]
 Seconds = Annotated[float, Field(ge=0)]
 Number = float | None
-JsonObject = dict[str, Any]  # a JSON object the format does not look inside
 
 
 class Record(BaseModel):
@@ -25,7 +24,7 @@ class Record(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> dict[str, object]:
         """As JSON holds it (the fields of the file, unknown ones included)."""
         return self.model_dump()
 
@@ -96,14 +95,16 @@ class TrialParams(Record):
     burst: bool = False  # a replayed recording sent back to back: it claims no rate
 
     @property
-    def params(self) -> JsonObject:
+    def params(self) -> dict[str, object]:
         """The parameters alone (for an entry: without its figures)."""
         names = set(TrialParams.model_fields) | set(self.model_extra or {})
         return {k: v for k, v in self.to_dict().items() if k in names and k not in _FIGURE_KEYS}
 
 
 class Distribution(Record):
-    """Percentiles and moments of a latency in µs; null when nothing arrived."""
+    """Percentiles and moments of a latency in µs; null when nothing arrived, a percentile
+    null too where the sample does not support it (analysis/stats.py). `n` and the 95 %
+    intervals of p50 and p99 are absent from results written before they were kept."""
 
     p50: Number
     p90: Number
@@ -114,6 +115,11 @@ class Distribution(Record):
     std: Number
     ci80_low: Number
     ci80_high: Number
+    p50_low: Number = None
+    p50_high: Number = None
+    p99_low: Number = None
+    p99_high: Number = None
+    n: Count | None = None
 
 
 class Usage(Record):
@@ -135,10 +141,28 @@ class ClockBound(Record):
     max_bound_us: float
 
 
+class RuleRecord(Record):
+    """One rule of the verdict: whether it held, whether it was judged, its figure in
+    words and the measured value against its limit (analysis/verdict.py's Rule)."""
+
+    rule: str
+    ok: bool
+    judged: bool
+    figure: str
+    value: float | None = None
+    limit: float | None = None
+
+
 class VerdictRecord(Record):
-    """Why a trial is (not) sustained; analysis/verdict.py owns the rules and their names."""
+    """Why a trial is (not) sustained; analysis/verdict.py owns the rules and their names.
+    A verdict of the format before the rules has no `rules` (its rate_ok, loss_ok, ...
+    are kept as extra fields, and read by analysis/verdict.py)."""
 
     sustained: bool | None = None
+    rate_ratio: float = 1.0
+    loss: float = 0.0
+    rules: list[RuleRecord] | None = None
+    trend: dict[str, float] | None = None
 
 
 class FailedEntry(TrialParams):
@@ -157,7 +181,7 @@ class MeasuredEntry(TrialParams):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_foreign_figures(cls, data: Any) -> Any:
+    def _no_foreign_figures(cls, data: object) -> object:
         if isinstance(data, dict):
             for key in sorted(WORKLOAD_FIELDS & set(data) - set(cls.model_fields)):
                 workload = data.get("workload")
@@ -193,10 +217,21 @@ class NodeFigures(Record):
     hop_us: Distribution | None = None
 
 
+class FlowFigures(Record):
+    """workloads/oneway_figures.py: the share of box-plot outliers per listener or hop,
+    how far apart one message reaches its listeners, and the acks' way back."""
+
+    outlier_share: list[float | None]
+    outlier_share_of: Literal["hop", "one_way"]
+    arrival_spread_us: Distribution | None = None
+    ack_return_us: Distribution | None = None
+
+
 class OneWayEntry(MeasuredEntry):
     """fanout, ping, chain: `one_way_us` is the headline, each listener or hop apart."""
 
     per_node: list[NodeFigures] = []
+    flow: FlowFigures | None = None
 
 
 class PathFigures(Record):
@@ -259,7 +294,7 @@ class FacetrackFigures(Record):
     stack: str
     summary: FacetrackSummary
     kills: list[KillFigures]
-    processes: list[JsonObject] = []
+    processes: list[dict[str, object]] = []
     counters: dict[str, int] = {}
     kill_at: int = 0
     jaccard: list[float | None] = []
@@ -333,7 +368,7 @@ class NodeHeader(Record):
     malformed: Count = 0
 
 
-def node_headers(heads: Iterable[Mapping[str, Any]]) -> list[NodeHeader]:
+def node_headers(heads: Iterable[Mapping[str, object]]) -> list[NodeHeader]:
     """Nodes' raw headers (written by agents in another process), checked: one that is not
     as agents write it is a ValidationError (a ValueError), which fails the trial."""
     return [NodeHeader.model_validate(dict(h)) for h in heads]
@@ -375,7 +410,7 @@ class TrialMetadata(Record):
     warmup_discarded: Count = 0
     start: WallClock | None = None
     end: WallClock | None = None
-    env: JsonObject = {}  # where it ran: emulated hosts, links, real machines
+    env: dict[str, object] = {}  # where it ran: emulated hosts, links, real machines
     clocks: TrialClocks | None = None
     nodes: list[NodeHeader] = []
     usage: Usage | None = None

@@ -12,8 +12,8 @@ import json
 import struct
 import sys
 from array import array
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from roboscale import safewrite
 
@@ -25,7 +25,7 @@ def new_column(count: int) -> array[int]:
     return array("q", bytes(8 * count))
 
 
-def write_raw(path: Path, header: dict[str, Any], columns: dict[str, array[int]]) -> None:
+def write_raw(path: Path, header: Mapping[str, object], columns: dict[str, array[int]]) -> None:
     names = list(columns)
     counts = {len(c) for c in columns.values()}
     if len(counts) > 1:
@@ -43,17 +43,24 @@ def write_raw(path: Path, header: dict[str, Any], columns: dict[str, array[int]]
     safewrite.write_bytes(path, b"".join(parts))
 
 
-def read_raw(path: Path) -> tuple[dict[str, Any], dict[str, array[int]]]:
+def read_raw(path: Path) -> tuple[dict[str, object], dict[str, array[int]]]:
+    """A node's header (checked by the reader: records/models.py NodeHeader) and columns."""
     data = path.read_bytes()
     if not data.startswith(MAGIC):
         raise ValueError(f"{path}: not a roboscale raw record file")
     (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
     start = len(MAGIC) + 4
-    header: dict[str, Any] = json.loads(data[start : start + hlen])
-    count = int(header["count"])
+    header = json.loads(data[start : start + hlen])
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: the header is not a JSON object")
+    count, names = header.get("count"), header.get("columns")
+    if not isinstance(count, int) or count < 0:
+        raise ValueError(f"{path}: the header's count is {count!r}, not a whole number")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{path}: the header's columns are {names!r}, not a list of names")
     pos = start + hlen
     columns: dict[str, array[int]] = {}
-    for name in header["columns"]:
+    for name in names:
         col = array("q")
         col.frombytes(data[pos : pos + 8 * count])
         if sys.byteorder != "little":

@@ -16,7 +16,6 @@ from pydantic import ValidationError
 from roboscale import safewrite
 from roboscale.errors import UserError
 from roboscale.records.folder import ResultsFolder
-from roboscale.records.schema import METADATA_FILE, RUN_FILE, SUMMARY_FILE
 from roboscale.reproduce.model import RunRecord
 
 RECORD_FILE = "reproduce.json"
@@ -55,13 +54,7 @@ class Evidence:
             if folder.is_symlink():
                 raise UserError(f"{folder}: is a symbolic link; allowed: a folder")
             folder.mkdir(exist_ok=True)
-        for name in (RUN_FILE, SUMMARY_FILE):
-            if (results / name).is_file():
-                safewrite.write_bytes(out / name, (results / name).read_bytes())
-        for meta in sorted((results / "trials").glob(f"*/{METADATA_FILE}")):
-            trial = out / "trials" / meta.parent.name
-            trial.mkdir(exist_ok=True)
-            safewrite.write_bytes(trial / METADATA_FILE, meta.read_bytes())
+        ResultsFolder(results).copy_summaries(out)
         safewrite.write_text(out / RECORD_FILE, record.model_dump_json(indent=2) + "\n")
         return out
 
@@ -86,9 +79,10 @@ class Evidence:
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(top)"
             raise UserError(f"{path}: {where}: {first['msg']}") from None
-        if not (folder / SUMMARY_FILE).exists():
+        kept = ResultsFolder(folder)
+        if not kept.has_summary():
             return Run(record, [])
-        trials = ResultsFolder(folder).summary().trials
+        trials = kept.summary().trials
         return Run(record, [entry.model_dump(mode="json") for entry in trials])
 
 

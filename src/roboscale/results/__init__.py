@@ -37,10 +37,10 @@ if TYPE_CHECKING:
 TABLES = ("summary", "per_node", "metadata", "nodes", "records")
 
 
-def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(data: Mapping[str, object], prefix: str = "") -> dict[str, object]:
     """Nested mappings as dotted columns ({"rtt_us": {"p50": 1}} -> {"rtt_us.p50": 1});
     lists stay whole (pyarrow makes them list columns)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):

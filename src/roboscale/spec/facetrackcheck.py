@@ -109,8 +109,11 @@ class _Checker:
         for t in [*planned, *(replace(t, run=trial.runs - 1) for t in planned)]:
             # The tracker's settings as its agent gets them: the plan of its one process.
             program = workload.processes(t, False)[0][0].nodes[0].program.to_dict()
+            tracker = program.get("tracker")
+            if not isinstance(tracker, dict):
+                raise TypeError(f"workload {WORKLOAD}'s node config has no tracker: {program}")
             try:
-                check_kills(get_stack(t.stack), TrackerConfig.from_dict(program["tracker"]))
+                check_kills(get_stack(t.stack), TrackerConfig.from_dict(tracker))
             except ConfigError as e:
                 raise self.fail(_SPEC_FIELD.get(e.field, ("sweep", "workload")),
                                 f"workload facetrack, stack {t.stack}: {e.field}: "

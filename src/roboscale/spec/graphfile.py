@@ -20,6 +20,7 @@ import difflib
 import functools
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -285,7 +286,7 @@ class GraphReader:
             work=self.choice(d.get("work", "sleep"), (*loc, "work"), WORK_MODES),
         )  # fmt: skip
 
-    def replayed(self, d: dict[str, Any], loc: KeyPath) -> Output | None:
+    def replayed(self, d: Mapping[str, object], loc: KeyPath) -> Output | None:
         """A publish entry that replays a bag topic: its rate and sizes are the bag's."""
         for key in ("rate_hz", "payload"):
             if key in d:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,12 @@ def to_spec_errors(
     return spec_errors(e, file, lines, model, allowed=_allowed_for, shown_as=shown_as)
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def _merge(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:
     out = dict(base)
     for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        current = out.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            out[key] = _merge(current, value)
         else:
             out[key] = value
     return out

@@ -8,11 +8,13 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from roboscale.backends.base import MessageKind
 from roboscale.backends.qos import AXES as QOS_AXES
 from roboscale.backends.qos import label as qos_label
 from roboscale.spec.payloads import payload_kind
 from roboscale.spec.schema import CPU_LOAD_LEVELS, TRAFFIC_LEVELS_MBIT, Spec, Sweep
 from roboscale.workloads.base import DEFAULT_WORKLOAD, Variant, Workload, get_workload
+from roboscale.workloads.stream import StreamFields
 
 
 @dataclass(frozen=True)
@@ -81,33 +83,33 @@ class TrialPlan:
     record: str = ""  # --record: the folder where echoers write what they received
     message_types: tuple[str, ...] = ()  # .msg files and folders (absolute) payloads name
 
-    def params(self) -> dict[str, Any]:
+    def params(self) -> dict[str, object]:
         """As JSON holds them: tuples (machines, stream topics) are lists there."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
-    def stream_settings(self) -> dict[str, Any]:
+    def stream_settings(self) -> StreamFields:
         """The paced stream's settings, as every workload's node config holds them."""
-        return {
-            "kind": self.message_kind(),
-            "rate_hz": self.rate_hz,
-            "messages": self.messages,
-            "warmup": self.warmup,
-            "drain_s": self.drain_s,
-            "publisher_queue": self.publisher_queue,
-            "subscriber_queue": self.subscriber_queue,
-            "wait_for_match": self.mode != "thesis_compat",
-            "match_timeout_s": self.match_timeout_s,
-        }
+        return StreamFields(
+            kind=self.message_kind(),
+            rate_hz=self.rate_hz,
+            messages=self.messages,
+            warmup=self.warmup,
+            drain_s=self.drain_s,
+            publisher_queue=self.publisher_queue,
+            subscriber_queue=self.subscriber_queue,
+            wait_for_match=self.mode != "thesis_compat",
+            match_timeout_s=self.match_timeout_s,
+        )
 
-    def message_kind(self) -> dict[str, Any]:
+    def message_kind(self) -> MessageKind:
         """The payload's message kind as node configs hold it; a type of the user's is
         loaded from `message_types` (lab side: rosbags) and carried whole."""
         kind = payload_kind(self.payload)
         if kind != "custom":
-            return {"kind": kind, "size": self.payload_bytes}
+            return MessageKind(kind, self.payload_bytes)
         from roboscale.msgtypes import message_kind
 
-        return asdict(message_kind(self.message_types, self.payload))
+        return message_kind(self.message_types, self.payload)
 
     @property
     def remote(self) -> bool:
@@ -327,7 +329,7 @@ def _trial(
         clock_max_bound_us=env.clock_max_bound_us,
         message_types=tuple(spec.message_types),
     )
-    return replace(trial, **variant.fields, **_replay_fields(spec, rate, trial.warmup))
+    return _with_replay(replace(trial, **variant.fields), spec, rate)
 
 
 def _replay_burst(spec: Spec) -> bool:
@@ -339,11 +341,12 @@ def _replay_burst(spec: Spec) -> bool:
     return replay_info(spec.replay, tuple(spec.replay_topics or ())).burst
 
 
-def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
-    """A replay's source, topics and speed-up; messages default to one pass of the
-    stream and, without `loop`, never go past its end."""
+def _with_replay(trial: TrialPlan, spec: Spec, rate: float) -> TrialPlan:
+    """The trial with its replay's source, topics and speed-up; messages default to one
+    pass of the stream and, without `loop`, never go past its end."""
     if spec.replay is None:
-        return {}
+        return trial
+    warmup = trial.warmup
     from roboscale.bags import replay_info
 
     chosen = tuple(spec.replay_topics or ())
@@ -352,15 +355,16 @@ def _replay_fields(spec: Spec, rate: float, warmup: int) -> dict[str, Any]:
     messages = t.message_count(rate) if given else info.messages - warmup
     if not t.loop:
         messages = min(messages, info.messages - warmup)
-    return {
-        "replay": spec.replay,
-        "stream_topics": tuple(topic.name for topic in info.topics),
-        "replay_topics": chosen,
-        "burst": info.burst,
-        "rate_factor": rate / info.rate_hz,
-        "loop": t.loop,
-        "messages": max(1, messages),
-    }
+    return replace(
+        trial,
+        replay=spec.replay,
+        stream_topics=tuple(topic.name for topic in info.topics),
+        replay_topics=chosen,
+        burst=info.burst,
+        rate_factor=rate / info.rate_hz,
+        loop=t.loop,
+        messages=max(1, messages),
+    )
 
 
 def _with_qos(trial: TrialPlan, settings: tuple[str | None, ...]) -> TrialPlan:
@@ -382,14 +386,14 @@ def _with_lab(trial: TrialPlan, settings: tuple[Any, ...]) -> TrialPlan:
     priority, pin, cpu_load, traffic = settings
     suffix = "-fifo" if priority == "fifo" else ""
     suffix += f"-pin{pin.replace(',', '_')}" if pin is not None else ""
-    fields: dict[str, Any] = {"priority": priority, "pin": pin}
+    trial = replace(trial, priority=priority, pin=pin)
     if cpu_load is not None:
-        fields.update(cpu_load=cpu_load, load_cpu=CPU_LOAD_LEVELS[cpu_load])
+        trial = replace(trial, cpu_load=cpu_load, load_cpu=CPU_LOAD_LEVELS[cpu_load])
         suffix += f"-load{cpu_load}"
     if traffic is not None:
-        fields.update(traffic=traffic, load_net_mbit=TRAFFIC_LEVELS_MBIT[traffic])
+        trial = replace(trial, traffic=traffic, load_net_mbit=TRAFFIC_LEVELS_MBIT[traffic])
         suffix += f"-traffic{traffic}"
-    return replace(trial, trial=trial.trial + suffix, **fields)
+    return replace(trial, trial=trial.trial + suffix)
 
 
 def _with_index(trial: TrialPlan, index: int) -> TrialPlan:

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from roboscale.backends.base import Session
 from roboscale.registry import load_registered
@@ -39,13 +39,12 @@ if TYPE_CHECKING:
     from roboscale.workloads.stream import Counters
 
 AGENT_CONFIG_VERSION = 2  # 2: MessageKind may carry a TypedPayload
-Entry = dict[str, Any]  # a summary entry as the report's figures and tables read it
 
 
 class ProgramConfig(Protocol):
     """A node role's typed settings (a frozen dataclass of the workload's)."""
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> dict[str, object]: ...
 
 
 class Program(Protocol):
@@ -63,7 +62,7 @@ class Program(Protocol):
 
     def finish(self) -> None: ...
 
-    def header(self) -> dict[str, Any]: ...
+    def header(self) -> dict[str, object]: ...
 
     def columns(self) -> dict[str, array[int]]: ...
 
@@ -125,16 +124,32 @@ class TableSpec:
     before the figures; `caption` says what its figures measure."""
 
     title: str
-    build: Callable[[Sequence[Entry]], Any]
+    build: Callable[[Sequence[SummaryEntry]], tuple[list[str], list[list[str]]] | None]
     lead: bool = False
     caption: str = ""  # what its figures measure, shown under its title
+
+
+class VariantFields(TypedDict, total=False):
+    """The trial fields (spec/planner.py TrialPlan's) a workload's variant may fix."""
+
+    listeners: int
+    chain_length: int
+    ack: bool
+    graph: str
+    stack: str
+    workers: int
+    deque_len: int
+    kills: int
+    kill_method: str
+    kill_target: str
+    dispatch: str
 
 
 @dataclass(frozen=True)
 class Variant:
     """One run of a workload: the trial fields it fixes and its part of the trial id."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: VariantFields = field(default_factory=lambda: VariantFields())
     label: str = ""
     # Whether the trial is named by sweep.payload (and pairs): false when the workload's
     # nodes have their own payloads (a graph file's), so the label alone says what runs.
@@ -158,7 +173,7 @@ class Workload(Protocol):
 
     def drive(self, t: TrialPlan) -> AgentProtocol: ...
 
-    def read_program(self, role: str, data: dict[str, Any]) -> ProgramConfig: ...
+    def read_program(self, role: str, data: object) -> ProgramConfig: ...
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program: ...
 
@@ -201,14 +216,12 @@ def get_workload(name: str) -> Workload:
     return workload
 
 
-def name_of(entry: Mapping[str, Any] | TrialParams) -> str:
+def name_of(entry: TrialParams) -> str:
     """The workload of a summary entry or of a trial's parameters."""
-    if isinstance(entry, Mapping):
-        return str(entry.get("workload", DEFAULT_WORKLOAD))
     return entry.workload
 
 
-def workload_of(entry: Mapping[str, Any] | TrialParams) -> Workload:
+def workload_of(entry: TrialParams) -> Workload:
     return get_workload(name_of(entry))
 
 
@@ -219,7 +232,7 @@ class NodeSpec:
     name: str
     role: str
     output: str
-    backend_config: dict[str, Any]
+    backend_config: dict[str, object]
     program: ProgramConfig
 
 

@@ -18,9 +18,10 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from roboscale.backends.base import Callback, MessageKind, Publisher, Session
+from roboscale.jsonfields import Fields
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
@@ -39,7 +40,13 @@ from roboscale.workloads.replay import (
     pace_stream,
     write_stream_file,
 )
-from roboscale.workloads.stream import Counters, StreamConfig, pace, probe_until_matched
+from roboscale.workloads.stream import (
+    Counters,
+    StreamConfig,
+    pace,
+    probe_until_matched,
+    stream_fields,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,10 +79,22 @@ class EchoConfig(StreamConfig):
     record: str = ""  # the echoer's capture file (--record): what it received, and when
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Self:
-        kinds = tuple(MessageKind.from_dict(k) for k in d.get("stream_kinds", ()))
-        topics = tuple(d.get("stream_topics", ()))
-        return super().from_dict({**d, "stream_topics": topics, "stream_kinds": kinds})
+    def from_dict(cls, d: object) -> Self:
+        f = Fields(d, "config")
+        return cls(
+            **stream_fields(f),
+            pair=f.whole("pair"),
+            topic_out=f.text("topic_out"),
+            topic_back=f.text("topic_back"),
+            replay=f.text("replay", ""),
+            stream_topics=f.texts("stream_topics"),
+            stream_kinds=tuple(MessageKind.read(k) for k in f.nested_list("stream_kinds")),
+            stream_encoding=f.text("stream_encoding", ""),
+            rate_factor=f.number("rate_factor", 1.0),
+            loop=f.flag("loop", False),
+            seed=f.whole("seed", 0),
+            record=f.text("record", ""),
+        )
 
     @property
     def topic_suffixes(self) -> tuple[str, ...]:
@@ -149,7 +168,7 @@ class Sender:
     def finish(self) -> None:
         return None
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": self.cfg.pair}
 
     def run(self) -> None:
@@ -240,7 +259,7 @@ class Echoer:
         frames = [(t + to_wall, k, body) for t, k, body in self._captured]
         write_stream_file(Path(self.cfg.record), topics, frames)
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": self.cfg.pair}
 
     def columns(self) -> dict[str, array[int]]:
@@ -325,7 +344,7 @@ class EchoWorkload:
             stop_timeout_s=30,
         )
 
-    def read_program(self, role: str, data: dict[str, Any]) -> EchoConfig:
+    def read_program(self, role: str, data: object) -> EchoConfig:
         return EchoConfig.from_dict(data)
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:
@@ -346,12 +365,13 @@ class EchoWorkload:
         for pair in range(t.pairs):
             s_head, s_cols = read_raw(raw / f"{node_name(t, 'sender', pair)}.raw")
             e_head, e_cols = read_raw(raw / f"{node_name(t, 'echoer', pair)}.raw")
+            sender, echoer = node_headers([s_head, e_head])
             cols = {k: np.frombuffer(v, dtype=np.int64) for k, v in s_cols.items()}
             cols["t_echoed"] = np.frombuffer(e_cols["t_echoed"], dtype=np.int64)
             host = hosts[t.host_of("sender", pair)]
-            tables.append(records_table(t.trial, s_head["node"], host, t.payload_bytes, cols))
-            nodes += [s_head, e_head]
-        return tables, node_headers(nodes)
+            tables.append(records_table(t.trial, sender.node, host, t.payload_bytes, cols))
+            nodes += [sender, echoer]
+        return tables, nodes
 
     def summarize(
         self,
@@ -363,7 +383,7 @@ class EchoWorkload:
         from roboscale.analysis.stats import summarize_round_trips
         from roboscale.records.models import EchoEntry
 
-        return EchoEntry.model_validate(summarize_round_trips(table, params.to_dict(), th))
+        return summarize_round_trips(table, params, th).entry(EchoEntry)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import interactive

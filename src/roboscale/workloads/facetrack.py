@@ -25,10 +25,11 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roboscale.backends.base import Session
 from roboscale.facetrack.wire import FRAME_HEAD
+from roboscale.jsonfields import Fields
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
@@ -39,6 +40,7 @@ from roboscale.workloads.base import (
     ProgramConfig,
     TableSpec,
     Variant,
+    VariantFields,
 )
 from roboscale.workloads.stream import Counters
 
@@ -60,10 +62,10 @@ KILL_AT_SHARE = 0.2  # kills land a fifth into the run, so quality before and af
 @dataclass(frozen=True)
 class TrackerProgramConfig:
     stack: str
-    tracker: dict[str, Any]  # a TrackerConfig as plain values
+    tracker: dict[str, object]  # a TrackerConfig as plain values
     workdir: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -114,7 +116,7 @@ class TrackerProgram:
         if not self.cfg.workdir and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         from roboscale.facetrack.records import summarize
 
         run = self.result
@@ -124,7 +126,7 @@ class TrackerProgram:
         return {
             "facetrack": {
                 "stack": run.stack,
-                "summary": summarize(run),
+                "summary": summarize(run).to_dict(),
                 "kills": [asdict(k) for k in run.kills],
                 "processes": [asdict(p) for p in run.processes],
                 "counters": run.counters,
@@ -155,7 +157,7 @@ def node_name(t: TrialPlan) -> str:
     return f"{ROLE}_{t.stack.replace('-', '_')}_t{t.index:04d}"
 
 
-def tracker_config(t: TrialPlan) -> dict[str, Any]:
+def tracker_config(t: TrialPlan) -> dict[str, object]:
     """The TrackerConfig of a trial, as plain values (checked when the agent reads it)."""
     kills = {"count": t.kills, "method": t.kill_method, "target": t.kill_target or "worker",
              "at_frame": int(t.messages * KILL_AT_SHARE)}  # fmt: skip
@@ -204,8 +206,11 @@ class FaceTrackWorkload:
             stop_timeout_s=60,
         )
 
-    def read_program(self, role: str, data: dict[str, Any]) -> TrackerProgramConfig:
-        return TrackerProgramConfig(**data)
+    def read_program(self, role: str, data: object) -> TrackerProgramConfig:
+        f = Fields(data, "config")
+        return TrackerProgramConfig(
+            stack=f.text("stack"), tracker=f.nested("tracker").mapping(), workdir=f.text("workdir")
+        )
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:
         assert isinstance(cfg, TrackerProgramConfig)
@@ -221,10 +226,11 @@ class FaceTrackWorkload:
         from roboscale.records.store import records_table
 
         head, cols = read_raw(raw / f"{node_name(t)}.raw")
+        (node,) = node_headers([head])
         arrays = {k: np.frombuffer(v, dtype=np.int64) for k, v in cols.items()}
         frame_bytes = FRAME_HEAD.size + 320 * 240  # the lab runs the default 320x240 view
-        table = records_table(t.trial, head["node"], hosts[0], frame_bytes, arrays)
-        return [table], node_headers([head])
+        table = records_table(t.trial, node.node, hosts[0], frame_bytes, arrays)
+        return [table], [node]
 
     def summarize(
         self,
@@ -240,8 +246,7 @@ class FaceTrackWorkload:
 
         found = [getattr(n, "facetrack", None) for n in nodes]
         tracker = next((f for f in found if f), None)
-        entry = summarize_round_trips(table, params.to_dict(), th)
-        return FacetrackEntry.model_validate({**entry, "facetrack": tracker})
+        return summarize_round_trips(table, params, th).entry(FacetrackEntry, facetrack=tracker)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import facetrack as plots
@@ -257,8 +262,8 @@ class FaceTrackWorkload:
 def _variant(stack: str, workers: int, deque_len: int, kills: int, kill: tuple[str, str],
              dispatch: str) -> Variant:  # fmt: skip
     method, target = kill
-    fields = {"stack": stack, "workers": workers, "deque_len": deque_len, "kills": kills,
-              "kill_method": method, "kill_target": target, "dispatch": dispatch}  # fmt: skip
+    fields = VariantFields(stack=stack, workers=workers, deque_len=deque_len, kills=kills,
+                           kill_method=method, kill_target=target, dispatch=dispatch)  # fmt: skip
     label = f"{stack}-w{workers}-d{deque_len}" + (f"-k{kills}{method}" if kills else "")
     label += f"-{target}" if kills and target != "worker" else ""
     label += "" if dispatch == "random" else f"-{dispatch}"

@@ -28,11 +28,10 @@ import threading
 import time
 from array import array
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from roboscale.backends.base import MessageKind, Publisher, Session, get_backend
+from roboscale.backends.base import Publisher, Session, get_backend
 from roboscale.workloads.base import (
     AgentProtocol,
     FigureSpec,
@@ -42,6 +41,14 @@ from roboscale.workloads.base import (
     ProgramConfig,
     TableSpec,
     Variant,
+    VariantFields,
+)
+from roboscale.workloads.graph_config import (
+    NO_REPLAY,
+    GraphNodeConfig,
+    InputPlan,
+    OutputPlan,
+    ReplayFields,
 )
 from roboscale.workloads.replay import Stream, open_stream
 from roboscale.workloads.stream import Counters
@@ -65,69 +72,6 @@ MAX_MESSAGES = 200_000  # per clocked output: every trial stays bounded
 
 def message_id(seq: int, publisher: int) -> int:
     return seq * ID_SLOTS + publisher
-
-
-@dataclass(frozen=True)
-class OutputPlan:
-    """One publisher of a node, as its agent runs it (topics by index and name)."""
-
-    stage: str
-    pub: int
-    topic: int
-    name: str
-    kind: MessageKind
-    rate_hz: float
-    messages: int
-    inputs: tuple[int, ...]
-    when: str
-    work_ms: float
-    work: str
-    # A replayed publisher: the stream agents open (`stata` or a stream file the lab
-    # wrote from a bag) and its serialization (the backend's `replay_encoding`), its
-    # topic there, the speed-up and whether it loops.
-    replay: str = ""
-    stream_encoding: str = ""
-    stream_topic: int = 0
-    rate_factor: float = 1.0
-    loop: bool = False
-
-    @property
-    def clocked(self) -> bool:
-        return self.stage in ("publish", "timer")
-
-
-@dataclass(frozen=True)
-class InputPlan:
-    topic: int
-    name: str
-    kind: MessageKind
-
-
-@dataclass(frozen=True, kw_only=True)
-class GraphNodeConfig:
-    node: str
-    outputs: tuple[OutputPlan, ...]
-    inputs: tuple[InputPlan, ...]
-    drain_s: float
-    publisher_queue: int
-    subscriber_queue: int
-    seed: int = 0  # of the generated Stata streams
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> GraphNodeConfig:
-        outputs = tuple(
-            OutputPlan(
-                **{**o, "kind": MessageKind.from_dict(o["kind"]), "inputs": tuple(o["inputs"])}
-            )
-            for o in d["outputs"]
-        )
-        inputs = tuple(
-            InputPlan(**{**i, "kind": MessageKind.from_dict(i["kind"])}) for i in d["inputs"]
-        )
-        return cls(**{**d, "outputs": outputs, "inputs": inputs})
 
 
 def do_work(out: OutputPlan) -> None:
@@ -280,7 +224,7 @@ class GraphNodeProgram:
         self._arrivals.put(None)
         self._worker.join(STOP_WAIT_S + self.cfg.drain_s)
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"graph_node": self.cfg.node}
 
     def columns(self) -> dict[str, array[int]]:
@@ -298,7 +242,9 @@ class GraphWorkload:
     log_words = ("e2e_us", "deliveries arrived", "first path end-to-end")
 
     def variants(self, sweep: Sweep) -> list[Variant]:
-        return [Variant({"graph": g}, Path(g).stem, names_payload=False) for g in sweep.graph]
+        return [
+            Variant(VariantFields(graph=g), Path(g).stem, names_payload=False) for g in sweep.graph
+        ]
 
     @staticmethod
     def graph(t: TrialPlan) -> Graph:
@@ -379,7 +325,7 @@ class GraphWorkload:
             close=True,
         )
 
-    def read_program(self, role: str, data: dict[str, Any]) -> GraphNodeConfig:
+    def read_program(self, role: str, data: object) -> GraphNodeConfig:
         return GraphNodeConfig.from_dict(data)
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:
@@ -406,9 +352,8 @@ class GraphWorkload:
         nodes: Sequence[NodeHeader] = (),
     ) -> GraphEntry:
         from roboscale.analysis.graph import summarize_graph
-        from roboscale.records.models import GraphEntry
 
-        return GraphEntry.model_validate(summarize_graph(table, params.to_dict(), th))
+        return summarize_graph(table, params, th)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import graphviews, interactive
@@ -437,23 +382,23 @@ class GraphWorkload:
         ]  # fmt: skip
 
 
-def replay_fields(replay: Replay | None, encoding: str) -> dict[str, Any]:
+def replay_fields(replay: Replay | None, encoding: str) -> ReplayFields:
     """A replayed publisher's OutputPlan fields: the stream its agent opens (a bag becomes
     a stream file in `encoding`, once per lab process: `roboscale.bags`) and its topic
     there."""
     if replay is None:
-        return {}
+        return NO_REPLAY
     from roboscale.bags import replay_info, replay_stream
 
     info = replay_info(replay.bag)
     names = [topic.name for topic in info.topics]
-    return {
-        "replay": replay_stream(replay.bag, encoding)[0],
-        "stream_encoding": encoding,
-        "stream_topic": names.index(replay.topic),
-        "rate_factor": replay.rate_factor,
-        "loop": replay.loop,
-    }
+    return ReplayFields(
+        replay=replay_stream(replay.bag, encoding)[0],
+        stream_encoding=encoding,
+        stream_topic=names.index(replay.topic),
+        rate_factor=replay.rate_factor,
+        loop=replay.loop,
+    )
 
 
 @functools.cache

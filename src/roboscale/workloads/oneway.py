@@ -24,13 +24,13 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from roboscale.backends.base import MessageKind, Session
+from roboscale.jsonfields import Fields
 from roboscale.records.raw import new_column
 from roboscale.workloads.base import (
     AgentProtocol,
-    Entry,
     FigureSpec,
     NodePlan,
     ProcessPlan,
@@ -38,8 +38,15 @@ from roboscale.workloads.base import (
     ProgramConfig,
     TableSpec,
     Variant,
+    VariantFields,
 )
-from roboscale.workloads.stream import Counters, StreamConfig, pace, probe_until_matched
+from roboscale.workloads.stream import (
+    Counters,
+    StreamConfig,
+    pace,
+    probe_until_matched,
+    stream_fields,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,6 +81,20 @@ class FlowConfig(StreamConfig):
     topic_out: str  # the publisher's topic, a chain hop's next topic, "" for none
     topic_ack: str
     ack: bool
+
+    @classmethod
+    def from_dict(cls, d: object) -> Self:
+        f = Fields(d, "config")
+        return cls(
+            **stream_fields(f),
+            workload=f.text("workload"),
+            node=f.whole("node"),
+            nodes=f.whole("nodes"),
+            topic_in=f.text("topic_in"),
+            topic_out=f.text("topic_out"),
+            topic_ack=f.text("topic_ack"),
+            ack=f.flag("ack"),
+        )
 
 
 def _wait(done: Any, seconds: float) -> None:
@@ -127,7 +148,7 @@ class Source:
     def finish(self) -> None:
         return None
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": 0, "flow_node": self.cfg.node}
 
     def run(self) -> None:
@@ -200,7 +221,7 @@ class Sink:
     def drain(self) -> None:
         self.finish()
 
-    def header(self) -> dict[str, Any]:
+    def header(self) -> dict[str, object]:
         return {"pair": 0, "flow_node": self.cfg.node}
 
     def columns(self) -> dict[str, array[int]]:
@@ -231,28 +252,33 @@ class OneWay:
             for ack in sweep.ack:
                 label = f"{self.name}{n}{'ack' if ack else ''}" if counted else self.name
                 label += "" if counted or not ack else "pong"
-                out.append(Variant({axis: n, "ack": ack}, label))
+                fixed = (
+                    VariantFields(chain_length=n, ack=ack)
+                    if self.relays
+                    else VariantFields(listeners=n, ack=ack)
+                )
+                out.append(Variant(fixed, label))
         return out
 
     def measured_nodes(self, t: TrialPlan) -> int:
         return t.chain_length - 1 if self.relays else t.listeners
 
-    def describe(self, entry: Entry) -> str:
+    def describe(self, entry: TrialParams) -> str:
         """For a table cell: "chain of 5 ack", "fanout x3", "ping-pong"."""
-        ack = " ack" if entry["ack"] else ""
+        ack = " ack" if entry.ack else ""
         if self.relays:
-            return f"{self.name} of {entry['chain_length']}{ack}"
+            return f"{self.name} of {entry.chain_length}{ack}"
         if "listeners" in self.axes:
-            return f"{self.name} x{entry['listeners']}{ack}"
-        return f"{self.name}-pong" if entry["ack"] else self.name
+            return f"{self.name} x{entry.listeners}{ack}"
+        return f"{self.name}-pong" if entry.ack else self.name
 
-    def series_names(self, entry: Entry) -> tuple[str, str]:
+    def series_names(self, entry: TrialParams) -> tuple[str, str]:
         """Labels of the one-way series (a chain's end to end) and of the round trip."""
         if self.relays:
             return "end-to-end", "every hop"
         if "listeners" in self.axes:
-            return f"{entry['listeners']} listeners", f"{entry['listeners']} listeners"
-        return (f"{self.name}-pong" if entry["ack"] else self.name), f"{self.name}-pong"
+            return f"{entry.listeners} listeners", f"{entry.listeners} listeners"
+        return (f"{self.name}-pong" if entry.ack else self.name), f"{self.name}-pong"
 
     def host_of(self, t: TrialPlan, key: int) -> int:
         """Node 0 (the publisher) or measuring node 1..K: a chain walks the hosts in turn;
@@ -324,7 +350,7 @@ class OneWay:
             close=True,  # nodes keep their sessions open until every node drained
         )
 
-    def read_program(self, role: str, data: dict[str, Any]) -> FlowConfig:
+    def read_program(self, role: str, data: object) -> FlowConfig:
         return FlowConfig.from_dict(data)
 
     def start(self, role: str, session: Session, cfg: ProgramConfig) -> Program:
@@ -344,9 +370,10 @@ class OneWay:
 
         src_head, src = read_raw(raw / f"{self.node_name(t, 0)}.raw")
         sent = {k: np.frombuffer(src[k], dtype=np.int64) for k in ("seq", "t_intended", "t_sent")}
-        tables, heads = [], [src_head]
+        tables, heads = [], node_headers([src_head])
         for k in range(1, self.measured_nodes(t) + 1):
-            head, cols = read_raw(raw / f"{self.node_name(t, k)}.raw")
+            raw_head, cols = read_raw(raw / f"{self.node_name(t, k)}.raw")
+            (head,) = node_headers([raw_head])
             acked = src.get(f"t_ack_{k}")
             columns = {
                 **sent,
@@ -358,9 +385,9 @@ class OneWay:
                 ),
             }
             host = hosts[self.host_of(t, k)]
-            tables.append(records_table(t.trial, head["node"], host, t.payload_bytes, columns))
+            tables.append(records_table(t.trial, head.node, host, t.payload_bytes, columns))
             heads.append(head)
-        return tables, node_headers(heads)
+        return tables, heads
 
     def summarize(
         self,
@@ -373,10 +400,9 @@ class OneWay:
         from roboscale.records.models import OneWayEntry
         from roboscale.workloads.oneway_figures import flow_figures
 
-        entry = summarize_oneway(table, params.to_dict(), th)
-        if table.num_rows:
-            entry["flow"] = flow_figures(table, params.to_dict())
-        return OneWayEntry.model_validate(entry)
+        measured, per_node = summarize_oneway(table, params, th)
+        flow = flow_figures(table, params) if table.num_rows else None
+        return measured.entry(OneWayEntry, per_node=per_node, flow=flow)
 
     def figures(self) -> list[FigureSpec]:
         from roboscale.analysis import flowplots, interactive

@@ -5,15 +5,15 @@ acknowledgement's way back per message in ping-pong (the increment over a ping).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from roboscale.analysis.oneway import Flow, flow_of
 from roboscale.analysis.stats import distribution
+from roboscale.records.models import FlowFigures, TrialParams
 
-FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+FloatArray = npt.NDArray[np.float64]
 WHISKER = 1.5  # box-plot whiskers: Q1 - 1.5 IQR to Q3 + 1.5 IQR; beyond them, an outlier
 
 
@@ -35,17 +35,18 @@ def arrival_spread_us(flow: Flow) -> FloatArray:
     return spread
 
 
-def flow_figures(table: pa.Table, params: dict[str, Any]) -> dict[str, Any]:
+def flow_figures(table: pa.Table, params: TrialParams) -> FlowFigures:
     """The extra figures of one trial, as its summary entry holds them under `flow`."""
     flow = flow_of(table)
-    relays = params.get("workload") == "chain"
+    relays = params.workload == "chain"
     latencies = flow.hop_us() if relays else flow.one_way_us
-    out: dict[str, Any] = {
-        "outlier_share": [outlier_share(row) for row in latencies],
-        "outlier_share_of": "hop" if relays else "one_way",
-    }
-    if len(flow.nodes) > 1 and not relays:
-        out["arrival_spread_us"] = distribution(arrival_spread_us(flow))
-    if params.get("ack"):
-        out["ack_return_us"] = distribution((flow.acked - flow.echoed).ravel() / 1e3)
-    return out
+    return FlowFigures(
+        outlier_share=[outlier_share(row) for row in latencies],
+        outlier_share_of="hop" if relays else "one_way",
+        arrival_spread_us=(
+            distribution(arrival_spread_us(flow)) if len(flow.nodes) > 1 and not relays else None
+        ),
+        ack_return_us=(
+            distribution((flow.acked - flow.echoed).ravel() / 1e3) if params.ack else None
+        ),
+    )

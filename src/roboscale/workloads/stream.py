@@ -8,9 +8,10 @@ import time
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Self
+from typing import Self, TypedDict
 
 from roboscale.backends.base import MessageKind, Publisher
+from roboscale.jsonfields import Fields
 
 monotonic_ns = time.monotonic_ns
 PROBE_INTERVAL_S = 0.05
@@ -35,13 +36,40 @@ class StreamConfig:
         return self.warmup + self.messages
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Self:
-        fields = dict(d)
-        fields["kind"] = MessageKind.from_dict(d["kind"])
-        return cls(**fields)
+    def from_dict(cls, d: object) -> Self:
+        """As the lab wrote it (JSON), each field checked."""
+        return cls(**stream_fields(Fields(d, "config")))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+class StreamFields(TypedDict):
+    """StreamConfig's fields: what every workload's node config holds of its stream."""
+
+    kind: MessageKind
+    rate_hz: float
+    messages: int
+    warmup: int
+    drain_s: float
+    publisher_queue: int
+    subscriber_queue: int
+    wait_for_match: bool
+    match_timeout_s: float
+
+
+def stream_fields(f: Fields) -> StreamFields:
+    return StreamFields(
+        kind=MessageKind.read(f.nested("kind")),
+        rate_hz=f.number("rate_hz"),
+        messages=f.whole("messages"),
+        warmup=f.whole("warmup"),
+        drain_s=f.number("drain_s"),
+        publisher_queue=f.whole("publisher_queue"),
+        subscriber_queue=f.whole("subscriber_queue"),
+        wait_for_match=f.flag("wait_for_match"),
+        match_timeout_s=f.number("match_timeout_s"),
+    )
 
 
 def probe_until_matched(pub: Publisher, matched: threading.Event, cfg: StreamConfig) -> bool:

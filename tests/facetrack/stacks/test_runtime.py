@@ -17,10 +17,10 @@ def test_inprocess_workers_survive_kills_and_lose_no_frame(tmp_path: Path) -> No
     run = run_tracker("runtime", cfg, tmp_path)
     figures = summarize(run)
     assert run.stack == "runtime"
-    assert figures["frames"] == 30 and figures["frames_lost"] == 0
-    assert figures["kills"] == 4 and figures["restarted"] == 4
+    assert figures.frames == 30 and figures.frames_lost == 0
+    assert figures.kills == 4 and figures.restarted == 4
     assert run.alive_workers == 6
-    assert figures["mean_jaccard"] > 0.5
+    assert figures.mean_jaccard > 0.5
     assert {p.role for p in run.processes} == {"host"}
 
 
@@ -28,7 +28,7 @@ def test_crash_kills_restart_in_process(tmp_path: Path) -> None:
     cfg = TrackerConfig(workers=3, frames=15, fps=15, kills=KillPlan(3, "crash", 5))
     run = run_tracker("runtime", cfg, tmp_path)
     assert [k.restarted_ns is not None for k in run.kills] == [True] * 3
-    assert summarize(run)["frames_lost"] == 0 and run.alive_workers == 3
+    assert summarize(run).frames_lost == 0 and run.alive_workers == 3
 
 
 @pytest.mark.zenoh
@@ -43,7 +43,7 @@ def test_process_workers_survive_sigkill_and_sigterm(tmp_path: Path, zenoh: None
     finally:
         tracker.stop()
     figures = summarize(run)
-    assert figures["frames_lost"] == 0 and figures["kills"] == figures["restarted"] == 3
+    assert figures.frames_lost == 0 and figures.kills == figures.restarted == 3
     assert run.alive_workers == 3
     assert sorted(p.role for p in run.processes) == ["host", "worker", "worker", "worker", "zygote"]
     assert all(p.pss_bytes > 0 for p in run.processes)

@@ -32,7 +32,7 @@ from typing import Any
 
 from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.pipeline import CameraRole, TrackerRole
-from roboscale.facetrack.records import TrackerRun, assemble
+from roboscale.facetrack.records import TRACKER_RUN_FILE, TrackerRun, assemble
 from roboscale.facetrack.stack import pick_victims
 from roboscale.facetrack.stacks.runtime_nodes import (
     Aggregator,
@@ -196,7 +196,7 @@ class Host:
         self.done.wait(drain)
         self.rt.call(lambda: setattr(self, "running", False))
         run = self.rt.call(self._collect)
-        write_text(self.workdir / "run.json", json.dumps(run.to_dict()))
+        write_text(self.workdir / TRACKER_RUN_FILE, json.dumps(run.to_dict()))
 
     def _collect(self) -> TrackerRun:
         kills = [(k.worker, k.method, k.kill_ns, k.restarted_ns) for k in self.kills]

@@ -22,10 +22,10 @@ import signal
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from roboscale.facetrack.detector import FaceDetector
 from roboscale.facetrack.pipeline import WorkerRole
+from roboscale.jsonfields import Fields
 from roboscale.runtime.node import Node
 
 RESULTS = "/results"
@@ -83,22 +83,24 @@ class Camera(Node):
         self.subscribe(COMMANDS, self.get_param("on_command"), queue_size=QUEUE)
 
 
-def worker_main(config: dict[str, Any], ready: Callable[[], None]) -> int:
+def worker_main(config: object, ready: Callable[[], None]) -> int:
     """A process worker: `index`, `connect` (the host's endpoint), `cursor` (a file)."""
+    settings = Fields(config, "face worker config")  # checked before anything starts
+    index, connect = settings.whole("index"), settings.text("connect")
+    cursor = Path(settings.text("cursor"))
     from roboscale.runtime.bridge import Bridge, bridge_config
     from roboscale.runtime.executor import Runtime
     from roboscale.runtime.node import NodeHandle
     from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
-    index = int(config["index"])
     rt = Runtime(workers=1).start()
     handle = NodeHandle(rt, f"w{index}", FaceWorker, {"index": index})
     sup = Supervisor(rt, "worker", [ChildSpec(handle)])
     rt.wait(sup.start_async())  # the durable subscription exists before the bridge opens
     topic = frames_topic(index)
-    raw = {"connect": [config["connect"]], "import": [topic], "durable": [topic],
+    raw = {"connect": [connect], "import": [topic], "durable": [topic],
            "export": [RESULTS]}  # fmt: skip
-    bridge = Bridge(rt, bridge_config(raw), cursors={topic: Path(config["cursor"])}).open()
+    bridge = Bridge(rt, bridge_config(raw), cursors={topic: cursor}).open()
     ready()
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

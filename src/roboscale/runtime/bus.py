@@ -42,6 +42,10 @@ class Overflow(enum.Enum):
 # so one busy subscription cannot starve the others.
 DRAIN_BATCH = 64
 
+# Every inbox's queue before its first message; never appended to (`Inbox.offer` swaps
+# in a deque of the inbox's own first).
+_NOTHING_QUEUED: deque[Any] = deque()
+
 
 class Inbox:
     """The queue between a topic and one subscription's callback."""
@@ -79,7 +83,9 @@ class Inbox:
         if limit < 1:
             raise UserError(f"queue size of {topic.name} must be at least 1, got {limit}")
         self.topic = topic
-        self.items: deque[tuple[int, Any]] = deque()
+        # The shared empty queue until the first message: an empty deque costs 760
+        # bytes, and most of 100,000 idle subscriptions never queue anything.
+        self.items: deque[tuple[int, Any]] = _NOTHING_QUEUED
         self.limit = limit
         self.overflow = overflow
         self.durable_key = durable_key
@@ -123,6 +129,8 @@ class Inbox:
             self.duplicates += 1
             return
         items = self.items
+        if items is _NOTHING_QUEUED:
+            items = self.items = deque()
         if len(items) >= self.limit:
             self.dropped += 1
             self.topic.bus.note_overflow(self)

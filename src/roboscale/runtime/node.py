@@ -153,8 +153,9 @@ class Node:
         self.alive = True
         self.last_beat = time.monotonic()
         self._inboxes: list[Inbox] = []
-        self._timers: list[Timer] = []
-        self._services: list[str] = []
+        # Made at the first timer or service: most nodes have neither (56 bytes each).
+        self._timers: list[Timer] | None = None
+        self._services: list[str] | None = None
         self._tasks: set[asyncio.Future[Any]] | None = None
 
     # -- what subclasses override --------------------------------------------------------
@@ -209,6 +210,8 @@ class Node:
         timer = Timer(
             self, period_s, callback, _mode(callback, blocking), self._deadline(deadline_s)
         )
+        if self._timers is None:
+            self._timers = []
         self._timers.append(timer)
         return timer
 
@@ -227,6 +230,8 @@ class Node:
         if current is not None and current[0].alive and current[0] is not self:
             raise UserError(f"service {name} is already served by node {current[0].name}")
         services[name] = (self, handler, _mode(handler, blocking), self._deadline(deadline_s))
+        if self._services is None:
+            self._services = []
         self._services.append(name)
 
     async def call(self, name: str, request: Any, *, timeout_s: float = 1.0) -> Any:
@@ -348,13 +353,13 @@ class Node:
             else:
                 bus.remove_inbox(inbox)
         self._inboxes.clear()
-        for timer in self._timers:
+        for timer in self._timers or ():
             timer.cancel()
-        self._timers.clear()
-        for name in self._services:
+        self._timers = None
+        for name in self._services or ():
             if (entry := bus.services.get(name)) is not None and entry[0] is self:
                 del bus.services[name]
-        self._services.clear()
+        self._services = None
         self.runtime.beating.pop(self, None)
         if self._tasks:
             for fut in list(self._tasks):

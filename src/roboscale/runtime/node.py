@@ -88,7 +88,18 @@ class Timer:
     (busy loop; period under epoll's 1 ms): the ticks already due then are skipped, counted
     in `missed`, and the schedule restarts from now."""
 
-    __slots__ = ("deadline_s", "due", "fn", "handle", "missed", "mode", "node", "period_s", "ticks")
+    __slots__ = (
+        "deadline_s",
+        "due",
+        "fire",
+        "fn",
+        "handle",
+        "missed",
+        "mode",
+        "node",
+        "period_s",
+        "ticks",
+    )
 
     def __init__(
         self,
@@ -104,7 +115,8 @@ class Timer:
         self.missed = 0
         loop = node.runtime.loop
         self.due = loop.time() + period_s
-        self.handle: asyncio.TimerHandle | None = loop.call_at(self.due, self._fire)
+        self.fire = self._fire  # bound once, not at every tick
+        self.handle: asyncio.TimerHandle | None = loop.call_at(self.due, self.fire)
 
     def _fire(self) -> None:
         node = self.node
@@ -116,7 +128,7 @@ class Timer:
         if self.due <= now:
             self.missed += int((now - self.due) // self.period_s) + 1
             self.due = now + self.period_s
-        self.handle = loop.call_at(self.due, self._fire)
+        self.handle = loop.call_at(self.due, self.fire)
         self.ticks += 1
         node.run_callback(self.fn, self.mode, self.deadline_s, (), "timer")
 
@@ -293,6 +305,24 @@ class Node:
             if deadline_s is not None:
                 with rt.current_lock:
                     rt.current = None
+
+    def deliver(self, fn: Callable[[Any], Any], msg: Any, deadline_s: float | None) -> bool:
+        """A subscription's inline callback on one message; False when it failed the node.
+
+        `run_inline` without its argument and result tuples: this is every message's path,
+        and each tuple is an allocation the cyclic garbage collector must count."""
+        if deadline_s is not None:
+            ok: bool = self.run_inline(fn, (msg,), deadline_s, "subscription")[0]
+            return ok
+        try:
+            fn(msg)
+            return True
+        except CallbackHung:
+            self.fail(ExitReason.HUNG, "subscription blocked the event loop")
+            return False
+        except Exception as e:
+            self.fail(ExitReason.CRASH, f"subscription raised {_describe(e)}")
+            return False
 
     def run_callback(
         self,

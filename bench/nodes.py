@@ -50,7 +50,7 @@ IDLE_COLUMNS = ["system", "count", "rounds", "rss_B_median", "rss_B_min", "rss_B
 IDLE_COLUMNS += ["heap_B", "start_us", "process_info_B"]
 CROWD_COLUMNS = ["nodes", "started", "due", "published", "delivered", "missed_ticks"]
 CROWD_COLUMNS += ["elapsed_s", "latency_p50_us", "latency_p99_us", "latency_max_us"]
-CROWD_COLUMNS += ["rss_end_bytes"]
+CROWD_COLUMNS += ["cpu_s", "cpu_us_per_message", "gc_s", "rss_end_bytes"]
 
 
 def erlang_idle(n: int, build: Path) -> dict[str, Any]:

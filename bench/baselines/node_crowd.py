@@ -7,14 +7,17 @@
                               one JSON line with what was published, delivered and missed
 
 Delivery is counted per message (publish to the subscriber's callback, on the loop's
-clock); `missed` sums the ticks the timers skipped because the loop was late (the
-runtime's rule: a tick due before the previous one could fire is skipped and counted).
+clock); the process's CPU time while the nodes publish, and the part the cyclic garbage
+collector took, say where the time goes; `missed` sums the ticks the timers skipped
+because the loop was late (the runtime's rule: a tick due before the previous one could
+fire is skipped and counted).
 The run is bounded: it stops at TICKS + 60 s whatever happened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import random
 import sys
@@ -77,6 +80,22 @@ class Crowd(Node):
         tally.latency_us.append((time.perf_counter_ns() - stamp_ns) / 1000.0)
 
 
+class GcClock:
+    """Time spent in the cyclic garbage collector (gc.callbacks), and its collections."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = 0
+        self.started = 0.0
+
+    def __call__(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self.started
+            self.collections += 1
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm", encoding="ascii") as f:
         return int(f.read().split()[1]) * 4096
@@ -95,12 +114,16 @@ async def crowd(runtime: Runtime, n: int, ticks: int) -> dict[str, Any]:
     rss_started = rss_bytes()
     alive = sum(1 for h in handles if h.alive())
     begin = runtime.loop.time() + 0.5
+    clock, cpu0 = GcClock(), time.process_time()
+    gc.callbacks.append(clock)
     for h in handles:
         assert isinstance(h.node, Crowd)
         runtime.loop.call_at(begin + pick.random() * PERIOD_S, h.node.begin)
     with suppress(TimeoutError):  # reported: published falls short of due
         await asyncio.wait_for(tally.done, ticks * PERIOD_S + GRACE_S)
     elapsed_s = runtime.loop.time() - begin
+    cpu_s = time.process_time() - cpu0
+    gc.callbacks.remove(clock)
     await asyncio.sleep(0.5)  # the last messages reach their subscribers
     missed = sum((getattr(h.node, "ticker", None) and h.node.ticker.missed) or 0 for h in handles)
     rss_end = rss_bytes()
@@ -117,6 +140,10 @@ async def crowd(runtime: Runtime, n: int, ticks: int) -> dict[str, Any]:
         "missed_ticks": missed,
         "elapsed_s": elapsed_s,
         "start_s": started_s,
+        "cpu_s": cpu_s,  # every thread of the process, while the nodes published
+        "cpu_us_per_message": cpu_s * 1e6 / max(1, tally.published),
+        "gc_s": clock.seconds,
+        "gc_collections": clock.collections,
         "rss_started_bytes": rss_started,
         "rss_end_bytes": rss_end,
         "latency_p50_us": pick_at(0.5),

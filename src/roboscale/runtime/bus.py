@@ -3,9 +3,10 @@
 Delivery is direct: a published object is appended, as is, to the inbox of
 every subscription of its topic, and the subscriber's callback receives that
 same object (no serialization, no copy; publishers must not mutate a message
-after publishing it). Each inbox is drained by one `call_soon` on the event
-loop, so a publish never runs a subscriber's callback inside the publisher's
-own call stack (an echo pair cannot recurse) and per-subscription order holds.
+after publishing it). An inbox that received a message is drained in a later
+loop turn (the bus's one drain callback per turn serves every inbox waiting), so
+a publish never runs a subscriber's callback inside the publisher's own call
+stack (an echo pair cannot recurse) and per-subscription order holds.
 The bridge, which injects from a loop callback with no publisher on its stack,
 collects the inboxes instead (`ready`) and drains them in the same loop turn
 (plain imports; a durable import's resequenced messages drain a turn later).

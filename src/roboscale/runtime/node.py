@@ -88,18 +88,7 @@ class Timer:
     (busy loop; period under epoll's 1 ms): the ticks already due then are skipped, counted
     in `missed`, and the schedule restarts from now."""
 
-    __slots__ = (
-        "deadline_s",
-        "due",
-        "fire",
-        "fn",
-        "handle",
-        "missed",
-        "mode",
-        "node",
-        "period_s",
-        "ticks",
-    )
+    __slots__ = ("active", "deadline_s", "due", "fn", "missed", "mode", "node", "period_s", "ticks")
 
     def __init__(
         self,
@@ -113,29 +102,28 @@ class Timer:
         self.deadline_s = deadline_s
         self.ticks = 0
         self.missed = 0
-        loop = node.runtime.loop
-        self.due = loop.time() + period_s
-        self.fire = self._fire  # bound once, not at every tick
-        self.handle: asyncio.TimerHandle | None = loop.call_at(self.due, self.fire)
+        runtime = node.runtime
+        self.active = True
+        self.due = runtime.loop.time() + period_s
+        runtime.timers.add(self.due, self)
 
-    def _fire(self) -> None:
+    def on_due(self) -> None:
         node = self.node
-        if not node.alive:
+        if not self.active or not node.alive:
             return
-        loop = node.runtime.loop
+        runtime = node.runtime
         self.due += self.period_s
-        now = loop.time()
+        now = runtime.loop.time()
         if self.due <= now:
             self.missed += int((now - self.due) // self.period_s) + 1
             self.due = now + self.period_s
-        self.handle = loop.call_at(self.due, self.fire)
+        runtime.timers.add(self.due, self)
         self.ticks += 1
         node.run_callback(self.fn, self.mode, self.deadline_s, (), "timer")
 
     def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
+        """No more ticks (the wheel lets go of it at its next due time)."""
+        self.active = False
 
 
 class Node:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -238,6 +239,7 @@ def main() -> None:
     counts = parse_counts(args.counts, args.quick)
     report = header()
     report["counts"] = {**n, "nodes": counts}
+    report["load_average_start"] = os.getloadavg()
     missing: dict[str, str] = {}
     found = idle_rounds(counts, n["rounds"], missing)
     crowd: dict[int, dict[str, Any]] = {}
@@ -249,6 +251,7 @@ def main() -> None:
         )
         if got is not None:
             crowd[c] = got
+    report["load_average_end"] = os.getloadavg()
     rows = idle_rows(found)
     print("\nidle: bytes per node (RSS growth while starting; median and range over rounds):")
     table(

@@ -34,6 +34,10 @@ class Callee(Protocol):
         self, fn: Callable[..., Any], args: tuple[Any, ...], deadline_s: float | None, label: str
     ) -> tuple[bool, Any]: ...
 
+    def deliver(self, fn: Callable[[Any], Any], msg: Any, deadline_s: float | None) -> bool:
+        """`run_inline(fn, (msg,), deadline_s, "subscription")`; whether it returned."""
+        ...
+
     def run_callback(
         self,
         fn: Callable[..., Any],

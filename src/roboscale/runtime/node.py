@@ -88,7 +88,7 @@ class Timer:
     (busy loop; period under epoll's 1 ms): the ticks already due then are skipped, counted
     in `missed`, and the schedule restarts from now."""
 
-    __slots__ = ("deadline_s", "due", "fn", "handle", "missed", "mode", "node", "period_s", "ticks")
+    __slots__ = ("active", "deadline_s", "due", "fn", "missed", "mode", "node", "period_s", "ticks")
 
     def __init__(
         self,
@@ -102,28 +102,28 @@ class Timer:
         self.deadline_s = deadline_s
         self.ticks = 0
         self.missed = 0
-        loop = node.runtime.loop
-        self.due = loop.time() + period_s
-        self.handle: asyncio.TimerHandle | None = loop.call_at(self.due, self._fire)
+        runtime = node.runtime
+        self.active = True
+        self.due = runtime.loop.time() + period_s
+        runtime.timers.add(self.due, self)
 
-    def _fire(self) -> None:
+    def on_due(self) -> None:
         node = self.node
-        if not node.alive:
+        if not self.active or not node.alive:
             return
-        loop = node.runtime.loop
+        runtime = node.runtime
         self.due += self.period_s
-        now = loop.time()
+        now = runtime.loop.time()
         if self.due <= now:
             self.missed += int((now - self.due) // self.period_s) + 1
             self.due = now + self.period_s
-        self.handle = loop.call_at(self.due, self._fire)
+        runtime.timers.add(self.due, self)
         self.ticks += 1
         node.run_callback(self.fn, self.mode, self.deadline_s, (), "timer")
 
     def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
+        """No more ticks (the wheel lets go of it at its next due time)."""
+        self.active = False
 
 
 class Node:
@@ -153,8 +153,9 @@ class Node:
         self.alive = True
         self.last_beat = time.monotonic()
         self._inboxes: list[Inbox] = []
-        self._timers: list[Timer] = []
-        self._services: list[str] = []
+        # Made at the first timer or service: most nodes have neither (56 bytes each).
+        self._timers: list[Timer] | None = None
+        self._services: list[str] | None = None
         self._tasks: set[asyncio.Future[Any]] | None = None
 
     # -- what subclasses override --------------------------------------------------------
@@ -209,6 +210,8 @@ class Node:
         timer = Timer(
             self, period_s, callback, _mode(callback, blocking), self._deadline(deadline_s)
         )
+        if self._timers is None:
+            self._timers = []
         self._timers.append(timer)
         return timer
 
@@ -227,6 +230,8 @@ class Node:
         if current is not None and current[0].alive and current[0] is not self:
             raise UserError(f"service {name} is already served by node {current[0].name}")
         services[name] = (self, handler, _mode(handler, blocking), self._deadline(deadline_s))
+        if self._services is None:
+            self._services = []
         self._services.append(name)
 
     async def call(self, name: str, request: Any, *, timeout_s: float = 1.0) -> Any:
@@ -289,6 +294,24 @@ class Node:
                 with rt.current_lock:
                     rt.current = None
 
+    def deliver(self, fn: Callable[[Any], Any], msg: Any, deadline_s: float | None) -> bool:
+        """A subscription's inline callback on one message; False when it failed the node.
+
+        `run_inline` without its argument and result tuples: this is every message's path,
+        and each tuple is an allocation the cyclic garbage collector must count."""
+        if deadline_s is not None:
+            ok: bool = self.run_inline(fn, (msg,), deadline_s, "subscription")[0]
+            return ok
+        try:
+            fn(msg)
+            return True
+        except CallbackHung:
+            self.fail(ExitReason.HUNG, "subscription blocked the event loop")
+            return False
+        except Exception as e:
+            self.fail(ExitReason.CRASH, f"subscription raised {_describe(e)}")
+            return False
+
     def run_callback(
         self,
         fn: Callable[..., Any],
@@ -348,13 +371,13 @@ class Node:
             else:
                 bus.remove_inbox(inbox)
         self._inboxes.clear()
-        for timer in self._timers:
+        for timer in self._timers or ():
             timer.cancel()
-        self._timers.clear()
-        for name in self._services:
+        self._timers = None
+        for name in self._services or ():
             if (entry := bus.services.get(name)) is not None and entry[0] is self:
                 del bus.services[name]
-        self._services.clear()
+        self._services = None
         self.runtime.beating.pop(self, None)
         if self._tasks:
             for fut in list(self._tasks):

@@ -109,6 +109,26 @@ class _Child:
         return self.spec.handle.name
 
 
+class _ExitNotice:
+    """The exit callback a child instance is started with: hands its exit to the
+    supervisor on the loop, tagged with the instance's generation. A slotted object
+    rather than a closure: about 70 bytes per child instead of 380 (a function and four
+    cells), which counts at 100,000 nodes."""
+
+    __slots__ = ("generation", "name", "supervisor")
+
+    def __init__(self, supervisor: Supervisor, name: str, generation: int) -> None:
+        self.supervisor, self.name, self.generation = supervisor, name, generation
+
+    def __call__(self, _name: str, reason: ExitReason, detail: str) -> None:
+        sup, rt = self.supervisor, self.supervisor.runtime
+        if rt.in_loop():
+            sup._on_child_exit(self.name, self.generation, reason, detail)
+        else:
+            args = (self.name, self.generation, reason, detail)
+            rt.loop.call_soon_threadsafe(sup._on_child_exit, *args)
+
+
 @dataclass(slots=True)
 class _Exit:
     name: str
@@ -322,15 +342,7 @@ class Supervisor:
 
     # -- exits ----------------------------------------------------------------------------
     def _exit_callback(self, name: str, generation: int) -> ExitCallback:
-        rt = self.runtime
-
-        def on_exit(_name: str, reason: ExitReason, detail: str) -> None:
-            if rt.in_loop():
-                self._on_child_exit(name, generation, reason, detail)
-            else:
-                rt.loop.call_soon_threadsafe(self._on_child_exit, name, generation, reason, detail)
-
-        return on_exit
+        return _ExitNotice(self, name, generation)
 
     def _on_child_exit(self, name: str, generation: int, reason: ExitReason, detail: str) -> None:
         """An exit, on the loop: handle it now if the fast path fits, else queue it."""

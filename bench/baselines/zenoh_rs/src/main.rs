@@ -11,8 +11,19 @@
 //! that holds the samples: peer to peer on an explicit endpoint, scouting off, shared memory
 //! on (as zenoh-python's default), FIFO channel handlers read by the main thread, express
 //! publishers with congestion control BLOCK.
+//!
+//! Two more roles carry bench/throughput.py's one-way flood (the protocol of
+//! baselines/flood.py, which documents it):
+//!
+//!     zenoh-echo-rs sub LISTEN    counts bench/flood samples; a "report" line on stdin
+//!                                 prints the current step's counts as one JSON line
+//!     zenoh-echo-rs pub CONNECT   per stdin line "STEP RATE COUNT SIZE MAX_S": COUNT
+//!                                 samples of SIZE bytes paced at RATE per second (batched
+//!                                 publisher, congestion control BLOCK), then one JSON line
 
+use std::io::BufRead;
 use std::process::exit;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use zenoh::handlers::FifoChannel;
@@ -118,15 +129,122 @@ fn ping(connect: &str, count: usize, sizes: &[usize]) {
     s.close().wait().unwrap_or_else(|e| fail("close", e));
 }
 
+/// One flood step as the subscriber saw it (baselines/flood.py's `Tally`).
+#[derive(Default)]
+struct Tally {
+    step: u64,
+    received: u64,
+    in_order: bool,
+    stale: u64,
+    first_ns: u128,
+    last_ns: u128,
+}
+
+const AHEAD: Duration = Duration::from_millis(1);
+const HEAD: usize = 18; // ASCII: 8 digits of step, 10 of sequence
+
+fn header(payload: &[u8]) -> Option<(u64, u64)> {
+    let text = std::str::from_utf8(payload.get(..HEAD)?).ok()?;
+    Some((text[..8].parse().ok()?, text[8..].parse().ok()?))
+}
+
+fn flood_sub(listen: &str) {
+    let s = session(&[listen], &[]);
+    let start = Instant::now();
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let seen = tally.clone();
+    let _sub = s
+        .declare_subscriber("bench/flood")
+        .callback(move |sample| {
+            let now = start.elapsed().as_nanos();
+            let Some((step, seq)) = header(&sample.payload().to_bytes()) else {
+                return;
+            };
+            let mut t = seen.lock().unwrap();
+            if step != t.step {
+                if step < t.step {
+                    t.stale += 1;
+                    return;
+                }
+                *t = Tally { step, in_order: true, first_ns: now, ..Tally::default() };
+            }
+            if seq != t.received {
+                t.in_order = false;
+            }
+            t.received += 1;
+            t.last_ns = now;
+        })
+        .wait()
+        .unwrap_or_else(|e| fail("declare_subscriber", e));
+    println!("ready");
+    for line in std::io::stdin().lock().lines() {
+        match line.as_deref() {
+            Ok("report") => {
+                let t = tally.lock().unwrap();
+                println!(
+                    "{{\"step\": {}, \"received\": {}, \"in_order\": {}, \"stale\": {}, \"first_ns\": {}, \"last_ns\": {}}}",
+                    t.step, t.received, t.in_order, t.stale, t.first_ns, t.last_ns
+                );
+            }
+            _ => break,
+        }
+    }
+}
+
+fn flood_pub(connect: &str) {
+    let s = session(&[], &[connect]);
+    let out = s
+        .declare_publisher("bench/flood")
+        .congestion_control(CongestionControl::Block)
+        .wait()
+        .unwrap_or_else(|e| fail("declare_publisher", e));
+    println!("ready");
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let f: Vec<f64> = line
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or_else(|e| fail(v, e)))
+            .collect();
+        if f.len() != 5 {
+            break;
+        }
+        let (step, rate, count, size) = (f[0] as u64, f[1], f[2] as u64, f[3] as usize);
+        let max = Duration::from_secs_f64(f[4]);
+        let mut payload = vec![b'x'; size.max(HEAD)];
+        let t0 = Instant::now();
+        let mut sent = 0u64;
+        while sent < count && t0.elapsed() < max {
+            // Absolute deadlines: message i leaves at t0 + i / rate, or up to AHEAD
+            // earlier (a sleep shorter than that would oversleep: timer slack).
+            let due = t0 + Duration::from_secs_f64(sent as f64 / rate);
+            let now = Instant::now();
+            if due > now + AHEAD {
+                std::thread::sleep(due - now - AHEAD);
+            }
+            payload[..HEAD].copy_from_slice(format!("{step:08}{sent:010}").as_bytes());
+            // A fresh buffer per put, as the Python publishers hand over a new bytes object.
+            out.put(payload.clone()).wait().unwrap_or_else(|e| fail("put", e));
+            sent += 1;
+        }
+        println!(
+            "{{\"step\": {step}, \"sent\": {sent}, \"elapsed_s\": {:.6}}}",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    s.close().wait().unwrap_or_else(|e| fail("close", e));
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let number = |s: &str| s.parse::<usize>().unwrap_or_else(|e| fail(s, e));
     match args.get(1).map(String::as_str) {
         Some("echo") if args.len() == 3 => echo(&args[2]),
+        Some("sub") if args.len() == 3 => flood_sub(&args[2]),
+        Some("pub") if args.len() == 3 => flood_pub(&args[2]),
         Some("ping") if args.len() >= 5 => {
             let sizes: Vec<usize> = args[4..].iter().map(|s| number(s)).collect();
             ping(&args[2], number(&args[3]), &sizes)
         }
-        _ => fail("usage", "echo LISTEN | ping CONNECT COUNT SIZE..."),
+        _ => fail("usage", "echo LISTEN | ping CONNECT COUNT SIZE... | sub LISTEN | pub CONNECT"),
     }
 }

@@ -57,6 +57,8 @@ def evaluate(check: Check, runs: dict[str, list[Run]]) -> CheckResult:
 
 
 def finding_verdict(finding: Finding, results: Sequence[CheckResult], ran: bool) -> str:
+    if finding.no_result:
+        return "no seed result"
     if finding.cannot_run:
         return "cannot run here"
     if not ran:
@@ -91,9 +93,10 @@ def _runs_line(exp: Experiment, runs: list[Run]) -> str:
         rec = r.record
         busy = " **busy**" if rec.busy else ""
         failed = f", {rec.failed} of {rec.trials} trials failed" if rec.failed else ""
+        other = f"others {rec.other.other_cores:.2f} cores, " if rec.other else ""
         parts.append(
-            f"run {rec.run} {_when(rec.start_unix_s)} UTC, load {rec.load.before:.1f} → "
-            f"max {rec.load.max:.1f}{busy}{failed}"
+            f"run {rec.run} {_when(rec.start_unix_s)} UTC, {other}load "
+            f"{rec.load.before:.1f} → max {rec.load.max:.1f}{busy}{failed}"
         )
     variant = f"quick variant: {exp.quick_differs}" if quick else "full spec"
     command = runs[0].record.command
@@ -132,6 +135,8 @@ def render_finding(
     lines.append(f"- Rule: {f.reading}.")
     if f.by_construction:
         lines.append(f"- **By construction**: {f.by_construction}.")
+    if f.no_result:
+        lines.append(f"- Not judged: {f.no_result}.")
     if f.cannot_run:
         lines.append(f"- Not run: {f.cannot_run}.")
     required = sorted({n for e in f.experiments for n in experiments[e].needs})
@@ -173,9 +178,13 @@ and shown as its median with the min-max over runs; a rule states what the seed'
 mean ("about the same" is within ±25 %). A check **agrees** when every run meets its
 rule, **disagrees** when none does, **partly** otherwise; a finding agrees when all its
 checks do. **By construction** marks an agreement that follows from how a link profile
-was calibrated. A run is **busy** when the 1-minute load average before it already
-held half this machine's cores (other work ran beside it); `load a → max b` is the load
-average before the run and its highest during it. Findings this machine cannot measure,
+was calibrated. A run is **busy** when other processes took more than a quarter of
+one core on average while it ran: `others c cores` is the machine's process CPU time
+(/proc/stat) less the run's own process tree (getrusage of it and its children), over
+the run's wall time (`src/roboscale/reproduce/busy.py`; a run kept before this was
+measured is marked from its load average). `load a → max b` is the 1-minute load
+average before the run and its highest during it; it counts the run's own processes
+too, so it is shown, not used for the mark. Findings this machine cannot measure,
 and experiments not run (they need root, a stack, or hours), are listed, never dropped.
 """
 

@@ -3,12 +3,15 @@ figure in it is computed here from committed summaries, none is typed by hand.""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from roboscale.analysis import uncertainty
+from roboscale.analysis.uncertainty import Estimate
 from roboscale.reproduce.evidence import Evidence, Run
 from roboscale.reproduce.figures import NoFigure, compute, experiments_of, number, passes
 from roboscale.reproduce.figures import rule_words as words
@@ -71,15 +74,26 @@ def finding_verdict(finding: Finding, results: Sequence[CheckResult], ran: bool)
     return "disagrees" if verdicts <= {"disagrees", "no figure"} else "partly"
 
 
-def _interval(values: dict[int, float], unit: str) -> str:
+def estimate(values: dict[int, float]) -> Estimate | None:
+    """The figure over its runs: the median, with the 95 % interval of the answers
+    issue's bootstrap (analysis/uncertainty.py) over runs. The kept summaries hold one
+    figure per run, not the messages behind it, so the draws are of runs only; one run
+    has no interval and says "single run"."""
     if not values:
-        return "-"
+        return None
     v = list(values.values())
-    mid = statistics.median(v)
     if len(v) == 1:
-        return f"{number(mid)}{unit} (1 run)"
-    dash = " to " if min(v) < 0 else "-"  # "-1.57 to 5.38", not "-1.57-5.38"
-    return f"{number(mid)}{unit} ({number(min(v))}{dash}{number(max(v))}, {len(v)} runs)"
+        return Estimate(v[0], None, None, 1, 1, "single run")
+    return uncertainty.percentile([np.array([x], dtype=np.float64) for x in v], 50.0)
+
+
+def _interval(values: dict[int, float], unit: str) -> str:
+    e = estimate(values)
+    if e is None or e.value is None:
+        return "-"
+    if e.low is None or e.high is None:
+        return f"{number(e.value)}{unit} ({e.note})"
+    return f"{number(e.value)}{unit} [{number(e.low)}, {number(e.high)}] ({e.runs} runs)"
 
 
 def _when(t: float) -> str:
@@ -152,8 +166,8 @@ def render_finding(
     if results:
         lines += [
             "",
-            "| figure | seed | measured: median (min-max, runs) | per run (✗: fails the rule) "
-            "| rule | verdict |",
+            "| figure | seed | measured: median [95 % interval] (runs) "
+            "| per run (✗: fails the rule) | rule | verdict |",
             "|---|---|---|---|---|---|",
             *[_check_row(r) for r in results],
         ]
@@ -174,7 +188,12 @@ from them and fails if it differs: no figure here is typed by hand.
 
 How to read a finding: the quote is the seed's own; the figure is computed in every run
 (each run is one `roboscale bench` of the experiment, repeated by `roboscale reproduce`)
-and shown as its median with the min-max over runs; a rule states what the seed's words
+and shown as its median over runs with a 95 % interval: the bootstrap of
+`src/roboscale/analysis/uncertainty.py` (the statistics of every roboscale report), which
+draws runs and, where records allow, the messages within them. The summaries kept here
+hold one figure per run, so the draws are of runs; the number of runs is given, and a
+figure from one run says "single run" and has no interval. With 3 runs the interval is
+wide by nature: it says how little 3 runs pin a figure down. A rule states what the seed's words
 mean ("about the same" is within ±25 %). A check **agrees** when every run meets its
 rule, **disagrees** when none does, **partly** otherwise; a finding agrees when all its
 checks do. **By construction** marks an agreement that follows from how a link profile

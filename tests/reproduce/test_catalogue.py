@@ -29,7 +29,8 @@ def test_ids_are_unique_and_every_experiment_is_declared() -> None:
     assert len(EXPERIMENT_BY_ID) == len(EXPERIMENTS)
     for f in FINDINGS:
         assert set(f.experiments) <= set(EXPERIMENT_BY_ID), f.id
-        assert f.cannot_run or f.checks, f"{f.id}: neither checks nor a reason it cannot run"
+        reason = f.cannot_run or f.no_result
+        assert reason or f.checks, f"{f.id}: neither checks nor a reason it has none"
         for check in f.checks:
             assert experiments_of(check.figure) <= set(f.experiments), (f.id, check.label)
             assert rule_words(check.rule, check.unit)
@@ -61,3 +62,24 @@ def test_the_seeds_parameters_are_the_experiments() -> None:
         assert spec.sweep.payload == [("text", 11)]
     spec = load_experiment(REPO, EXPERIMENT_BY_ID["thesis-e7-100hz"], quick=True)
     assert spec.sweep.pairs == [1, 2, 4] and spec.sweep.rate_hz == [100.0]
+
+
+# Issue 25's "Findings with no row", and the thesis's E2 and E9, each with its row.
+ISSUE_ROWS = [
+    "E2-reboot", "E2-no-reboot", "E9-horizontal",  # the thesis's E2 and E9
+    "E4-11b-wifi-slower",  # E4 at 11 B
+    "E5-sensor-cpu", "E5-video-cpu", "E5-video-40hz",  # E5: CPU limits, video 20/40 Hz
+    "E7-100hz-senders",  # 100 Hz with 1, 2 and 4 senders
+    "E7-256-200hz", "E7-256-10hz",  # 256 nodes at 200 Hz and 10 Hz
+    "LR-q5-freq-scaling", "LR-q5-realtime", "LR-q5-load",  # Q5's comparisons
+    "LR-q6-graded", "LR-q6-jump",  # Q6
+    "LR-listener-sync",  # Q7
+    "LR-pingpong-increment", "LR-chain-additive", "LR-step-outliers",  # Q8
+    "P-chaos-10-25", "P-restart-main-supervisor",  # chaos at 10 and 25, main node, supervisor
+    "P-latency-workers", "P-quality-workers",  # against the number of workers
+]  # fmt: skip
+
+
+def test_every_finding_the_issue_lists_has_a_row() -> None:
+    ids = {f.id for f in FINDINGS}
+    assert [i for i in ISSUE_ROWS if i not in ids] == []

@@ -11,7 +11,7 @@ import pytest
 
 from roboscale.errors import UserError
 from roboscale.reproduce.catalogue import EXPERIMENTS, FINDINGS
-from roboscale.reproduce.document import render
+from roboscale.reproduce.document import estimate, render
 from roboscale.reproduce.evidence import RECORD_FILE, Evidence
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -48,3 +48,13 @@ def test_a_damaged_run_record_is_a_clear_error(tmp_path: Path) -> None:
     (run / RECORD_FILE).write_text(json.dumps(record))
     with pytest.raises(UserError, match=r"reproduce.json: load.before"):
         Evidence(tmp_path / "ev").runs(kept[0].parent.name)
+
+
+def test_a_figure_shows_its_bootstrap_interval_and_runs() -> None:
+    three = estimate({1: 1.0, 2: 2.0, 3: 3.0})
+    assert three is not None and three.value == 2.0 and three.runs == 3
+    assert three.low is not None and three.high is not None
+    assert 1.0 <= three.low <= 2.0 <= three.high <= 3.0
+    one = estimate({1: 2.5})
+    assert one is not None and one.value == 2.5 and one.note == "single run"
+    assert one.low is None and estimate({}) is None

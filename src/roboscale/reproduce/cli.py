@@ -12,7 +12,7 @@ from roboscale.cliargs import path
 from roboscale.errors import UserError
 from roboscale.reproduce.catalogue import EXPERIMENT_BY_ID, EXPERIMENTS, FINDINGS
 from roboscale.reproduce.evidence import Evidence
-from roboscale.reproduce.model import SEEDS, Finding
+from roboscale.reproduce.model import SEEDS, Experiment, Finding
 
 RUNS = 3
 
@@ -20,7 +20,7 @@ HELP = """\
 Run every seed finding's experiment through the lab (as `roboscale bench` does),
 RUNS times each, keep their summaries under DOCS/reproduction/, and write
 DOCS/reproduction.md from all kept runs: each finding's quote, parameters, figure with
-its min-max over runs, the rule and the verdict. Experiments that need root or a stack
+its 95 % interval over runs, the rule and the verdict. Experiments that need root or a stack
 this machine lacks are listed as not run.
 """
 
@@ -47,7 +47,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--quick", action="store_true", help="the experiments' quick variants")
     p.add_argument("--dry-run", action="store_true", help="list findings, trials and time")
-    p.add_argument("--runs", type=int, default=RUNS, help=f"runs per experiment ({RUNS})")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help=f"runs per experiment (the seed's own count where it gives one, else {RUNS})",
+    )
     p.add_argument("--docs", type=path, default=Path("docs"), help="the docs folder (docs)")
     p.add_argument("--root", type=path, default=Path("."), help="the folder of experiments/")
     p.add_argument(
@@ -70,7 +75,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
     from roboscale.reproduce.document import render
     from roboscale.reproduce.runner import estimate, missing, run_experiment
 
-    if not 1 <= args.runs <= 100:
+    if args.runs is not None and not 1 <= args.runs <= 100:
         raise UserError(f"--runs {args.runs}: allowed: 1 to 100")
     findings = select(args.seed, args.finding)
     wanted = list(dict.fromkeys(e for f in findings for e in f.experiments))
@@ -84,16 +89,21 @@ def main(args: argparse.Namespace, console: Console) -> int:
             if lacks:
                 console.print(f"[yellow]{exp_id}: not run, needs {'; '.join(lacks)}[/yellow]")
                 continue
-            est = estimate(args.root, exp, args.quick, args.runs)
+            est = estimate(args.root, exp, args.quick, runs_of(exp, args.runs))
             console.print(f"{exp_id}: {est.trials} trials, about {est.seconds / 60:.1f} min")
             run_experiment(
-                args.root, exp, quick=args.quick, runs=args.runs, work=args.work,
+                args.root, exp, quick=args.quick, runs=runs_of(exp, args.runs), work=args.work,
                 evidence=evidence, console=console,
             )  # fmt: skip
     doc = args.docs / "reproduction.md"
     safewrite.write_text(doc, render(FINDINGS, EXPERIMENTS, evidence))
     console.print(f"[bold]written:[/bold] {doc}")
     return 0
+
+
+def runs_of(exp: Experiment, asked: int | None) -> int:
+    """--runs when given, else the seed's own count for this experiment, else RUNS."""
+    return asked if asked is not None else exp.runs or RUNS
 
 
 def _dry_run(
@@ -103,18 +113,20 @@ def _dry_run(
 
     total = 0.0
     for f in findings:
-        if f.cannot_run:
+        if f.no_result:
+            console.print(f"{f.id}: no seed result: {f.no_result}")
+        elif f.cannot_run:
             console.print(f"{f.id}: cannot run here: {f.cannot_run}")
         else:
             console.print(f"{f.id}: {', '.join(f.experiments)}")
     for exp_id in wanted:
         exp = EXPERIMENT_BY_ID[exp_id]
-        est = estimate(args.root, exp, args.quick, args.runs)
+        runs = runs_of(exp, args.runs)
+        est = estimate(args.root, exp, args.quick, runs)
         lacks = missing(exp)
         note = f"  [yellow]not run here: needs {'; '.join(lacks)}[/yellow]" if lacks else ""
         console.print(
-            f"  {exp_id}: {est.trials} trials ({args.runs} runs), about "
-            f"{est.seconds / 60:.1f} min{note}"
+            f"  {exp_id}: {est.trials} trials ({runs} runs), about {est.seconds / 60:.1f} min{note}"
         )
         total += est.seconds if not lacks else 0
     console.print(f"[bold]about {total / 60:.0f} min[/bold] for what can run here")

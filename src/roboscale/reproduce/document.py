@@ -3,12 +3,15 @@ figure in it is computed here from committed summaries, none is typed by hand.""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from roboscale.analysis import uncertainty
+from roboscale.analysis.uncertainty import Estimate
 from roboscale.reproduce.evidence import Evidence, Run
 from roboscale.reproduce.figures import NoFigure, compute, experiments_of, number, passes
 from roboscale.reproduce.figures import rule_words as words
@@ -57,6 +60,8 @@ def evaluate(check: Check, runs: dict[str, list[Run]]) -> CheckResult:
 
 
 def finding_verdict(finding: Finding, results: Sequence[CheckResult], ran: bool) -> str:
+    if finding.no_result:
+        return "no seed result"
     if finding.cannot_run:
         return "cannot run here"
     if not ran:
@@ -69,15 +74,26 @@ def finding_verdict(finding: Finding, results: Sequence[CheckResult], ran: bool)
     return "disagrees" if verdicts <= {"disagrees", "no figure"} else "partly"
 
 
-def _interval(values: dict[int, float], unit: str) -> str:
+def estimate(values: dict[int, float]) -> Estimate | None:
+    """The figure over its runs: the median, with the 95 % interval of the answers
+    issue's bootstrap (analysis/uncertainty.py) over runs. The kept summaries hold one
+    figure per run, not the messages behind it, so the draws are of runs only; one run
+    has no interval and says "single run"."""
     if not values:
-        return "-"
+        return None
     v = list(values.values())
-    mid = statistics.median(v)
     if len(v) == 1:
-        return f"{number(mid)}{unit} (1 run)"
-    dash = " to " if min(v) < 0 else "-"  # "-1.57 to 5.38", not "-1.57-5.38"
-    return f"{number(mid)}{unit} ({number(min(v))}{dash}{number(max(v))}, {len(v)} runs)"
+        return Estimate(v[0], None, None, 1, 1, "single run")
+    return uncertainty.percentile([np.array([x], dtype=np.float64) for x in v], 50.0)
+
+
+def _interval(values: dict[int, float], unit: str) -> str:
+    e = estimate(values)
+    if e is None or e.value is None:
+        return "-"
+    if e.low is None or e.high is None:
+        return f"{number(e.value)}{unit} ({e.note})"
+    return f"{number(e.value)}{unit} [{number(e.low)}, {number(e.high)}] ({e.runs} runs)"
 
 
 def _when(t: float) -> str:
@@ -91,9 +107,10 @@ def _runs_line(exp: Experiment, runs: list[Run]) -> str:
         rec = r.record
         busy = " **busy**" if rec.busy else ""
         failed = f", {rec.failed} of {rec.trials} trials failed" if rec.failed else ""
+        other = f"others {rec.other.other_cores:.2f} cores, " if rec.other else ""
         parts.append(
-            f"run {rec.run} {_when(rec.start_unix_s)} UTC, load {rec.load.before:.1f} → "
-            f"max {rec.load.max:.1f}{busy}{failed}"
+            f"run {rec.run} {_when(rec.start_unix_s)} UTC, {other}load "
+            f"{rec.load.before:.1f} → max {rec.load.max:.1f}{busy}{failed}"
         )
     variant = f"quick variant: {exp.quick_differs}" if quick else "full spec"
     command = runs[0].record.command
@@ -132,6 +149,8 @@ def render_finding(
     lines.append(f"- Rule: {f.reading}.")
     if f.by_construction:
         lines.append(f"- **By construction**: {f.by_construction}.")
+    if f.no_result:
+        lines.append(f"- Not judged: {f.no_result}.")
     if f.cannot_run:
         lines.append(f"- Not run: {f.cannot_run}.")
     required = sorted({n for e in f.experiments for n in experiments[e].needs})
@@ -147,8 +166,8 @@ def render_finding(
     if results:
         lines += [
             "",
-            "| figure | seed | measured: median (min-max, runs) | per run (✗: fails the rule) "
-            "| rule | verdict |",
+            "| figure | seed | measured: median [95 % interval] (runs) "
+            "| per run (✗: fails the rule) | rule | verdict |",
             "|---|---|---|---|---|---|",
             *[_check_row(r) for r in results],
         ]
@@ -169,13 +188,22 @@ from them and fails if it differs: no figure here is typed by hand.
 
 How to read a finding: the quote is the seed's own; the figure is computed in every run
 (each run is one `roboscale bench` of the experiment, repeated by `roboscale reproduce`)
-and shown as its median with the min-max over runs; a rule states what the seed's words
+and shown as its median over runs with a 95 % interval: the bootstrap of
+`src/roboscale/analysis/uncertainty.py` (the statistics of every roboscale report), which
+draws runs and, where records allow, the messages within them. The summaries kept here
+hold one figure per run, so the draws are of runs; the number of runs is given, and a
+figure from one run says "single run" and has no interval. With 3 runs the interval is
+wide by nature: it says how little 3 runs pin a figure down. A rule states what the seed's words
 mean ("about the same" is within ±25 %). A check **agrees** when every run meets its
 rule, **disagrees** when none does, **partly** otherwise; a finding agrees when all its
 checks do. **By construction** marks an agreement that follows from how a link profile
-was calibrated. A run is **busy** when the 1-minute load average before it already
-held half this machine's cores (other work ran beside it); `load a → max b` is the load
-average before the run and its highest during it. Findings this machine cannot measure,
+was calibrated. A run is **busy** when other processes took more than a quarter of
+one core on average while it ran: `others c cores` is the machine's process CPU time
+(/proc/stat) less the run's own process tree (getrusage of it and its children), over
+the run's wall time (`src/roboscale/reproduce/busy.py`; a run kept before this was
+measured is marked from its load average). `load a → max b` is the 1-minute load
+average before the run and its highest during it; it counts the run's own processes
+too, so it is shown, not used for the mark. Findings this machine cannot measure,
 and experiments not run (they need root, a stack, or hours), are listed, never dropped.
 """
 

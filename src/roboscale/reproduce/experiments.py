@@ -14,6 +14,16 @@ EXPERIMENTS = [
         full_differs="one host over loopback, not two Pis over Ethernet",
     ),
     Experiment(
+        id="thesis-e2",
+        spec="experiments/thesis-e2.yaml",
+        backends=["ros1"],
+        needs=["ros1"],
+        runs=5,
+        quick_differs="1 and 4 kHz, 300 messages (full: 1, 4, 7 and 10 kHz, 1,000)",
+        full_differs="one host over loopback, not two Pis over Ethernet; the no-reboot "
+        "side only, runs back to back",
+    ),
+    Experiment(
         id="thesis-e3-11b",
         spec="experiments/thesis-e3-11b.yaml",
         needs=["root", "ros1"],

@@ -31,6 +31,7 @@ class Experiment(Frozen):
     backends: list[str] | None = None  # --backend, else the spec's
     stacks: list[str] | None = None  # --stack, else the spec's
     needs: list[str] = []  # what must be present: "root", a backend or a stack name
+    runs: int | None = None  # the seed's own number of runs, else --runs
     quick_differs: str = ""  # how --quick departs from the seed's parameters
     full_differs: str = ""  # how the full spec departs from them
 
@@ -146,6 +147,7 @@ class Finding(Frozen):
     reading: str  # why the rules say what the quote says
     by_construction: str = ""  # when agreement follows from a calibration, how
     cannot_run: str = ""  # why no experiment can measure it here (a knob we cannot turn)
+    no_result: str = ""  # why the seed gives nothing to judge (a proposal never run)
 
 
 class LoadStats(Frozen):
@@ -158,10 +160,22 @@ class LoadStats(Frozen):
     samples: int
 
 
-class RunRecord(Frozen):
-    """reproduce.json: how one run of an experiment was taken."""
+class OtherWork(Frozen):
+    """CPU time other processes took during one run (busy.py says how it is measured)."""
 
-    format_version: Literal[1] = 1
+    wall_s: float
+    machine_cpu_s: float  # every process on the machine, all cores
+    own_cpu_s: float  # the run's own process tree
+    other_cpu_s: float  # the difference, never below zero
+    other_cores: float  # other_cpu_s / wall_s: cores' worth of other work on average
+    threshold_cores: float  # above this the run is marked busy
+
+
+class RunRecord(Frozen):
+    """reproduce.json: how one run of an experiment was taken. Version 2 adds `other`
+    (version 1 marked busy from the load average alone)."""
+
+    format_version: Literal[1, 2] = 2
     experiment: str
     run: int
     quick: bool
@@ -170,6 +184,7 @@ class RunRecord(Frozen):
     start_unix_s: float
     end_unix_s: float
     load: LoadStats
+    other: OtherWork | None = None  # None in version 1
     busy: bool
     trials: int
     failed: int

@@ -1,6 +1,6 @@
 """Running a finding's experiments through the lab, as `roboscale bench` does, a few
-times each, with the load average sampled during every run, and keeping their summaries
-as evidence."""
+times each, with the load average sampled and other processes' CPU time measured during
+every run (busy.py), and keeping their summaries as evidence."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rich.console import Console
 
 from roboscale.errors import UserError
 from roboscale.lab.runner import estimate_s, run_sweep
+from roboscale.reproduce.busy import CpuMeter
 from roboscale.reproduce.evidence import Evidence
 from roboscale.reproduce.model import Experiment, LoadStats, RunRecord
 from roboscale.spec.loader import load_spec, profiles_path
@@ -23,12 +24,6 @@ from roboscale.spec.schema import Spec
 from roboscale.yamlfile import read_text
 
 LOAD_PERIOD_S = 1.0
-
-
-def busy_threshold(cores: int) -> float:
-    """A run is marked busy when, before it started, the 1-minute load average already
-    held half the machine's cores: other work was running beside it."""
-    return cores / 2
 
 
 class LoadSampler:
@@ -133,8 +128,10 @@ def run_experiment(
         command = _command(exp, quick)
         console.print(f"[bold]{exp.id}[/bold] run {k} of {runs}: {command}")
         start = time.time()
+        meter = CpuMeter().start()
         with LoadSampler() as load:
             outcome = run_sweep(spec, trials, out, text, command, console)
+        other = meter.stop()
         record = RunRecord(
             experiment=exp.id,
             run=k,
@@ -144,7 +141,8 @@ def run_experiment(
             start_unix_s=start,
             end_unix_s=time.time(),
             load=load.stats(),
-            busy=load.before >= busy_threshold(os.cpu_count() or 1),
+            other=other,
+            busy=other.other_cores > other.threshold_cores,
             trials=outcome.trials,
             failed=outcome.failed,
         )
@@ -152,8 +150,9 @@ def run_experiment(
         records.append(record)
         mark = " [yellow]busy[/yellow]" if record.busy else ""
         console.print(
-            f"  load average {record.load.before:.2f} before, {record.load.max:.2f} at most"
-            f"{mark}; {outcome.failed} of {outcome.trials} trials failed"
+            f"  other work {other.other_cores:.2f} cores (own {other.own_cpu_s:.0f} CPU-s in "
+            f"{other.wall_s:.0f} s){mark}; load average {record.load.before:.2f} before, "
+            f"{record.load.max:.2f} at most; {outcome.failed} of {outcome.trials} trials failed"
         )
         if outcome.interrupted:
             raise KeyboardInterrupt

@@ -51,6 +51,56 @@ def findings() -> list[Finding]:
             "knee lies here is the figure",
         ),
         Finding(
+            id="E2-reboot",
+            seed="thesis",
+            section="Thesis §3.1.2 (E2), Figures 3.7 and 3.8",
+            quote="the no reboot runs generally gave equal or better performance compared to "
+            "the full reboot runs.",
+            parameters="11 B, one pair, 1, 4, 7 and 10 kHz, 5 runs with a full reboot of "
+            "both hosts between runs against 5 without",
+            reading="the no-reboot side is E2-no-reboot; the comparison needs the reboot side",
+            cannot_run="rebooting this machine between runs is not possible (other work and "
+            "CI share it); the nearest the lab does is a fresh ROS master and fresh "
+            "processes for every trial, which every run here already has",
+        ),
+        Finding(
+            id="E2-no-reboot",
+            seed="thesis",
+            section="Thesis §3.1.2 (E2), Figures 3.7 and 3.8",
+            quote="for relatively low message frequencies the mean message latency was "
+            "consistently 1 - 1.5ms [...] the exact frequency that message latencies begin "
+            "increasing above nominal values is somewhere between 1KHz and 4KHz.",
+            parameters="11 B StampedMessage, one pair, 5 consecutive runs with no reboot "
+            "(the seed's count), 1,000 messages at 1, 4, 7 and 10 kHz (the thesis: two Pi 3s "
+            "over Ethernet; here one host over loopback)",
+            experiments=["thesis-e2"],
+            checks=[
+                Check(
+                    label="1 kHz sustained in each consecutive run (1: yes)",
+                    figure=pick("thesis-e2", SUSTAINED, rate_hz=1000, payload="text"),
+                    rule=AtLeast(bound=1),
+                    seed_value="consistent at 1 kHz",
+                ),
+                Check(
+                    label="mean RTT at 1 kHz",
+                    figure=pick("thesis-e2", RTT_MEAN, rate_hz=1000, payload="text"),
+                    rule=AtMost(bound=1500),
+                    unit=" µs",
+                    seed_value="1-1.5 ms",
+                ),
+                Check(
+                    label="highest rate sustained (every lower rate sustained too)",
+                    figure=Knee(experiment="thesis-e2", where={"payload": "text"}),
+                    rule=AtLeast(bound=1000),
+                    unit=" Hz",
+                    seed_value="between 1 and 4 kHz",
+                ),
+            ],
+            reading="'consistently': 1 kHz sustained in every one of the consecutive runs, "
+            "at the Pi's mean or below (this core is faster, and loopback has no wire); the "
+            "knee at or above 1 kHz, where the Pi's lay (its place here is the figure)",
+        ),
+        Finding(
             id="E3-11b-cpu",
             seed="thesis",
             section="Thesis §3.1.3 (E3)",
@@ -420,5 +470,20 @@ def findings() -> list[Finding]:
             "(docs/capacity.md), not by this command",
             cannot_run="the fit needs a capacity search (about 30 min), which `roboscale "
             "capacity` runs; its figures are in docs/capacity.md",
+        ),
+        Finding(
+            id="E9-horizontal",
+            seed="thesis",
+            section="Thesis §4.3 (E9, proposed)",
+            quote="if the average RTT per message across the system increases as N increases, "
+            "then this may indicate that ROS does not scale horizontally well [...] Due to "
+            "time constraints with this project, Experiment 9 was not executed",
+            parameters="2, 4, 6 and 8 hosts, half sending to every echoer host, M pairs "
+            "per host pair, several rates; `experiments/thesis-e9.yaml` runs the proposal "
+            "(`sudo roboscale bench experiments/thesis-e9.yaml`)",
+            reading="none: the thesis states a hypothesis and no result",
+            no_result="the thesis proposed E9 and never ran it, so there is no result to "
+            "agree or disagree with; the lab can run the proposal, but its figures would "
+            "be new findings, not a reproduction",
         ),
     ]

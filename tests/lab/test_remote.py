@@ -408,7 +408,8 @@ def test_a_bag_replays_across_two_machines(lab: SshLab, installed: Path, tmp_pat
     spec.write_text(
         "name: replay\nreplay: my.bag\nsweep:\n  backend: zenoh\n  hosts: 2\n"
         f"env:\n  inventory: {installed}\n  machines: [laptop, robot]\n"
-        "trial:\n  messages: 100\n  loop: true\n  warmup: 10\n  drain_s: 1\n  pause_s: 0\n"
+        "trial:\n  runs: 1\n  messages: 100\n  loop: true\n  warmup: 10\n  drain_s: 1\n"
+        "  pause_s: 0\n"
     )
     out = tmp_path / "results"
     done = lab.run([ROBOSCALE, "bench", str(spec), "--out", str(out)], 600)

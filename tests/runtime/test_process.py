@@ -279,3 +279,20 @@ def test_children_run_in_their_own_process_group(zygote: Zygote) -> None:
 
 def test_python_is_the_running_interpreter() -> None:
     assert ProcessNode("n", "m:f").python == sys.executable
+
+
+def test_children_that_write_and_die_at_once_leave_the_monitor_watching() -> None:
+    """A child's pidfd and its output pipe ready in one select round: reaping it (pidfd
+    first) unregisters the pipe, whose key the round must then skip. It did not, once:
+    'KeyError: 75 is not registered' ended the monitor thread in CI, and every process
+    child after it was left unwatched (a hung-heartbeat restart never came)."""
+    exits, on_exit = recorder()
+    for k in range(200):
+        # It exits as its own child writes: the pidfd and the pipe ready together.
+        script = "echo up; (sleep 0.01; echo late words) & sleep 0.01"
+        child = CommandChild(f"burst{k}", ["sh", "-c", script], ready_line="up")
+        child.start(on_exit)
+    ended = {exits.get(timeout=EVENT_TIMEOUT_S)[0] for _ in range(200)}
+    assert ended == {f"burst{k}" for k in range(200)}
+    CommandChild("after", ["true"]).start(on_exit)
+    assert exits.get(timeout=EVENT_TIMEOUT_S)[0] == "after"

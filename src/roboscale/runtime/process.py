@@ -146,6 +146,11 @@ class _Monitor:
     def _loop(self) -> None:
         while True:
             for key, _ in self._sel.select():
+                if self._sel.get_map().get(key.fd) is not key:
+                    # Unregistered by an earlier key of this round: a child reaped (its
+                    # pidfd first) takes its output and ready pipes with it, and their fd
+                    # numbers may already serve a new child.
+                    continue
                 kind, proc = key.data
                 if kind == "wake":
                     os.read(self._wake_r, 4096)

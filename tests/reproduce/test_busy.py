@@ -12,12 +12,13 @@ import os
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from roboscale.reproduce.busy import BUSY_CORES, CpuMeter, machine_busy_s
+from roboscale.reproduce.busy import BUSY_CORES, CpuMeter, machine_busy_s, reap_ended_orphans
 from roboscale.reproduce.model import OtherWork
 
 OWN_CPU_S = 0.5  # CPU seconds the run's own child burns
@@ -100,3 +101,41 @@ def test_the_first_line_of_proc_stat_is_checked(tmp_path: Path) -> None:
     bad.write_text("intr 1 2 3\n", encoding="ascii")
     with pytest.raises(RuntimeError, match="unexpected first line"):
         machine_busy_s(bad)
+
+
+ORPHAN_PARENT = (
+    "import subprocess, sys\n"
+    f"child = subprocess.Popen([sys.executable, '-c', {BURN!r}])\n"
+    "print(child.pid, flush=True)\n"  # and end without waiting for it: it is orphaned
+)
+
+
+def zombie_child_of(pid: int, parent: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] == "Z" and fields[1] == str(parent)
+
+
+def test_an_orphaned_descendants_work_is_the_runs_own() -> None:
+    """The attack on the mark: a run's process that ends before its own child (the Erlang
+    VM killed under its port programs) used to hand that child to init, and the child's
+    CPU time counted as other work. Made our orphan by the subreaper, it is the run's."""
+    meter = CpuMeter().start()
+    done = subprocess.run(
+        [sys.executable, "-c", ORPHAN_PARENT], check=True, timeout=BOUND_S, capture_output=True
+    )
+    orphan = int(done.stdout.decode().split()[0])
+    deadline = time.monotonic() + BOUND_S
+    while not zombie_child_of(orphan, os.getpid()):  # it burns, ends, and waits for us
+        assert time.monotonic() < deadline, "the orphan never came to this process"
+        time.sleep(0.01)
+    other = meter.stop()
+    assert other.own_cpu_s >= OWN_CPU_S, other
+    assert not Path(f"/proc/{orphan}").exists(), "the meter left the orphan unreaped"
+
+
+def test_reaping_waits_only_for_ended_children(spinner: subprocess.Popen[str]) -> None:
+    assert reap_ended_orphans() == 0
+    assert spinner.poll() is None  # a live child is not touched

@@ -9,13 +9,22 @@ user; idle, iowait, interrupts and steal are no process's), and the run's own is
 descendant that was waited for, which the lab does for every process it starts before a
 sweep returns). What is left ran in other processes: another helper's build, a CI run.
 
-Limits, stated where the mark is printed: a descendant that is never waited for (a
-daemon such as Erlang's epmd) counts as other work, and so does kernel time spent in the
-run's own system calls that the kernel charges to softirq rather than to the process.
+A descendant whose parent dies first is orphaned: without care the kernel hands it to
+init, which waits for it, and its CPU time was lost to the run and counted as other work
+(the Erlang stack's port programs, left when the VM is killed, marked every run of the
+paper's restart experiments busy on an idle machine). So the meter makes this process a
+child subreaper for the run (PR_SET_CHILD_SUBREAPER): orphans come to it, and at the
+run's end it waits for those that have ended, which adds their time to RUSAGE_CHILDREN.
+
+Limits, stated where the mark is printed: a descendant still running when the run ends
+(a daemon such as Erlang's epmd) counts as other work, and so does kernel time spent in
+the run's own system calls that the kernel charges to softirq rather than to the process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import resource
 import time
@@ -28,6 +37,8 @@ PROC_STAT = Path("/proc/stat")
 # Other work above a quarter of one core's time, averaged over the run, marks it busy: on
 # this 2-core machine that is an eighth of everything, enough to move a latency tail.
 BUSY_CORES = 0.25
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+PROC = Path("/proc")
 
 
 def machine_busy_s(stat: Path = PROC_STAT) -> float:
@@ -48,6 +59,32 @@ def own_cpu_s() -> float:
     return total
 
 
+def set_child_subreaper(on: bool) -> bool:
+    """Make this process (or stop it being) the reaper of its orphaned descendants."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return int(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+
+
+def reap_ended_orphans(proc: Path = PROC) -> int:
+    """Wait for every child of this process that has ended and that nobody waits for;
+    how many. Called when the run's own processes have all been waited for, so the only
+    zombie children left are orphans handed to this process as subreaper."""
+    me, reaped = os.getpid(), 0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            after_name = (entry / "stat").read_text(encoding="ascii").rsplit(")", 1)[1]
+        except (OSError, UnicodeDecodeError, IndexError):
+            continue  # gone meanwhile, or not a process's stat
+        fields = after_name.split()
+        if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(me):
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(int(entry.name), os.WNOHANG)[0]:
+                    reaped += 1
+    return reaped
+
+
 @dataclass
 class CpuMeter:
     """Measures other work between start() and stop(); one meter per run."""
@@ -58,10 +95,14 @@ class CpuMeter:
     _own: float = 0.0
 
     def start(self) -> CpuMeter:
+        set_child_subreaper(True)
+        reap_ended_orphans()  # an earlier run's, so that their time is not counted here
         self._wall, self._machine, self._own = time.monotonic(), machine_busy_s(), own_cpu_s()
         return self
 
     def stop(self) -> OtherWork:
+        reap_ended_orphans()
+        set_child_subreaper(False)
         wall = max(time.monotonic() - self._wall, 1e-6)
         machine = machine_busy_s() - self._machine
         own = own_cpu_s() - self._own

@@ -199,11 +199,12 @@ rule, **disagrees** when none does, **partly** otherwise; a finding agrees when 
 checks do. **By construction** marks an agreement that follows from how a link profile
 was calibrated. A run is **busy** when other processes took more than a quarter of
 one core on average while it ran: `others c cores` is the machine's process CPU time
-(/proc/stat) less the run's own process tree (getrusage of it and its children), over
-the run's wall time (`src/roboscale/reproduce/busy.py`; a run kept before this was
-measured is marked from its load average). `load a → max b` is the 1-minute load
-average before the run and its highest during it; it counts the run's own processes
-too, so it is shown, not used for the mark. Findings this machine cannot measure,
+(/proc/stat) less the run's own process tree (getrusage of it and its children; orphans
+of the tree come to it as their subreaper and count too), over the run's wall time
+(`src/roboscale/reproduce/busy.py`; a run kept before this was measured is marked from
+its load average). `load a → max b` is the 1-minute load average before the run and
+its highest during it; it counts the run's own processes too, so it is shown, not used
+for the mark. Findings this machine cannot measure,
 and experiments not run (they need root, a stack, or hours), are listed, never dropped.
 """
 

@@ -22,7 +22,6 @@ import os
 import queue
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from roboscale.facetrack.config import TrackerConfig
 from roboscale.facetrack.records import TRACKER_RUN_FILE, ProcessUsage, TrackerRun
 from roboscale.facetrack.stack import Progress
 from roboscale.facetrack.usage import usage_of
+from roboscale.runtime.threads import ThreadScope
 from roboscale.safewrite import open_stream
 
 STOP_TIMEOUT_S = 30.0
@@ -68,7 +68,9 @@ class HostedTracker:
             text=True,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, name=f"{stack}-host", daemon=True).start()
+        # The reader's owner: stop() joins it, and an error it ends on is logged and kept.
+        self._readers = ThreadScope(f"{stack}-host", on_error=self._reader_failed)
+        self._readers.spawn(self._read, name=f"{stack}-host")
         try:
             self._expect("ready", start_timeout_s)
         except BaseException:
@@ -77,9 +79,15 @@ class HostedTracker:
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.rstrip("\n"))
-        self.lines.put(None)
+        try:
+            for line in self.proc.stdout:
+                self.lines.put(line.rstrip("\n"))
+        finally:
+            self.lines.put(None)  # a waiter learns at once that no more lines come
+
+    def _reader_failed(self, name: str, error: BaseException) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self._log.write(f"{name}: reading the host's output failed: {error!r}\n".encode())
 
     def _send(self, line: str) -> None:
         assert self.proc.stdin is not None
@@ -145,4 +153,5 @@ class HostedTracker:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+        self._readers.close(timeout_s=KILL_TIMEOUT_S)
         self._log.close()

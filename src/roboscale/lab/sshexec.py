@@ -23,17 +23,18 @@ from __future__ import annotations
 import base64
 import json
 import os
+import selectors
 import shlex
 import signal
 import subprocess
 import sys
-import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 from roboscale.env.inventory import InventoryHost
 from roboscale.env.ssh import Ssh, SshError
+from roboscale.runtime.threads import ThreadScope
 from roboscale.safewrite import write_bytes, write_text
 
 FORWARDED = ("ROS_", "ROBOSCALE_", "ZENOH", "CYCLONEDDS", "RUST_LOG", "PYTHONUNBUFFERED")
@@ -240,17 +241,32 @@ def fetch(ssh: Ssh, mirror: Mirror) -> None:
             write_bytes(local, done.stdout)
 
 
-def relay(proc: subprocess.Popen[bytes]) -> None:
+def relay(proc: subprocess.Popen[bytes], stop_fd: int) -> None:
     """Pass our stdin on to ssh, but keep ssh's stdin open after our own ends: commands
     that read nothing (roscore, with stdin from /dev/null) must live until this wrapper
-    ends, and the host's guard takes the end of its stdin for the end of the wrapper."""
+    ends, and the host's guard takes the end of its stdin for the end of the wrapper.
+    Ends when `stop_fd` becomes readable, so that its owner can join it."""
     assert proc.stdin is not None
-    for line in iter(sys.stdin.buffer.readline, b""):
-        try:
-            proc.stdin.write(line)
-            proc.stdin.flush()
-        except OSError:
-            return
+    stdin = sys.stdin.buffer.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(stdin, selectors.EVENT_READ)
+        sel.register(stop_fd, selectors.EVENT_READ)
+        while True:
+            ready = {key.fd for key, _ in sel.select()}
+            if stop_fd in ready:
+                return
+            chunk = os.read(stdin, 65536)
+            if not chunk:
+                return
+            try:
+                proc.stdin.write(chunk)
+                proc.stdin.flush()
+            except OSError:
+                return
+
+
+def _relay_failed(name: str, error: BaseException) -> None:
+    print(f"sshexec: {name} failed: {error!r}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,8 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # Ending ssh closes the host's stdin: its guard ends the command's group.
         signal.signal(sig, lambda *_: proc.kill())
-    threading.Thread(target=relay, args=(proc,), daemon=True).start()
-    code = proc.wait()
+    stop_r, stop_w = os.pipe()
+    with ThreadScope("sshexec", on_error=_relay_failed) as scope:
+        scope.spawn(relay, proc, stop_r, name="sshexec-stdin")
+        code = proc.wait()
+        os.write(stop_w, b"x")
+    for fd in (stop_r, stop_w):
+        os.close(fd)
     fetch(ssh, mirror)
     return code
 
@@ -276,4 +297,4 @@ if __name__ == "__main__":
     exit_code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(exit_code)  # not sys.exit: the relay thread may be blocked reading stdin
+    os._exit(exit_code)

@@ -343,12 +343,14 @@ def test_a_capacity_search_runs_on_the_robot_and_fits_its_model(
     lab: SshLab, installed: Path, tmp_path: Path
 ) -> None:
     # One probe per rate, on both sides of a boundary, as the fit needs (4 sustained trials
-    # at least): 2 nodes hold 50-400 Hz; at 50 kHz a Python sender of 4.25 KB scans falls
-    # behind (and its echoes queue up). 2 s each: 100 messages or more per verdict.
+    # at least): 2 nodes hold 50-150 Hz even on a loaded machine (400 Hz did not, at load
+    # 15-20: a measurement, not this test's subject); at 50 kHz a Python sender of 4.25 KB
+    # scans falls behind (and its echoes queue up). 2 s each: 100 messages or more per
+    # verdict.
     spec = tmp_path / "robot-capacity.yaml"
     spec.write_text(
         "name: robot-capacity\n"
-        "sweep:\n  backend: zenoh\n  rate_hz: [50, 100, 200, 400, 50000]\n  payload: [laserscan]\n"
+        "sweep:\n  backend: zenoh\n  rate_hz: [50, 75, 100, 150, 50000]\n  payload: [laserscan]\n"
         f"env:\n  inventory: {installed}\n  machines: [robot]\n"
         "trial:\n  runs: 1\n  duration_s: 2\n  warmup: 5\n  drain_s: 1\n  pause_s: 0\n"
     )
@@ -358,7 +360,7 @@ def test_a_capacity_search_runs_on_the_robot_and_fits_its_model(
     assert done.returncode == 0, done.stdout + done.stderr
     found = json.loads((out / "capacity-search.json").read_text())["searches"]
     stops = [(s["rate_hz"], s["stop"]) for s in found]
-    assert stops == [(50, "cap"), (100, "cap"), (200, "cap"), (400, "cap"), (50000, "floor")]
+    assert stops == [(50, "cap"), (75, "cap"), (100, "cap"), (150, "cap"), (50000, "floor")]
     trials = json.loads((out / "summary.json").read_text())["trials"]
     assert len(trials) == 5
     robot_dir = installed.parent / "remote-robot"

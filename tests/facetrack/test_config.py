@@ -63,6 +63,15 @@ def test_config_is_plain_json() -> None:
     }
 
 
+def test_kill_interval_is_bounded_and_named() -> None:
+    from roboscale.facetrack.config import ConfigError, KillPlan
+
+    assert KillPlan(count=3, interval_ms=5.0).interval_ms == 5.0
+    for bad in (-1.0, 1000.5, "5", True):
+        with pytest.raises(ConfigError, match=r"kills\.interval_ms: must be"):
+            KillPlan(count=3, interval_ms=bad)  # type: ignore[arg-type]
+
+
 def test_a_main_process_target_is_killed_once_and_only_where_the_stack_can() -> None:
     from roboscale.facetrack.config import ConfigError, KillPlan, TrackerConfig
     from roboscale.facetrack.stack import check_kills, get_stack

@@ -95,8 +95,8 @@ def test_unknown_field_suggests_nearest(tmp_path: Path) -> None:
         "F:4: sweep.paylod: unknown field; did you mean 'payload'? "
         "allowed fields here: backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
         "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
-        "deque_len, kills, kill_method, kill_target, dispatch, priority, pin, cpu_load, traffic, "
-        "graph"
+        "deque_len, kills, kill_method, kill_target, kill_interval_ms, dispatch, priority, pin, "
+        "cpu_load, traffic, graph"
     ]
 
 

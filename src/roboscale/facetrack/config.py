@@ -25,6 +25,7 @@ MAX_DEQUE = 1000
 MAX_FRAMES = 1_000_000
 MIN_FPS = 0.1
 MAX_FPS = 1000.0
+MAX_KILL_INTERVAL_MS = 1000.0
 PAPER_DEADBAND_PX = 80  # at the paper's 640x480
 
 
@@ -39,8 +40,10 @@ class ConfigError(UserError):
 
 @dataclass(frozen=True)
 class KillPlan:
-    """Chaos during a run: `count` workers killed by `method`, all at once (no pause between
-    them, as the paper's quality-under-failure runs), when frame `at_frame` is captured.
+    """Chaos during a run: `count` workers killed by `method` when frame `at_frame` is
+    captured, `interval_ms` apart: 0 is all at once (no pause between them, as the paper's
+    quality-under-failure runs); its restart timing (Table 5) killed 200 times a second,
+    5 ms apart, so that each restart is timed on its own, not behind the others'.
 
     `sigterm`/`sigkill` signal a worker's OS process; `crash` fails an in-process worker
     (an exception in its callback) for stacks whose workers share a process.
@@ -53,12 +56,14 @@ class KillPlan:
     # (the aggregator: the ROS main node's part that respawns; an Erlang supervisor), as
     # the paper's Table 5 did.
     target: str = "worker"
+    interval_ms: float = 0.0
 
     def __post_init__(self) -> None:
         _int_in("kills.count", self.count, 0, MAX_WORKERS * 10)
         _choice("kills.method", self.method, KILL_METHODS)
         _int_in("kills.at_frame", self.at_frame, 0, MAX_FRAMES)
         _choice("kills.target", self.target, KILL_TARGETS)
+        _number_in("kills.interval_ms", self.interval_ms, 0.0, MAX_KILL_INTERVAL_MS)
         if self.target != "worker" and self.count > 1:
             raise ConfigError("kills.count", f"a {self.target} is one process: 0 or 1")
 

@@ -36,8 +36,9 @@ def findings() -> list[Finding]:
             quote="ROS takes between 291ms and 420ms to restart a failed node, whereas Erlang "
             "restarts its processes in 0.224ms–0.368ms, which is approximately 0.06% to "  # noqa: RUF001
             "0.08% of the time taken by ROS.",
-            parameters="face tracker workers killed one batch at a time by SIGTERM and by "
-            "SIGKILL, ros1 (roslaunch respawn) and erlang (one_for_one supervisor)",
+            parameters="face tracker workers killed 5 ms apart (the paper's '200 random "
+            "terminations every 1 second') by SIGTERM and by SIGKILL, ros1 (roslaunch "
+            "respawn) and erlang (one_for_one supervisor)",
             experiments=[restart],
             checks=[
                 Check(

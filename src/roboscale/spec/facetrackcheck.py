@@ -126,6 +126,7 @@ _SPEC_FIELD: dict[str, KeyPath] = {
     "workers": ("sweep", "workers"), "deque_len": ("sweep", "deque_len"),
     "dispatch": ("sweep", "dispatch"), "kills.count": ("sweep", "kills"),
     "kills.method": ("sweep", "kill_method"), "kills.target": ("sweep", "kill_target"),
+    "kills.interval_ms": ("sweep", "kill_interval_ms"),
     "kills.at_frame": ("trial", "messages"),
 }  # fmt: skip
 

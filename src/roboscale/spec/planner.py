@@ -67,6 +67,7 @@ class TrialPlan:
     kills: int = 0  # facetrack: workers killed at once during the run
     kill_method: str = ""  # facetrack: sigterm, sigkill or crash
     kill_target: str = ""  # facetrack: worker, or one main process (aggregator, supervisors)
+    kill_interval_ms: float = 0.0  # facetrack: between two kills (0: all at once)
     dispatch: str = ""  # facetrack: how frames are given to workers
     graph: str = ""  # graph: the graph file's absolute path
     subject: str = ""  # what it runs as its id names it: the payload, or the variant (graph)

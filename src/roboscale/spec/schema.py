@@ -81,6 +81,7 @@ ChainLength = Annotated[int, Field(ge=2, le=MAX_CHAIN)]
 Workers = Annotated[int, Field(ge=1, le=5000)]
 DequeLen = Annotated[int, Field(ge=1, le=1000)]
 Kills = Annotated[int, Field(ge=0, le=50_000)]
+KillInterval = Annotated[float, Field(ge=0, le=1000)]
 LINK_NAME = r"^[A-Za-z][A-Za-z0-9_.-]*$"
 CORES = r"^[0-9]{1,4}(-[0-9]{1,4})?(,[0-9]{1,4}(-[0-9]{1,4})?){0,63}$"
 # Levels of the background-load axes (the lab report's none, normal and heavy extra work):
@@ -138,6 +139,9 @@ class Sweep(Strict):
         BeforeValidator(_as_list),
         Field(min_length=1),
     ] = ["worker"]
+    kill_interval_ms: Annotated[
+        list[KillInterval], BeforeValidator(_as_list), Field(min_length=1)
+    ] = [0.0]
     dispatch: Annotated[
         list[Literal["random", "round_robin", "least_loaded"]],
         BeforeValidator(_as_list),
@@ -269,8 +273,8 @@ ALLOWED: dict[str, str] = {
     "description": "free text",
     "sweep": "a mapping with backend, rate_hz, rate_factor, payload, pairs, hosts, link, cpu, "
     "workload, listeners, chain_length, ack, reliability, history, durability, stack, workers, "
-    "deque_len, kills, kill_method, kill_target, dispatch, priority, pin, cpu_load, traffic, "
-    "graph",
+    "deque_len, kills, kill_method, kill_target, kill_interval_ms, dispatch, priority, pin, "
+    "cpu_load, traffic, graph",
     "sweep.backend": f"one of {', '.join(BACKEND_NAMES)}, or a list of them",
     "sweep.rate_hz": "a rate in Hz above 0 and at most 1,000,000, or a list of them",
     "sweep.rate_factor": "with replay: a speed-up of the recorded timing, above 0 and at most "
@@ -309,6 +313,8 @@ ALLOWED: dict[str, str] = {
     "sweep.kill_target": "worker (the paper's chaos monkey), or one main process killed once "
     "(kills: 1): aggregator (ros1, erlang), face_supervisor or aggregator_supervisor "
     "(erlang), or a list of them",
+    "sweep.kill_interval_ms": "milliseconds between two kills, 0 (all at once, the paper's "
+    "chaos runs) to 1000 (the paper's restart timing: 5, 200 kills a second), or a list",
     "sweep.dispatch": "random (the paper's), round_robin or least_loaded, or a list of them",
     "sweep.priority": "normal or fifo (every node process under SCHED_FIFO; needs root, not "
     "on real machines), or a list of them",

@@ -142,6 +142,7 @@ class VariantFields(TypedDict, total=False):
     kills: int
     kill_method: str
     kill_target: str
+    kill_interval_ms: float
     dispatch: str
 
 

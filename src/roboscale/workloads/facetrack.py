@@ -160,7 +160,8 @@ def node_name(t: TrialPlan) -> str:
 def tracker_config(t: TrialPlan) -> dict[str, object]:
     """The TrackerConfig of a trial, as plain values (checked when the agent reads it)."""
     kills = {"count": t.kills, "method": t.kill_method, "target": t.kill_target or "worker",
-             "at_frame": int(t.messages * KILL_AT_SHARE)}  # fmt: skip
+             "at_frame": int(t.messages * KILL_AT_SHARE),
+             "interval_ms": t.kill_interval_ms}  # fmt: skip
     return {"workers": t.workers, "deque_len": t.deque_len, "dispatch": t.dispatch,
             "fps": t.rate_hz, "frames": t.messages, "seed": t.seed + t.run,
             "kills": kills}  # fmt: skip
@@ -168,7 +169,8 @@ def tracker_config(t: TrialPlan) -> dict[str, object]:
 
 class FaceTrackWorkload:
     name = NAME
-    axes = ("stack", "workers", "deque_len", "kills", "kill_method", "kill_target", "dispatch")
+    axes = ("stack", "workers", "deque_len", "kills", "kill_method", "kill_target",
+            "kill_interval_ms", "dispatch")  # fmt: skip
     emulated_hosts = False
     log_words = ("rtt_us", "commanded", "capture to command")
     replays = False
@@ -181,10 +183,11 @@ class FaceTrackWorkload:
                     for kills in sweep.kills:
                         methods = sweep.kill_method if kills else sweep.kill_method[:1]
                         targets = sweep.kill_target if kills else sweep.kill_target[:1]
-                        for method, target in itertools.product(methods, targets):
+                        gaps = sweep.kill_interval_ms if kills else sweep.kill_interval_ms[:1]
+                        for kill in itertools.product(methods, targets, gaps):
                             for dispatch in sweep.dispatch:
                                 out.append(_variant(stack, workers, deque_len, kills,
-                                                    (method, target), dispatch))  # fmt: skip
+                                                    kill, dispatch))  # fmt: skip
         return out
 
     def measured_nodes(self, t: TrialPlan) -> int:
@@ -259,13 +262,15 @@ class FaceTrackWorkload:
         return plots.TABLES
 
 
-def _variant(stack: str, workers: int, deque_len: int, kills: int, kill: tuple[str, str],
-             dispatch: str) -> Variant:  # fmt: skip
-    method, target = kill
+def _variant(stack: str, workers: int, deque_len: int, kills: int,
+             kill: tuple[str, str, float], dispatch: str) -> Variant:  # fmt: skip
+    method, target, gap_ms = kill
     fields = VariantFields(stack=stack, workers=workers, deque_len=deque_len, kills=kills,
-                           kill_method=method, kill_target=target, dispatch=dispatch)  # fmt: skip
+                           kill_method=method, kill_target=target, kill_interval_ms=gap_ms,
+                           dispatch=dispatch)  # fmt: skip
     label = f"{stack}-w{workers}-d{deque_len}" + (f"-k{kills}{method}" if kills else "")
     label += f"-{target}" if kills and target != "worker" else ""
+    label += f"-every{gap_ms:g}ms".replace(".", "p") if kills and gap_ms else ""
     label += "" if dispatch == "random" else f"-{dispatch}"
     return Variant(fields, label)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,16 @@ def test_kills_during_a_run_leave_the_tree_alive(erlang: None, token: str, tmp_p
     run, _ = run_stack("erlang", cfg, tmp_path, token, sigterm_first=1)
     check_kills_survived(run, kills=4, workers=3)
     assert [k.method for k in run.kills] == ["sigterm", "sigkill", "sigkill", "sigkill"]
+
+
+def test_kills_an_interval_apart_are_spaced(erlang: None, token: str, tmp_path: Path) -> None:
+    kills = KillPlan(count=3, method="sigkill", at_frame=5, interval_ms=40.0)
+    run, _ = run_stack("erlang", TrackerConfig(workers=3, frames=40, fps=10, kills=kills),
+                       tmp_path, token)  # fmt: skip
+    check_kills_survived(run, kills=3, workers=3)
+    struck = sorted(k.kill_ns for k in run.kills)
+    # Lower bounds only: a loaded machine may space them more, never less.
+    assert all(b - a >= 40e6 for a, b in itertools.pairwise(struck)), struck
 
 
 def test_a_killed_harness_leaves_nothing_running(erlang: None, token: str, tmp_path: Path) -> None:

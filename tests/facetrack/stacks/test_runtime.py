@@ -1,5 +1,6 @@
 """The runtime stacks end to end: a few seconds of frames, kills during the run."""
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,15 @@ def test_crash_kills_restart_in_process(tmp_path: Path) -> None:
     run = run_tracker("runtime", cfg, tmp_path)
     assert [k.restarted_ns is not None for k in run.kills] == [True] * 3
     assert summarize(run).frames_lost == 0 and run.alive_workers == 3
+
+
+def test_kills_an_interval_apart_are_spaced_and_each_restarted(tmp_path: Path) -> None:
+    kills = KillPlan(3, "crash", 5, interval_ms=40.0)  # the paper's restart timing: 5 ms
+    run = run_tracker("runtime", TrackerConfig(workers=3, frames=30, fps=15, kills=kills), tmp_path)
+    struck = sorted(k.kill_ns for k in run.kills)
+    assert len(struck) == 3 and all(k.restarted_ns is not None for k in run.kills)
+    # Lower bounds only: a loaded machine may space them more, never less.
+    assert all(b - a >= 40e6 for a, b in itertools.pairwise(struck)), struck
 
 
 @pytest.mark.zenoh

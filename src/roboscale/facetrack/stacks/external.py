@@ -107,14 +107,22 @@ class ExternalTracker(ABC):
             data, worker = self.camera.next_frame(i)
             self.link.send(b"F" + WORKER.pack(worker) + data)
             if victims and i == cfg.kills.at_frame:
-                for victim in victims:  # no pause between them, as the paper's chaos runs
-                    self.kill(victim, cfg.kills.method)
+                self._kill_all(victims)
             if target is not None and cfg.kills.count and i == cfg.kills.at_frame:
                 self._kill_now(target, 0, cfg.kills.method)  # one main process, once
             if progress is not None:
                 progress(i + 1, cfg.frames)
         self._drain()
         return self._result()
+
+    def _kill_all(self, victims: list[int]) -> None:
+        """Kill every victim, `kills.interval_ms` apart (0: no pause between them, as the
+        paper's chaos runs), handling what the stack sends meanwhile."""
+        gap_ns = int(self.cfg.kills.interval_ms * 1e6)
+        for k, victim in enumerate(victims):
+            if k and gap_ns:
+                self.pump_until(time.monotonic_ns() + gap_ns)
+            self.kill(victim, self.cfg.kills.method)
 
     # ------------------------------------------------------------------ messages
 

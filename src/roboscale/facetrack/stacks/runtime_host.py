@@ -152,8 +152,12 @@ class Host:
         self.rt.bus.topic(frames_topic(worker)).publish(data)
         self.sent += 1
         if self.cfg.kills.count and frame_id == self.cfg.kills.at_frame:
-            for victim in pick_victims(self.cfg):  # all at once: no pause between kills
-                self.kill(victim, self.cfg.kills.method)
+            gap_s = self.cfg.kills.interval_ms / 1e3  # 0: all at once, as the paper's chaos runs
+            for k, victim in enumerate(pick_victims(self.cfg)):
+                if k and gap_s:
+                    self.rt.loop.call_later(k * gap_s, self.kill, victim, self.cfg.kills.method)
+                else:
+                    self.kill(victim, self.cfg.kills.method)
         if self.sent % 10 == 0 or self.sent == self.cfg.frames:
             print(f"frame {self.sent}", flush=True)
 

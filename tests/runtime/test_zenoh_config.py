@@ -5,9 +5,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import require
 
 from roboscale.runtime.zenoh_config import (
     SHM_POOL,
@@ -86,3 +89,19 @@ def test_a_sweep_removes_only_unheld_segments_and_never_follows_a_link(tmp_path:
         assert remove_orphaned_segments(tmp_path) == [str(orphan)]
     assert held.exists() and victim.read_bytes() == b"x" and (tmp_path / "3.zenoh").is_symlink()
     assert (tmp_path / "other.txt").exists()
+
+
+BLOCKED_PROGRAM = (
+    "from roboscale.runtime.zenoh_config import shared_memory_blocked as b; print(b())"
+)
+
+
+def test_a_process_that_cannot_lock_a_pool_is_told_why() -> None:
+    require(os.geteuid() == 0, "dropping CAP_IPC_LOCK for a child needs root's setpriv")
+    as_is = [sys.executable, "-c", BLOCKED_PROGRAM]
+    # The usual user's lot: an 8 MiB memlock limit, no CAP_IPC_LOCK.
+    limited = ["prlimit", "--memlock=8388608:8388608", "setpriv", "--bounding-set=-ipc_lock"]
+    said = subprocess.run([*limited, *as_is], capture_output=True, text=True, check=True)
+    assert "may lock only 8192 KiB" in said.stdout and "ulimit -l" in said.stdout
+    capable = subprocess.run([*limited[:2], *as_is], capture_output=True, text=True, check=True)
+    assert capable.stdout.strip() == "None"  # root keeps CAP_IPC_LOCK: no limit applies

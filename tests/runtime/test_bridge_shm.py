@@ -223,3 +223,29 @@ def can_open(path: str, as_user: int | None) -> bool:
         check=False,
     )
     return opened.returncode == 0
+
+
+EVENTS_PROGRAM = """
+import sys
+from roboscale.runtime.bridge import Bridge, bridge_config
+from roboscale.runtime.executor import Runtime
+rt, kinds = Runtime().start(), []
+rt.subscribers.append(lambda event: kinds.append(event.kind))
+config = {"listen": [sys.argv[1]], "shared_memory": sys.argv[2] == "on"}
+Bridge(rt, bridge_config(config)).open().close()
+rt.close()
+print(" ".join(kinds))
+"""
+
+
+@pytest.mark.zenoh
+@pytest.mark.parametrize("shared_memory", ["on", "off"])
+def test_a_bridge_that_cannot_lock_its_pool_says_so(
+    zenoh: None, bridge_path: str, shared_memory: str
+) -> None:
+    require(os.geteuid() == 0, "dropping CAP_IPC_LOCK for a child needs root's setpriv")
+    limited = ["prlimit", "--memlock=8388608:8388608", "setpriv", "--bounding-set=-ipc_lock"]
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    program = [sys.executable, "-c", EVENTS_PROGRAM, endpoint, shared_memory]
+    ran = subprocess.run([*limited, *program], capture_output=True, text=True, check=True)
+    assert ("shared_memory_blocked" in ran.stdout.split()) == (shared_memory == "on"), ran

@@ -41,8 +41,12 @@ def test_scale_rounds_pair_the_rounds_both_systems_finished() -> None:
         scale.ROSPY: [run(100, 10 + r) for r in range(3)],
     }
     lines = scale_rounds.goals(runs)
-    assert [g["goal"].split(", ")[1] for g in lines] == [f"{s} B (3 rounds)" for s in scale.SIZES]
+    sizes = list(scale.RATIO_GOALS)
+    assert [g["goal"].split(", ")[1] for g in lines] == [f"{s} B (3 rounds)" for s in sizes]
+    at_most_1 = [g for g, s in zip(lines, sizes, strict=True) if scale.RATIO_GOALS[s] == 1]
     # Rounds 0.9x to 1.1x: the interval holds 1, nothing decided.
-    assert all(g["met"] == "not judged" for g in lines), lines
-    assert all(g["by_round"].endswith("(range 0.90-1.10, 2 of 3 met)") for g in lines)
+    assert all(g["met"] == "not judged" for g in at_most_1), lines
+    assert all(g["by_round"].endswith("(range 0.90-1.10, 2 of 3 met)") for g in at_most_1)
+    # The 4 MiB goal (at most 0.2x) is missed by every round.
+    assert lines[-1]["met"] is False and lines[-1]["by_round"].endswith("0 of 3 met)")
     assert all(g["sample"] == "n = 150 / 150, 3 rounds" for g in lines)

@@ -102,7 +102,7 @@ def test_rounds_mode_interleaves_the_close_goals_and_gives_each_rounds_ratio(
     report = run_bench("scale.py", ["--rounds", "2", "--echoes", "5"])
     assert report["results"]["not_available"] == {}
     assert {g["goal"].split(", ")[1] for g in report["goals"]} == {
-        f"{size} B (2 rounds)" for size in scale.SIZES
+        f"{size} B (2 rounds)" for size in scale.RATIO_GOALS
     }
     assert all("of 2 met" in g["by_round"] for g in report["goals"])
     assert all(len(runs) == 2 for runs in report["raw"].values())

@@ -90,6 +90,7 @@ struct State {
     closed: bool,
     malformed: u64, // samples whose header failed a check: counted and dropped here
     ignored: u64,   // samples of topics this process does not import
+    shm: u64,       // samples queued whose payload is a shared memory buffer of the sender
     last_error: String,
 }
 
@@ -146,6 +147,9 @@ impl Queue {
         }
         if state.closed {
             return;
+        }
+        if sample.payload().as_shm().is_some() {
+            state.shm += 1;
         }
         state.rows.push_back(Row { topic, header, payload: sample.payload().clone(), received });
         // Only the first row of an empty queue wakes the loop: `take` empties it or wakes
@@ -302,6 +306,7 @@ impl Session {
             closed: false,
             malformed: 0,
             ignored: 0,
+            shm: 0,
             last_error: String::new(),
         };
         let queue = Arc::new(Queue {
@@ -486,6 +491,12 @@ impl Inbox {
     fn counters(&self) -> (u64, u64, String) {
         let state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
         (state.malformed, state.ignored, state.last_error.clone())
+    }
+
+    /// How many samples queued came as a shared memory buffer (Zenoh on one host: the
+    /// payload was read in place from the sender's pool, not from the socket).
+    fn shm_received(&self) -> u64 {
+        self.queue.state.lock().unwrap_or_else(|e| e.into_inner()).shm
     }
 
     /// Stop queueing, release a network thread blocked on a full queue, undeclare.

@@ -47,6 +47,7 @@ from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
 from roboscale.runtime.security import check_reach
 from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_header
+from roboscale.runtime.zenoh_config import shared_memory_blocked
 
 __all__ = ["Bridge", "BridgeConfig", "bridge_config", "bridge_settings", "session_config"]
 
@@ -198,6 +199,10 @@ class Bridge:
         insecure = check_reach(cfg.listen, cfg.connect, cfg.security, "bridge")
         if insecure:
             self.runtime.call(self._warn_insecure, insecure)
+        blocked = shared_memory_blocked() if cfg.shared_memory else None
+        if blocked:
+            _log.warning("bridge: %s", blocked)
+            self.runtime.call(self.emit, "shared_memory_blocked", blocked)
         self.link = self._open_link()
         self.publisher_id = publisher_of(self.link.zid())
         try:

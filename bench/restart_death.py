@@ -9,7 +9,9 @@ Variants are interleaved, kill by kill, so that every one sees the machine alike
 
 - `bare`: a fork of the parent, nothing more;
 - `heap N MB (child)`: the child writes N MB of its own; `heap N MB (inherited)`: the
-  parent wrote them before the fork (copy-on-write pages the child shares);
+  parent wrote them before the fork (copy-on-write pages the child shares), then freed
+  its own reference (the child's death frees the pages) or kept it (the child's death
+  only unmaps them);
 - `N threads`: the child starts N threads blocked on a pipe;
 - `session, LAYOUT`: the child opens a Zenoh session (no endpoints) with Zenoh's thread
   pools laid out by `ZENOH_RUNTIME=LAYOUT` (`default`: unset); and with glibc's malloc
@@ -51,6 +53,7 @@ class Variant:
     name: str
     child_mb: int = 0
     inherited_mb: int = 0
+    parent_keeps: bool = False  # the parent holds its inherited pages until the kill
     threads: int = 0
     layout: str | None = ""  # "": no session; None: a session, Zenoh's default layout
     arenas: int = 0  # glibc malloc arenas at most (mallopt M_ARENA_MAX); 0: glibc's default
@@ -60,6 +63,7 @@ VARIANTS = [
     Variant("bare"),
     Variant("heap 64 MB (child)", child_mb=64),
     Variant("heap 64 MB (inherited)", inherited_mb=64),
+    Variant("heap 64 MB (inherited, still the parent's)", inherited_mb=64, parent_keeps=True),
     Variant("16 threads", threads=16),
     *(Variant(f"session, {name} layout", layout=layout) for name, layout in LAYOUTS.items()),
     Variant("session, one pool, 1 malloc arena", layout=ONE_POOL, arenas=1),
@@ -111,7 +115,8 @@ def kill_once(v: Variant) -> dict[str, Any]:
         finally:
             os._exit(code)
     os.close(report_w)
-    del inherited  # the child keeps its copy-on-write view of it
+    if not v.parent_keeps:
+        del inherited  # the child holds the last reference to those pages
     pidfd = os.pidfd_open(pid)
     try:
         line = b""

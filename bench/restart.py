@@ -59,6 +59,7 @@ from restart_baselines import (
     process_node_restart_us,
     ros_loss,
     ros_respawn_us,
+    stage_rows,
 )
 from restart_launch import compare as same_launch_file
 from restart_rounds import PROCESS_TARGET, STANDBY_GOAL
@@ -346,6 +347,9 @@ def main() -> None:
             samples[key] = result[field]
     print("\nrestart time, kill until the new instance is ready (µs):")
     table(rows, ["system", "n", "p50_us", "p99_us", "max_us", "mean_us"])
+    if warm:
+        print("\nwarm standby, stage by stage (µs, each from the step before):")
+        table(stage_rows(warm["stages"]), ["stage", "n", "p10_us", "p50_us", "p90_us"])
     print("\ndurable topic at 1 kHz, subscriber killed (counted by sequence number):")
     cols = ["system", "kills", "published", "received", "lost", "duplicated", "out_of_order"]
     table(loss, [*cols, "lost_per_kill"])

@@ -88,7 +88,11 @@ def process_node_restart_us(
     Restarted from inside on_exit, as a supervisor does; with `zygote=False` each
     restart is a fresh interpreter, the cost the zygote exists to avoid; with `standby`
     each restart is handed to the zygote's warm standby (forked, session already open).
+    `stages`: each restart's steps in µs (RESTART_STAGES), from one host clock: the kill,
+    the victim's pidfd readable (watched by this thread, otherwise idle until the
+    restart), the stamps of the zygote and its client (`ForkedChild.stamps`), on_exit.
     """
+    import select
     import threading
 
     from roboscale.runtime.child import ExitReason
@@ -99,10 +103,12 @@ def process_node_restart_us(
         "PYTHONPATH": os.pathsep.join(filter(None, [str(BASELINES), os.environ.get("PYTHONPATH")]))
     }
     samples: list[float] = []
+    stages: list[dict[str, float]] = []
     on_standby = 0
     target = "process_target:zenoh_node"
     restarted = threading.Semaphore(0)
     t_kill = [0]
+    t_on_exit = [0]
     with contextlib.ExitStack() as stack:
         preload = ["zenoh", "process_target"]  # the target module too: children skip its import
         z = stack.enter_context(Zygote(preload, env=env)) if zygote else None
@@ -110,6 +116,7 @@ def process_node_restart_us(
 
         def on_exit(_name: str, _reason: ExitReason, _detail: str) -> None:
             nonlocal on_standby
+            t_on_exit[0] = time.monotonic_ns()
             node.start(on_exit)
             samples.append((time.monotonic_ns() - t_kill[0]) / 1000)
             on_standby += node.started_via == "zygote standby"
@@ -122,14 +129,65 @@ def process_node_restart_us(
                 # Killed again once its kind has a standby again (made in the background
                 # after each hand-over): a restart measured in the steady state.
                 wait_for(lambda r=node.pid: z.standbys.get(target) not in (None, r), RESPAWN_WAIT_S)
-            pid = node.pid
-            assert pid is not None
+            pid, old = node.pid, node.process
+            assert pid is not None and old is not None
+            pidfd = os.pidfd_open(pid)
             t_kill[0] = time.monotonic_ns()
             os.kill(pid, signal.SIGKILL)
+            select.select([pidfd], [], [], RESPAWN_WAIT_S)
+            dead = time.monotonic_ns()
+            os.close(pidfd)
             if not restarted.acquire(timeout=RESPAWN_WAIT_S):
                 raise UserError(f"process node not restarted within {RESPAWN_WAIT_S:g} s")
+            new = node.process
+            assert new is not None
+            marks = {"kill": t_kill[0], "dead": dead, **_prefixed(old.stamps, "exit")}
+            marks |= {"on_exit": t_on_exit[0], **_prefixed(new.stamps, "ready", "handed")}
+            stages.append(restart_stages(marks, samples[-1]))
         via = node.started_via
-    return {"kills": kills, "started_via": via, "on_standby": on_standby, "restart_us": samples}
+    result = {"kills": kills, "started_via": via, "on_standby": on_standby}
+    return {**result, "restart_us": samples, "stages": stages}
+
+
+# A restart's steps, each timed from the one before it (µs); "ready" is start() returning.
+RESTART_STAGES = [
+    ("dead", "kill", "SIGKILL → the victim is dead (its pidfd readable)"),
+    ("exit_zygote", "dead", "→ the zygote reaped it"),
+    ("exit_seen", "exit_zygote", "→ the client's reader has the exit"),
+    ("on_exit", "exit_seen", "→ the supervisor's on_exit runs (decision)"),
+    ("handed_over", "on_exit", "→ the hand-over written to the standby"),
+    ("ready_target", "handed_over", "→ the standby serving (its ready(), its own clock)"),
+    ("ready_seen", "ready_target", "→ the client's reader has READY"),
+    ("ready", "ready_seen", "→ start() returned"),
+]
+
+
+def _prefixed(stamps: dict[str, int], *prefixes: str) -> dict[str, int]:
+    return {k: v for k, v in stamps.items() if k.startswith(prefixes)}
+
+
+def restart_stages(marks: dict[str, int], total_us: float) -> dict[str, float]:
+    """Each stage of one restart in µs (those whose stamps exist), and the total."""
+    marks = {**marks, "ready": marks["kill"] + int(total_us * 1000)}
+    out = {
+        name: (marks[name] - marks[since]) / 1000
+        for name, since, _ in RESTART_STAGES
+        if name in marks and since in marks
+    }
+    return {**out, "total": total_us}
+
+
+def stage_rows(stages: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Per stage: n, p10, p50, p90 (µs) over the restarts that have it."""
+    rows = []
+    for name, _, text in [*RESTART_STAGES, ("total", "", "kill → start() returned (total)")]:
+        got = sorted(s[name] for s in stages if name in s)
+        if len(got) >= 2:
+            dec = statistics.quantiles(got, n=10)
+            med = statistics.median(got)
+            rows.append({"stage": text, "n": len(got), "p10_us": round(dec[0], 1),
+                         "p50_us": round(med, 1), "p90_us": round(dec[-1], 1)})  # fmt: skip
+    return rows
 
 
 # --------------------------------------------------------------------------- ROS 1

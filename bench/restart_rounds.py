@@ -7,7 +7,8 @@ measured in every minute alike. Each goal's figure is the p50 of all rounds' sam
 (or the ratio of two); its verdict comes from the 95 % interval of a bootstrap over
 rounds, then each round's samples (bench/goals.py). `by_round` gives each round's own
 figure and their range. roslaunch (hundreds of milliseconds, far from any target) and
-the durable topics are left to the full run.
+the durable topics are left to the full run. The warm standby's restarts are also
+timed stage by stage (restart_baselines.RESTART_STAGES), pooled over the rounds.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import goals as judge
 from common import attempt, table
-from restart_baselines import otp_restart_us, percentiles, process_node_restart_us
+from restart_baselines import otp_restart_us, percentiles, process_node_restart_us, stage_rows
 from roboscale.runtime.measure import inprocess_restart_samples
 
 INPROC, STANDBY, OTP = "runtime in-process node", "runtime process node (warm standby)", "OTP"
@@ -27,18 +28,29 @@ STANDBY_GOAL = "process-node restart p50, warm standby (µs)"
 PROCESS_TARGET = judge.at_most(PROCESS_GOAL_US, f"<= {PROCESS_GOAL_US:,.0f}")
 
 
-def systems(n: dict[str, int]) -> list[tuple[str, Callable[[], list[float]]]]:
-    """Each system's restarts of one round, in microseconds."""
+def systems(
+    n: dict[str, int], stages: list[dict[str, float]]
+) -> list[tuple[str, Callable[[], list[float]]]]:
+    """Each system's restarts of one round, in microseconds; the standby's restarts
+    add their stage breakdown to `stages`."""
+
+    def standby() -> list[float]:
+        result = process_node_restart_us(n["process_kills"], standby=True)
+        stages.extend(result["stages"])
+        samples: list[float] = result["restart_us"]
+        return samples
+
     return [
         (INPROC, lambda: inprocess_restart_samples(n["restarts"], workers=100)),
-        (STANDBY, lambda: process_node_restart_us(n["process_kills"], standby=True)["restart_us"]),
+        (STANDBY, standby),
         (OTP, lambda: otp_restart_us(n["otp_kills"])["restart_us"]),
     ]
 
 
 def run(rounds: int, n: dict[str, int], report: dict[str, Any]) -> list[dict[str, Any]]:
     """Measure, print the pooled table, fill `report`; the goals."""
-    chosen = systems(n)
+    stages: list[dict[str, float]] = []
+    chosen = systems(n, stages)
     runs: dict[str, list[list[float] | None]] = {name: [] for name, _ in chosen}
     missing: dict[str, str] = {}
     for r in range(1, rounds + 1):
@@ -54,10 +66,13 @@ def run(rounds: int, n: dict[str, int], report: dict[str, Any]) -> list[dict[str
             rows.append(row)
     print(f"\nrestart time over {rounds} interleaved rounds, kill until ready (µs, pooled):")
     table(rows, ["system", "n", "p50_us", "p99_us", "max_us", "mean_us", "round_p50s_us"])
+    steps = stage_rows(stages)
+    print(f"\n{STANDBY}, stage by stage over all rounds (µs, each from the step before):")
+    table(steps, ["stage", "n", "p10_us", "p50_us", "p90_us"])
     for what, why in missing.items():
         print(f"not available: {what}: {why}")
-    report["raw"] = runs
-    report["results"] = {"restart": rows, "not_available": missing}
+    report["raw"] = {**runs, "standby_stages": stages}
+    report["results"] = {"restart": rows, "standby_stages": steps, "not_available": missing}
     return goals(runs)
 
 

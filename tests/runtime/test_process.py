@@ -294,5 +294,7 @@ def test_children_that_write_and_die_at_once_leave_the_monitor_watching() -> Non
         child.start(on_exit)
     ended = {exits.get(timeout=EVENT_TIMEOUT_S)[0] for _ in range(200)}
     assert ended == {f"burst{k}" for k in range(200)}
-    CommandChild("after", ["true"]).start(on_exit)
+    # It outlives its start (a command with no ready line is ready while it runs: `true`
+    # could be reaped before start() looked, on a loaded machine), then its exit is seen.
+    CommandChild("after", ["sleep", "1"]).start(on_exit)
     assert exits.get(timeout=EVENT_TIMEOUT_S)[0] == "after"

@@ -263,3 +263,46 @@ def test_a_warm_standby_runs_nothing_before_its_hand_over_and_is_made_again(
         # The next standby is made once the handed-over child is ready.
         assert wait_until(lambda: z.standbys.get("zyg_targets:marked") not in (None, child.pid))
         assert mark.read_text().count("run") == 1
+
+
+def test_a_hand_over_goes_to_the_standby_with_the_zygote_stopped(tmp_path: Path) -> None:
+    """The client writes the hand-over to the standby and reads its READY itself: a
+    zygote that cannot run (SIGSTOP) is on no step of it."""
+    env = write_targets(tmp_path, STANDBY_TARGETS)
+    mark = tmp_path / "mark"
+    with Zygote(["zenoh", "zyg_targets"], env=env) as z:
+        z.keep_standby("zyg_targets:marked")
+        assert wait_until(lambda: z.standbys.get("zyg_targets:marked"))
+        os.kill(z.pid, signal.SIGSTOP)
+        try:
+            child = z.spawn("m", "zyg_targets:marked", {"mark": str(mark)}, standby=True)
+            assert child.standby and child.ready.wait(EVENT_TIMEOUT_S)
+            assert set(child.stamps) == {"handed_over", "ready_target", "ready_seen"}
+            assert child.stamps["handed_over"] <= child.stamps["ready_seen"]
+        finally:
+            os.kill(z.pid, signal.SIGCONT)
+        assert mark.read_text() == f"run {child.pid} warm\n"
+        z.signal(child.pid, signal.SIGKILL)  # its exit still comes from the zygote
+        assert child.exited.wait(EVENT_TIMEOUT_S)
+        assert child.status is not None and child.status.signal == signal.SIGKILL
+
+
+FAILING_PREPARE = """
+def unprepared(config, ready, prepared=None):
+    ready()
+def _fail():
+    raise RuntimeError("no session today")
+unprepared.prepare = _fail
+"""
+
+
+def test_a_standby_whose_prepare_fails_is_not_made_again_and_the_start_forks(
+    tmp_path: Path,
+) -> None:
+    env = write_targets(tmp_path, FAILING_PREPARE)
+    with Zygote(["zenoh", "zyg_targets"], env=env) as z:
+        z.keep_standby("zyg_targets:unprepared")
+        assert wait_until(lambda: z.standbys.get("zyg_targets:unprepared") == 0)
+        child = z.spawn("u", "zyg_targets:unprepared", standby=True)
+        assert not child.standby  # forked: its target runs, unprepared
+        assert child.ready.wait(EVENT_TIMEOUT_S)

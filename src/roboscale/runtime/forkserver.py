@@ -16,6 +16,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import sys
 import threading
 import time
@@ -80,27 +81,35 @@ def run_target(spec: str, config: dict[str, Any], ready_fd: int) -> int:
     return result if isinstance(result, int) else 0
 
 
-def run_standby(spec: str, go_fd: int, ready_fd: int) -> int:
+def run_standby(spec: str, announce_fd: int) -> int:
     """A warm standby: import the target and run its `prepare()` (if it has one: open a
-    session, allocate), then wait on `go_fd` for the zygote's hand-over, one JSON line
-    {"config": ..., "log": ...}, and run the target. EOF before it: never needed, exit 0.
-    Nothing of the target runs before the hand-over, so a standby is never a second
-    live instance of its node; `prepare` must only get ready (no subscriptions)."""
+    session, allocate), then announce itself to the zygote's client over `announce_fd`
+    (a datagram socket every standby shares) with one end of a socket pair of its own,
+    and wait on the other end for the client's hand-over, one JSON line {"config": ...,
+    "log": ...}; then run the target, and say READY (with this process's monotonic ns)
+    or ERROR on it. EOF before the hand-over: never needed, exit 0. Nothing of the target
+    runs before the hand-over, so a standby is never a second live instance of its node;
+    `prepare` must only get ready (no subscriptions). The zygote is on no step of a
+    hand-over: the client writes to the standby and reads its READY itself."""
+    announce = socket.socket(fileno=announce_fd)
+    me = {"pid": os.getpid(), "target": spec}
     try:
         fn = load_target(spec)
         prepare = getattr(fn, "prepare", None)
         prepared = prepare() if callable(prepare) else None
     except Exception as exc:
-        _report(ready_fd, f"ERROR {type(exc).__name__}: {exc}")
+        announce.send(json.dumps({**me, "error": f"{type(exc).__name__}: {exc}"}).encode())
         return 1
-    _report(ready_fd, "WARM")  # imported and prepared: waiting for a hand-over
+    own, theirs = socket.socketpair()
+    socket.send_fds(announce, [json.dumps(me).encode()], [theirs.fileno()])
+    theirs.close()
+    announce.close()
     line = b""
     while not line.endswith(b"\n"):
-        chunk = os.read(go_fd, 65536)
+        chunk = own.recv(65536)
         if not chunk:
             return 0
         line += chunk
-    os.close(go_fd)
     order = json.loads(line)
     if order.get("log"):
         _log_to(order["log"])
@@ -111,7 +120,7 @@ def run_standby(spec: str, go_fd: int, ready_fd: int) -> int:
         with lock:
             if not said[0]:
                 said[0] = True
-                _report(ready_fd, "READY")
+                _report(own.fileno(), f"READY {time.monotonic_ns()}")
 
     config = order.get("config") or {}
     result = fn(config, ready) if prepare is None else fn(config, ready, prepared)  # type: ignore[call-arg]
@@ -136,22 +145,23 @@ def _report(fd: int, line: str) -> None:
 class _Server:
     """The zygote's loop: one thread, one selector, no threads ever started."""
 
-    def __init__(self, proto_in: int, proto_out: int) -> None:
+    def __init__(self, proto_in: int, proto_out: int, announce: int) -> None:
         self.proto_in, self.proto_out = proto_in, proto_out
+        self.announce = announce  # the standbys' socket to the client (-1: none)
         self.sel = selectors.DefaultSelector()
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         self.ready_fds: dict[int, int] = {}  # pid -> read end of its ready pipe
         self.live: set[int] = set()
-        # Warm standbys: target -> (pid, write end of its hand-over pipe); and the targets
-        # whose standby is to be made again once a handed-over child settles (ready,
-        # error or exit): not before, so that its start has the zygote's attention.
-        self.standbys: dict[str, tuple[int, int]] = {}
-        self.refill: dict[int, str] = {}
         self.buffer = b""
 
     def emit(self, event: dict[str, Any]) -> None:
         os.write(self.proto_out, (json.dumps(event) + "\n").encode())
+
+    def emit_stamped(self, event: dict[str, Any], at_ns: int) -> None:
+        """An event of a child's life, with the zygote's monotonic clock when it saw it
+        (one clock for every process of the host: the client times each stage with it)."""
+        self.emit({**event, "at_ns": at_ns})
 
     def serve(self) -> int:
         signal.signal(signal.SIGCHLD, lambda _s, _f: None)
@@ -161,6 +171,8 @@ class _Server:
         try:
             while True:
                 for key, _ in self.sel.select():
+                    if self.sel.get_map().get(key.fd) is not key:
+                        continue  # a reaped child's pipe, closed earlier in this round
                     if key.data == "control" and not self._control():
                         return 0
                     if key.data == "sigchld":
@@ -183,12 +195,10 @@ class _Server:
 
     def _request(self, req: dict[str, Any]) -> bool:
         op = req.get("op")
-        if op == "spawn" and req.get("standby"):
-            self._hand_over(req)
-        elif op == "spawn":
+        if op == "spawn":
             self._spawn(req)
         elif op == "standby":
-            self._keep_standby(str(req["target"]))
+            self._fork_standby(str(req["target"]))
         elif op == "signal":
             pid = int(req["pid"])
             if pid in self.live:  # not yet reaped, so the pid cannot have been reused
@@ -220,64 +230,31 @@ class _Server:
         self.emit({"event": "spawned", "id": req["id"], "pid": pid})
         return pid
 
-    def _hand_over(self, req: dict[str, Any]) -> None:
-        """Start a child of `req` on the target's waiting standby (a fork if none waits),
-        and make the next standby once this child has settled."""
-        target = str(req["target"])
-        started = 0
-        waiting = self.standbys.pop(target, None)
-        if waiting is not None:
-            pid, go_w = waiting
-            order = {"config": req.get("config") or {}, "log": req.get("log")}
-            with contextlib.suppress(OSError):  # a standby dead just now: _reap reports it
-                os.write(go_w, (json.dumps(order) + "\n").encode())
-                started = pid
-            os.close(go_w)
-            if started:
-                self.emit({"event": "spawned", "id": req["id"], "pid": pid, "standby": True})
-        if not started:
-            started = self._spawn(req)
-        if started:
-            self.refill[started] = target
-
-    def _keep_standby(self, target: str) -> None:
-        if target in self.standbys:
+    def _fork_standby(self, target: str) -> None:
+        """Fork a warm standby of `target` (the client asks for each one, and keeps count):
+        it prepares, then announces itself to the client, never to this loop."""
+        if self.announce < 0:
+            self.emit({"event": "standby_failed", "target": target, "detail": "no socket"})
             return
         sys.stdout.flush()
         sys.stderr.flush()
-        ready_r, ready_w = os.pipe()
-        go_r, go_w = os.pipe()
         zygote_pid = os.getpid()
         try:
             pid = os.fork()
         except OSError as exc:
-            for fd in (ready_r, ready_w, go_r, go_w):
-                os.close(fd)
             self.emit({"event": "standby_failed", "target": target, "detail": str(exc)})
             return
         if pid == 0:
 
             def standby() -> int:
-                os.close(ready_r)
-                os.close(go_w)
                 os.setsid()
                 die_with_parent(zygote_pid)
-                self._forget_server()
-                return run_standby(target, go_r, ready_w)
+                self._forget_server(keep=self.announce)
+                return run_standby(target, self.announce)
 
             _exit_with(standby)
-        os.close(ready_w)
-        os.close(go_r)
         self.live.add(pid)
-        self.ready_fds[pid] = ready_r
-        self.sel.register(ready_r, selectors.EVENT_READ, pid)
-        self.standbys[target] = (pid, go_w)  # announced once prepared (its WARM line)
-
-    def _settled(self, pid: int) -> None:
-        """A handed-over child is ready, failed or gone: its kind gets a standby again."""
-        target = self.refill.pop(pid, None)
-        if target is not None:
-            self._keep_standby(target)
+        self.emit({"event": "standby_forked", "target": target, "pid": pid})
 
     def _child(self, req: dict[str, Any], ready_fd: int, zygote_pid: int) -> NoReturn:
         def child() -> int:
@@ -294,8 +271,9 @@ class _Server:
 
         _exit_with(child)
 
-    def _forget_server(self) -> None:
-        """In a fresh child: drop the zygote's signal handling and every fd of its loop."""
+    def _forget_server(self, keep: int = -1) -> None:
+        """In a fresh child: drop the zygote's signal handling and every fd of its loop
+        (but `keep`)."""
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.sel.close()
@@ -304,27 +282,22 @@ class _Server:
             self.proto_out,
             self.wake_r,
             self.wake_w,
+            self.announce,
             *self.ready_fds.values(),
-            *(go_w for _, go_w in self.standbys.values()),
         ):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            if fd != keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def _ready_pipe(self, pid: int, fd: int) -> None:
         data = b""
         with contextlib.suppress(OSError):
             data = os.read(fd, 4096)
         for line in data.decode(errors="replace").splitlines():
-            if line == "WARM":  # a standby is prepared: now it waits
-                target = next((t for t, (p, _) in self.standbys.items() if p == pid), None)
-                if target is not None:
-                    self.emit({"event": "standby", "target": target, "pid": pid})
-                continue
             if line == "READY":
-                self.emit({"event": "ready", "pid": pid})
+                self.emit_stamped({"event": "ready", "pid": pid}, time.monotonic_ns())
             elif line.startswith("ERROR "):
                 self.emit({"event": "error", "pid": pid, "detail": line[6:]})
-            self._settled(pid)
         if not data:
             self._close_ready(pid)
 
@@ -343,6 +316,7 @@ class _Server:
                 return
             if info is None:
                 return
+            reaped_ns = time.monotonic_ns()
             pid = info.si_pid
             _signal_group(pid, signal.SIGKILL)  # orphans of the child's group go too
             _, status = os.waitpid(pid, 0)
@@ -353,20 +327,8 @@ class _Server:
                 self._close_ready(pid)
             code = os.waitstatus_to_exitcode(status)
             sig = -code if code < 0 else None
-            self.emit({"event": "exit", "pid": pid, "code": None if sig else code, "signal": sig})
-            self._standby_gone(pid, killed=sig is not None)
-            self._settled(pid)
-
-    def _standby_gone(self, pid: int, killed: bool) -> None:
-        """A standby that died before its hand-over (a kill storm hit it) is made again;
-        one that failed by itself (its target does not import) is not: the next start
-        forks and reports the error."""
-        for target, (standby, go_w) in list(self.standbys.items()):
-            if standby == pid:
-                del self.standbys[target]
-                os.close(go_w)
-                if killed:
-                    self._keep_standby(target)
+            exited = {"event": "exit", "pid": pid, "code": None if sig else code, "signal": sig}
+            self.emit_stamped(exited, reaped_ns)
 
     def _kill_all(self) -> None:
         for pid in list(self.live):
@@ -414,7 +376,7 @@ def _loop_modules() -> list[str]:
     return ["uvloop"] if loop_kind() == "uvloop" else []
 
 
-def serve(preload: Sequence[str], parent_pid: int) -> int:
+def serve(preload: Sequence[str], parent_pid: int, announce: int = -1) -> int:
     die_with_parent(parent_pid)
     # The protocol gets private fds; stray prints of preloaded modules go to stderr.
     proto_in, proto_out = os.dup(0), os.dup(1)
@@ -422,7 +384,7 @@ def serve(preload: Sequence[str], parent_pid: int) -> int:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
-    server = _Server(proto_in, proto_out)
+    server = _Server(proto_in, proto_out, announce)
     t0 = time.perf_counter()
     try:
         preload = [*_loop_modules(), *preload]
@@ -451,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s = sub.add_parser("serve", help="pre-load modules, then fork children on request")
     s.add_argument("--preload", default="", help="comma-separated modules to import")
     s.add_argument("--parent-pid", type=int, default=os.getppid())
+    s.add_argument("--announce-fd", type=int, default=-1, help="the standbys' socket")
     r = sub.add_parser("run", help="run one target in this fresh interpreter")
     r.add_argument("target")
     r.add_argument("config", help="JSON object")
@@ -458,7 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--parent-pid", type=int, default=os.getppid())
     args = p.parse_args(argv)
     if args.mode == "serve":
-        code = serve([m for m in args.preload.split(",") if m], args.parent_pid)
+        preload = [m for m in args.preload.split(",") if m]
+        code = serve(preload, args.parent_pid, args.announce_fd)
         os._exit(code)  # a preload's threads (refused above) must not keep it alive
     die_with_parent(args.parent_pid)
     return run_target(args.target, json.loads(args.config), args.ready_fd)

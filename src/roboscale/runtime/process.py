@@ -73,6 +73,7 @@ class Running(Protocol):
     ready: threading.Event
     exited: threading.Event
     on_end: Callable[[], None] | None
+    stamps: dict[str, int]  # monotonic ns of its life's steps (`ForkedChild.stamps`)
 
     def send_signal(self, sig: int) -> None: ...
 
@@ -91,6 +92,7 @@ class _Proc:
     ready: threading.Event = field(default_factory=threading.Event)
     exited: threading.Event = field(default_factory=threading.Event)
     on_end: Callable[[], None] | None = None
+    stamps: dict[str, int] = field(default_factory=dict)  # "exit_seen": reaped here
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     partial: bytes = b""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -233,6 +235,7 @@ class _Monitor:
                 reader = self._read_output if key.data[0] == "out" else self._read_ready
                 while key.fd in self._sel.get_map() and _readable(key.fd):
                     reader(proc, key.fd)
+        proc.stamps["exit_seen"] = time.monotonic_ns()
         with proc.lock:
             # The pid is held until reaped, so the group kill cannot hit a stranger.
             with contextlib.suppress(ProcessLookupError):
@@ -335,6 +338,11 @@ class _ProcessChild:
     def pid(self) -> int | None:
         run = self._run
         return run.pid if run is not None and not run.exited.is_set() else None
+
+    @property
+    def process(self) -> Running | None:
+        """The last start's process (pid, events, stamps); None before the first start."""
+        return self._run
 
     def alive(self) -> bool:
         run = self._run

@@ -15,17 +15,19 @@ after the fork.
 
 Protocol: one JSON object per line. On the zygote's stdin:
   {"op": "spawn", "id": 7, "target": "pkg.mod:main", "config": {...}, "log": path|null}
-  {"op": "spawn", ..., "standby": true}       (hand over to the target's warm standby)
-  {"op": "standby", "target": "pkg.mod:main"}  (keep one warm standby of that target)
+  {"op": "standby", "target": "pkg.mod:main"}  (fork one warm standby of that target)
   {"op": "signal", "pid": 1234, "sig": 15}     (to the child's process group)
   {"op": "quit"}                               (or EOF: kill every child, exit)
 On its stdout:
   {"event": "hello", "pid": P, "preloaded": [...], "threads": 1}  or {"event": "fatal", ...}
   {"event": "spawned", "id": 7, "pid": 1234}  or {"event": "spawn_failed", "id": 7, ...}
-  {"event": "standby", "target": "...", "pid": 1235}   a standby is prepared and waits
+  {"event": "standby_forked", "target": "...", "pid": 1235}  or "standby_failed"
   {"event": "ready", "pid": 1234}             the child called ready()
   {"event": "error", "pid": 1234, "detail": "..."}   e.g. its target could not be imported
   {"event": "exit", "pid": 1234, "code": 0|null, "signal": null|9}
+"ready" and "exit" also carry "at_ns": the zygote's time.monotonic_ns() when it read
+READY or reaped (one clock for the host: `ForkedChild.stamps` keeps them with the
+client's own, to time a restart stage by stage).
 The zygote reaps every child (SIGCHLD, waitid); children run in their own
 session and die with the zygote (PR_SET_PDEATHSIG), and the zygote dies when
 its client goes away (EOF on stdin, or its own death signal). The zygote carries
@@ -35,14 +37,19 @@ whatever they start in sessions of their own ends with the client too.
 A target is `def main(config: dict, ready: Callable[[], None]) -> int | None`.
 List its module in the preloads too, so that children do not import it each time.
 
-Warm standby (restarts in about a millisecond): with `spawn(..., standby=True)` the
-zygote keeps, per target, one child already forked, with the target imported and its
-optional `prepare()` run (`main.prepare = lambda: open_session()`; the target is then
-called `main(config, ready, prepared)`), blocked on a pipe. A spawn hands the config
-over to it instead of forking, and the next standby is forked once that child settled
-(ready, error or exit). A standby runs none of the target before its hand-over, so it is
-never a second live instance of its node, whatever kills it; a killed standby is made
-again, one whose target fails is not (the next start forks and reports why).
+Warm standby: with `spawn(..., standby=True)` the client keeps, per target, one child
+already forked, with the target imported and its optional `prepare()` run (`main.prepare
+= lambda: open_session()`; the target is then called `main(config, ready, prepared)`).
+Prepared, the standby announces itself on a datagram socket the client gave the zygote
+(`--announce-fd`), passing one end of a socket pair of its own, and blocks on the other.
+A spawn then hands the config over with one write to that socket, and the standby's
+READY comes back on it: the zygote is on no step of a hand-over (it forks standbys when
+asked, reaps them, and reports their exits as any child's). The next standby is asked
+for once the handed-over child settled (ready, error or exit). A standby runs none of the
+target before its hand-over, so it is never a second live instance of its node, whatever
+kills it; and a hand-over only follows the previous instance's exit as the zygote
+reported it, after it reaped it and killed its group. A killed standby is made again,
+one whose target fails is not (the next start forks and reports why).
 The same runner serves fresh interpreters: `python -m roboscale.runtime.forkserver
 run TARGET CONFIG_JSON --ready-fd N`.
 """
@@ -52,10 +59,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +73,7 @@ from typing import Any
 
 from roboscale import lifeline
 from roboscale.runtime.forkserver import SINGLE_THREAD_ENV, ZygoteError
+from roboscale.runtime.standby import Standby, StandbyBook
 from roboscale.safewrite import open_stream
 
 __all__ = ["ExitStatus", "ForkedChild", "Zygote", "ZygoteError"]
@@ -96,6 +107,11 @@ class ForkedChild:
     on_end: Callable[[], None] | None = None
     zygote: Zygote | None = None
     standby: bool = False  # handed to a warm standby, not forked for this start
+    refill: str = ""  # the target whose next standby is made once this child settles
+    # Monotonic ns of its life's steps: "handed_over" (by this client), "ready_target"
+    # (the standby's ready(), its own clock), "ready_zygote" and "exit_zygote" (the
+    # zygote's), "ready_seen" and "exit_seen" (this client's reader).
+    stamps: dict[str, int] = field(default_factory=dict)
 
     def send_signal(self, sig: int) -> None:
         if self.zygote is not None and not self.exited.is_set():
@@ -130,7 +146,9 @@ class Zygote:
         self._started = threading.Event()
         self._fatal = ""
         self._reader: threading.Thread | None = None
-        self.standbys: dict[str, int] = {}  # target -> pid of its last standby (0: failed)
+        self._announce: socket.socket | None = None  # where standbys announce themselves
+        self._book = StandbyBook()
+        self.standbys = self._book.last  # target -> pid of its last standby (0: failed)
 
     def start(self) -> None:
         # The reader thread forks the zygote: PR_SET_PDEATHSIG follows the thread that
@@ -143,21 +161,32 @@ class Zygote:
             raise ZygoteError(f"zygote did not start: {detail}")
 
     def _launch(self) -> subprocess.Popen[bytes]:
+        # The standbys' socket: each standby announces itself on it with a socket of its
+        # own, so that hand-overs and READY go between client and standby directly.
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [self.python, "-m", "roboscale.runtime.forkserver", "serve"]
         argv += ["--parent-pid", str(os.getpid()), "--preload", ",".join(self.preload)]
+        argv += ["--announce-fd", str(theirs.fileno())]
         err = os.fdopen(open_stream(self.log, append=True), "ab") if self.log is not None else None
         try:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
                 env={**self.env, **lifeline.child_env()},
+                pass_fds=(theirs.fileno(),),
                 start_new_session=True,
             )
+        except OSError:
+            mine.close()
+            raise
         finally:
+            theirs.close()
             if err is not None:
                 err.close()
+        self._announce = mine
+        return proc
 
     def __enter__(self) -> Zygote:
         self.start()
@@ -181,22 +210,61 @@ class Zygote:
     ) -> ForkedChild:
         """Fork a child running `target` (with `standby`: hand it to the target's warm
         standby, and keep one); returns once its pid is known (not yet ready)."""
-        child = ForkedChild(name, zygote=self)
+        if standby:
+            handed = self._hand_over(name, target, config, log)
+            if handed is not None:
+                return handed
+        child = ForkedChild(name, zygote=self, refill=target if standby else "")
         with self._lock:
             self._next_id += 1
             req_id = self._next_id
             self._pending[req_id] = child
         req = {"op": "spawn", "id": req_id, "target": target, "config": config or {}}
-        self._send({**req, "log": str(log) if log else None, "standby": standby})
+        self._send({**req, "log": str(log) if log else None})
         if not child.forked.wait(timeout_s) or not child.pid:
             with self._lock:
                 self._pending.pop(req_id, None)
             raise ZygoteError(f"zygote did not fork {name!r}: {child.error or 'no answer'}")
         return child
 
+    def _hand_over(
+        self, name: str, target: str, config: dict[str, Any] | None, log: Path | None
+    ) -> ForkedChild | None:
+        """Start `target` on its waiting standby: one write to the standby's socket, no
+        zygote on the way. None when none waits (or it just died): the caller forks."""
+        child = ForkedChild(name, zygote=self, standby=True, refill=target)
+        order = json.dumps({"config": config or {}, "log": str(log) if log else None})
+        waiting = self._book.take(target, child)
+        if waiting is None:
+            # One being made takes it once prepared (as soon as a fork would be ready).
+            with self._lock:  # registered with the promise: its exit finds the child
+                child.pid = self._book.promise(target, child, order.encode() + b"\n")
+                if child.pid:
+                    self._children[child.pid] = child
+            if child.pid:
+                child.forked.set()
+            return child if child.pid else None
+        child.pid = waiting.pid
+        with self._lock:  # before the write: the standby's exit cannot come before it
+            self._children[child.pid] = child
+        if not waiting.send(order.encode() + b"\n"):
+            self._book.untake(waiting)
+            with self._lock:
+                self._children.pop(child.pid, None)
+            return None
+        child.stamps["handed_over"] = time.monotonic_ns()
+        child.forked.set()
+        return child
+
     def keep_standby(self, target: str) -> None:
-        """Fork a warm standby of `target` now (else the first standby spawn makes one)."""
-        self._send({"op": "standby", "target": target})
+        """Have a warm standby of `target` made now (else the first standby spawn makes
+        one once its child settled), unless one waits or is being made."""
+        if not self._book.want(target):
+            return
+        try:
+            self._send({"op": "standby", "target": target})
+        except ZygoteError:
+            self._book.unwanted(target)
 
     def signal(self, pid: int, sig: int) -> None:
         self._send({"op": "signal", "pid": pid, "sig": int(sig)})
@@ -232,6 +300,8 @@ class Zygote:
             except (BrokenPipeError, OSError, ValueError) as exc:
                 raise ZygoteError(f"zygote is gone: {exc}") from None
 
+    # ----------------------------------------------------------------- the reader thread
+
     def _run(self) -> None:
         try:
             proc = self._launch()
@@ -242,31 +312,60 @@ class Zygote:
         with self._lock:
             self._proc = proc
             self.pid = proc.pid
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            with contextlib.suppress(ValueError, KeyError):
-                self._event(json.loads(raw))
-        self._fatal = self._fatal or "zygote exited"
-        self._started.set()
-        self._orphan_all()
+        sel = selectors.DefaultSelector()
+        try:
+            self._read_all(proc, sel)
+        finally:
+            for key in list(sel.get_map().values()):
+                if isinstance(key.data, Standby):
+                    key.data.close()
+            sel.close()
+            if self._announce is not None:
+                self._announce.close()
+            self._fatal = self._fatal or "zygote exited"
+            self._started.set()
+            self._orphan_all()
 
-    def _event(self, ev: dict[str, Any]) -> None:
+    def _read_all(self, proc: subprocess.Popen[bytes], sel: selectors.BaseSelector) -> None:
+        """Until the zygote's stdout ends: its events, the standbys' announcements, and
+        what each standby says on its socket after its hand-over."""
+        assert proc.stdout is not None and self._announce is not None
+        out = proc.stdout.fileno()
+        sel.register(out, selectors.EVENT_READ, "events")
+        sel.register(self._announce, selectors.EVENT_READ, "announce")
+        buffer = b""
+        while True:
+            for key, _ in sel.select():
+                if sel.get_map().get(key.fd) is not key:
+                    continue  # a standby's socket closed earlier in this round
+                if key.data == "events":
+                    chunk = _read(out)
+                    if not chunk:
+                        return
+                    *lines, buffer = (buffer + chunk).split(b"\n")
+                    for raw in lines:
+                        with contextlib.suppress(ValueError, KeyError):
+                            self._event(json.loads(raw), sel)
+                elif key.data == "announce":
+                    self._announced(sel)
+                else:
+                    self._standby_says(key.data, sel)
+
+    def _event(self, ev: dict[str, Any], sel: selectors.BaseSelector) -> None:
         kind = ev["event"]
         if kind in ("hello", "fatal"):
             self.hello = ev
             self._fatal = ev.get("detail", "") if kind == "fatal" else ""
             self._started.set()
             return
-        if kind in ("standby", "standby_failed"):
-            with self._lock:
-                self.standbys[ev["target"]] = ev.get("pid", 0)
+        if kind in ("standby_forked", "standby_failed"):
+            self._standby_forked(ev)
             return
         if kind in ("spawned", "spawn_failed"):
             with self._lock:
                 child = self._pending.pop(ev["id"])
                 if kind == "spawned":
                     child.pid = ev["pid"]
-                    child.standby = bool(ev.get("standby"))
                     self._children[child.pid] = child
             child.error = ev.get("detail", "")
             child.forked.set()
@@ -275,10 +374,15 @@ class Zygote:
             found = self._children.get(ev["pid"])
             if kind == "exit":
                 self._children.pop(ev["pid"], None)
+        if kind == "exit":
+            found = self._standby_exited(ev, sel) or found
         if found is not None:
             self._child_event(found, kind, ev)
 
     def _child_event(self, child: ForkedChild, kind: str, ev: dict[str, Any]) -> None:
+        if "at_ns" in ev:
+            child.stamps[f"{kind}_seen"] = time.monotonic_ns()
+            child.stamps[f"{kind}_zygote"] = ev["at_ns"]
         if kind == "ready":
             child.ready.set()
         elif kind == "error":
@@ -287,8 +391,106 @@ class Zygote:
             child.status = ExitStatus(ev["code"], ev["signal"])
             child.exited.set()
         child.settled.set()
+        self._refill(child)
         if kind == "exit" and child.on_end is not None:
             child.on_end()
+
+    def _refill(self, child: ForkedChild) -> None:
+        """A child started by a standby spawn settled: its target gets a standby again
+        (not before, so that its start had the machine's attention)."""
+        target, child.refill = child.refill, ""
+        if target:
+            self.keep_standby(target)
+
+    # ----------------------------------------------------------------- standbys (reader)
+
+    def _standby_forked(self, ev: dict[str, Any]) -> None:
+        if ev["event"] == "standby_failed":
+            self._book.failed(ev["target"])
+        else:
+            self._book.forked(ev["target"], ev["pid"])
+
+    def _announced(self, sel: selectors.BaseSelector) -> None:
+        """A standby is prepared (or its target failed): it waits on the socket it sent."""
+        assert self._announce is not None
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(self._announce, 65536, 1)
+        except OSError:
+            msg, fds = b"", []
+        if not msg and not fds:  # no one can announce any more
+            sel.unregister(self._announce)
+            return
+        socks = [socket.socket(fileno=fd) for fd in fds]
+        try:
+            info = json.loads(msg)
+            target, pid = str(info["target"]), int(info["pid"])
+        except (ValueError, KeyError, TypeError):
+            for s in socks:
+                s.close()
+            return
+        if "error" in info or not socks:
+            promised = self._book.failed(target, pid)
+            for s in socks:
+                s.close()
+            if promised is not None:  # its exit follows
+                promised.error = f"its standby failed: {info.get('error', 'no socket')}"
+                promised.settled.set()
+            return
+        standby = Standby(target, pid, socks[0])
+        sel.register(standby.sock, selectors.EVENT_READ, standby)
+        surplus, order = self._book.announced(standby)
+        if surplus is not None:  # one waits per target: EOF ends the older one
+            self._drop(surplus, sel)
+        if order and standby.send(order) and standby.child is not None:
+            standby.child.stamps["handed_over"] = time.monotonic_ns()
+
+    def _standby_says(self, standby: Standby, sel: selectors.BaseSelector) -> None:
+        """READY or ERROR of a handed-over standby; EOF: it is gone (its exit follows)."""
+        try:
+            data = standby.sock.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(standby, sel)
+            return
+        *lines, standby.buffer = (standby.buffer + data).split(b"\n")
+        child = standby.child
+        for raw in lines:
+            word, _, rest = raw.decode(errors="replace").partition(" ")
+            if child is None or word not in ("READY", "ERROR"):
+                continue  # nothing counts before a hand-over
+            if word == "READY":
+                child.stamps["ready_seen"] = time.monotonic_ns()
+                child.stamps["ready_target"] = int(rest) if rest.isdigit() else 0
+                child.ready.set()
+            else:
+                child.error = rest
+            child.settled.set()
+            self._refill(child)
+
+    def _standby_exited(
+        self, ev: dict[str, Any], sel: selectors.BaseSelector
+    ) -> ForkedChild | None:
+        """A handed-over child's last words count (READY just before it died); a standby
+        killed before its hand-over is made again, one that failed by itself is not.
+        The child promised this standby, if it died preparing."""
+        gone, target, promised = self._book.exited(ev["pid"])
+        for standby in gone:
+            while _registered(sel, standby) and _readable(standby.sock):
+                self._standby_says(standby, sel)
+            self._drop(standby, sel)
+        if target is not None:
+            if ev["signal"] is not None:
+                self.keep_standby(target)
+            elif ev["code"] != 0:  # 0: told to go (EOF on its socket), not a failure
+                self._book.mark_failed(target)
+        return promised
+
+    def _drop(self, standby: Standby, sel: selectors.BaseSelector) -> None:
+        self._book.dropped(standby)
+        if _registered(sel, standby):
+            sel.unregister(standby.sock)
+        standby.close()
 
     def _orphan_all(self) -> None:
         """The zygote died: its children died with it (PR_SET_PDEATHSIG)."""
@@ -296,7 +498,27 @@ class Zygote:
             children = list(self._children.values()) + list(self._pending.values())
             self._children.clear()
             self._pending.clear()
+        self._book.clear()
         for child in children:
             child.error = child.error or "the zygote died"
             child.forked.set()
             self._child_event(child, "exit", {"code": None, "signal": int(signal.SIGKILL)})
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return b""
+
+
+def _registered(sel: selectors.BaseSelector, standby: Standby) -> bool:
+    fd = standby.sock.fileno()  # -1 once closed
+    key = sel.get_map().get(fd) if fd >= 0 else None
+    return key is not None and key.data is standby
+
+
+def _readable(sock: socket.socket) -> bool:
+    with selectors.DefaultSelector() as probe:
+        probe.register(sock, selectors.EVENT_READ)
+        return bool(probe.select(0))

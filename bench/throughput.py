@@ -23,6 +23,9 @@ table gives their median and range, and the bisection's resolution. Every step i
 in count and time (the publisher stops at 2 N / R + 2 s; the subscriber is waited for
 until it stops making progress for DRAIN_S).
 
+Each row also gives the CPU time per message (user + system, every thread of the process,
+from /proc) of the publisher and of the subscriber at the fastest step sustained.
+
 Goal: at 4,250 B, the runtime's sustained rate at least 10x rospy's, judged on the
 ratio of each refinement (the 95 % interval of its median, goals.from_rounds).
 
@@ -70,7 +73,8 @@ READY_TIMEOUT_S = 60.0
 GOAL_SIZE, GOAL_RATIO = 4250, 10.0
 FLOOD = BASELINES / "flood.py"
 ROW_COLUMNS = ["system", "bytes", "repeats", "median_per_s", "min_per_s", "max_per_s"]
-ROW_COLUMNS += ["median_MB_per_s", "resolution", "ceiling", "steps"]
+ROW_COLUMNS += ["median_MB_per_s", "resolution", "ceiling", "steps", "pub_cpu_us", "sub_cpu_us"]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # /proc's unit of CPU time
 FULL = {"repeats": 3, "bisections": 4, "step_ms": 1000}
 QUICK = {"repeats": 1, "bisections": 2, "step_ms": 300}
 
@@ -90,6 +94,10 @@ class Step:
     in_order: bool
     achieved: float  # messages per second at the subscriber, first to last arrival
     sustained: bool
+    # CPU time (user + system, every thread, /proc) per message sent, µs: the publisher's
+    # over the step, the subscriber's from the step's start until it drained.
+    pub_cpu_us: float | None = None
+    sub_cpu_us: float | None = None
 
     def row(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -122,6 +130,15 @@ class Program:
             raise UserError(f"{self.what} answered {line[:200]!r}") from e
         return answer
 
+    def cpu_s(self) -> float:
+        """The program's CPU time so far, user + system, all its threads (0 once gone)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
     def stop(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()  # end of input: the program ends its session
@@ -150,19 +167,26 @@ class Pair:
         self.next_step += 1
         max_s = 2 * count / rate + 2
         command = f"{self.next_step} {rate:.3f} {count} {self.size} {max_s:.3f}"
+        pub_cpu, sub_cpu = self.pub.cpu_s(), self.sub.cpu_s()
         sent = int(self.pub.ask(command, max_s + 60)["sent"])
+        pub_cpu = self.pub.cpu_s() - pub_cpu
         seen = self.drained(count)
+        sub_cpu = self.sub.cpu_s() - sub_cpu
         received = seen["received"] if seen["step"] == self.next_step else 0
         span_s = (seen["last_ns"] - seen["first_ns"]) / 1e9
         achieved = (received - 1) / span_s if received > 1 and span_s > 0 else 0.0
         in_order = bool(seen["in_order"]) and received == count
         ok = sent == count and in_order and achieved >= SHARE * rate
-        step = Step(rate, count, sent, received, in_order, achieved, ok)
+        per = 1e6 / max(sent, 1)
+        step = Step(
+            rate, count, sent, received, in_order, achieved, ok, pub_cpu * per, sub_cpu * per
+        )
         self.steps.append(step)
         mark = "sustained" if ok else "not sustained"
         print(
             f"  {self.system}, {self.size} B: {rate:,.0f}/s offered, {received}/{count} in "
-            f"order={in_order}, {achieved:,.0f}/s arrived: {mark}",
+            f"order={in_order}, {achieved:,.0f}/s arrived: {mark} (CPU per message: "
+            f"publisher {pub_cpu * per:.1f} µs, subscriber {sub_cpu * per:.1f} µs)",
             flush=True,
         )
         return step
@@ -324,6 +348,10 @@ def run_size(
 def summary(search: Search, bisections: int) -> dict[str, Any]:
     found, size = search.found, search.pair.size
     median = statistics.median(found)
+    # CPU per message at the fastest step sustained: what each side spends per message
+    # when busy (a slower step's figure also holds idle wake-ups).
+    held = [s for s in search.pair.steps if s.sustained]
+    top = max(held, key=lambda s: s.offered) if held else None
     return {
         "system": search.pair.system,
         "bytes": size,
@@ -336,6 +364,8 @@ def summary(search: Search, bisections: int) -> dict[str, Any]:
         # "yes": never failed up to MAX_RATE, the figure is a lower bound
         "ceiling": "yes" if search.high is None else "no",
         "steps": len(search.pair.steps),
+        "pub_cpu_us": top.pub_cpu_us if top is not None else None,
+        "sub_cpu_us": top.sub_cpu_us if top is not None else None,
     }
 
 

@@ -20,7 +20,9 @@ Each message starts with 18 ASCII digits, its step (8) and its number in the ste
 then `x` up to SIZE bytes (rospy's std_msgs/String takes text); the dds backend carries
 step * STEP_SPAN + number as its message id and SIZE bytes of StampedBytes. A step's
 messages arrive in order when message i is the i-th of that step to arrive; messages of
-an earlier step are counted `stale` and ignored. Every system is set up for throughput:
+an earlier step are counted `stale` and ignored. Each publisher sends from where its
+system's code runs: rospy, zenoh-python and dds from the pacing thread, the runtime's node
+from its event loop (a loop timer paces it, in the same way). Every system is set up for throughput:
 Zenoh publishers batch (not express) with congestion control BLOCK, the bridge's exports
 too (`express: false`), rospy without tcp_nodelay and a synchronous publisher
 (queue_size=None: it blocks rather than drops), dds reliable and keep-all.
@@ -42,6 +44,7 @@ from typing import Any
 
 HEAD = 18
 AHEAD_S = 0.001  # sends may leave this early: a shorter sleep would oversleep (timer slack)
+LOOP_RESOLUTION_S = 0.001  # an event loop's timers: a shorter wait fires at once (a spin)
 STEP_SPAN = 1_000_000  # dds: message id = step * STEP_SPAN + number (an int32)
 KEY, TOPIC = "bench/flood", "/flood"
 MAX_LIFETIME_S = 3600.0
@@ -118,7 +121,18 @@ def pace(rate: float, count: int, max_s: float, send: Callable[[int, int], None]
 
 
 def serve_steps(send: Callable[[int, int, int, int], None]) -> None:
-    """Run each "STEP RATE COUNT SIZE MAX_S" line with send(step, first, end, size)."""
+    """Run each "STEP RATE COUNT SIZE MAX_S" line with send(step, first, end, size),
+    paced from this thread (`pace`)."""
+
+    def run(step: int, rate: float, count: int, size: int, max_s: float) -> int:
+        return pace(rate, count, max_s, functools.partial(send, step, size=size))
+
+    serve_runs(run)
+
+
+def serve_runs(run: Callable[[int, float, int, int, float], int]) -> None:
+    """Run each "STEP RATE COUNT SIZE MAX_S" line with run(step, rate, count, size, max_s),
+    which paces and sends the step and returns the number sent."""
     print("ready", flush=True)
     for line in sys.stdin:
         fields = line.split()
@@ -127,7 +141,7 @@ def serve_steps(send: Callable[[int, int, int, int], None]) -> None:
         step, count, size = int(fields[0]), int(fields[2]), int(fields[3])
         rate, max_s = float(fields[1]), float(fields[4])
         t0 = time.monotonic()
-        sent = pace(rate, count, max_s, functools.partial(send, step, size=size))
+        sent = run(step, rate, count, size, max_s)
         elapsed = time.monotonic() - t0
         print(json.dumps({"step": step, "sent": sent, "elapsed_s": elapsed}), flush=True)
 
@@ -249,25 +263,53 @@ def runtime_sub(endpoint: str) -> None:
 
 
 def runtime_pub(endpoint: str) -> None:
+    import asyncio
+
     from roboscale.runtime.node import Node
 
     class Source(Node):
         def on_start(self) -> None:
             self.out = self.publisher(TOPIC)
 
-        def burst(self, step: int, first: int, end: int, size: int) -> None:
+        async def flood(self, step: int, rate: float, count: int, size: int, max_s: float) -> int:
+            """The step, paced on the node's own loop as `pace` paces a thread: each loop
+            turn publishes the messages due (up to AHEAD_S early), then a loop timer
+            wakes it for the next, at least a millisecond later. A node publishes from
+            its loop; pacing it from this process's main thread instead cost a thread
+            hop into the loop per burst (`Runtime.call`), which no other system's
+            publisher pays."""
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[int] = loop.create_future()
             padding, publish = "x" * max(0, size - HEAD), self.out.publish
-            for i in range(first, end):
-                publish(payload(step, i, padding).encode())
+            t0, sent = loop.time(), 0
+
+            def turn() -> None:
+                nonlocal sent
+                try:
+                    elapsed = loop.time() - t0
+                    if elapsed <= max_s:
+                        due = min(count, int((elapsed + AHEAD_S) * rate) + 1)
+                        for i in range(sent, due):
+                            publish(payload(step, i, padding).encode())
+                        sent = due
+                    if sent >= count or elapsed > max_s:
+                        done.set_result(sent)
+                    else:  # never sooner than the loop's resolution: it would spin
+                        wait = t0 + sent / rate - AHEAD_S - loop.time()
+                        loop.call_later(max(wait, LOOP_RESOLUTION_S), turn)
+                except BaseException as e:  # the driver sees it, not the loop's log
+                    done.set_exception(e)
+
+            turn()
+            return await done
 
     rt, sup, handle, bridge = runtime_side({"connect": [endpoint], "export": [TOPIC]}, Source)
 
-    def send(step: int, first: int, end: int, size: int) -> None:
-        # The node publishes on the loop; this thread only paces (waiting for each burst:
-        # a loop that falls behind slows the flood down instead of queueing it here).
-        rt.call(handle.node.burst, step, first, end, size, timeout_s=60.0)
+    def run(step: int, rate: float, count: int, size: int, max_s: float) -> int:
+        sent: int = rt.wait(handle.node.flood(step, rate, count, size, max_s), timeout_s=max_s + 60)
+        return sent
 
-    serve_steps(send)
+    serve_runs(run)
     runtime_close(rt, sup, bridge)
 
 

@@ -175,9 +175,53 @@ def test_a_busy_loop_holds_the_drain_thread_back_at_the_backlog_bound(
         wait_until(lambda: drain.posted - drain.taken == 2)
         time.sleep(0.2)
         held = drain.posted - drain.taken  # the drain thread waits, samples stay in Zenoh
+        pending = len(drain.pending)  # both batches wait for one wake-up of the loop
         blocked.set()
         wait_until(lambda: got.count(b"m") == 10)
-        assert held == 2 and bridge.malformed == 0
+        assert held == pending == 2 and bridge.malformed == 0
+
+
+class SlowSink(Node):
+    """A subscriber slower than its publisher, with a queue of 100 (ROS's default size)."""
+
+    def on_start(self) -> None:
+        got: list[Any] = self.params["got"]
+
+        def slow(msg: Any) -> None:
+            time.sleep(0.0005)
+            got.append(msg)
+
+        self.subscribe("/any", slow, queue_size=100)
+
+
+@pytest.mark.zenoh
+def test_a_slow_subscriber_holds_the_bridge_back_instead_of_dropping(
+    pair: tuple[Runtime, Runtime, str],
+) -> None:
+    """The link hands the loop no more samples per turn than a turn hands an inbox: a
+    burst over a slow subscriber waits in the link (and Zenoh, and the publisher) rather
+    than overflowing the inbox (with 256 per turn, 156 of each batch were dropped)."""
+    a, b, endpoint = pair
+    got: list[Any] = []
+    sup = Supervisor(b, "s", [ChildSpec(NodeHandle(b, "slow", SlowSink, {"got": got}))])
+    b.wait(sup.start_async())
+    inbox = b.bus.topic("/any").inboxes[0]
+    with (
+        Bridge(a, bridge_config({"listen": [endpoint], "export": ["/any"]})),
+        Bridge(b, bridge_config({"connect": [endpoint], "import": ["/any"]})) as bb,
+    ):
+        wait_until(lambda: _connected(a, b, got))
+        burst = [b"%d" % i for i in range(600)]
+
+        def publish_all() -> None:
+            topic = a.bus.topic("/any")
+            for msg in burst:
+                topic.publish(msg)
+
+        a.call(publish_all)
+        wait_until(lambda: burst[-1] in got)
+        assert [m for m in got if m != b"probe"] == burst
+        assert inbox.dropped == 0 and bb.malformed == 0
 
 
 def _put(session: Any, payload: bytes, attachment: bytes) -> bool:

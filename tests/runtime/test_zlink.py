@@ -3,6 +3,7 @@ wire.py's, and a drain thread's failure surfacing as an event."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from roboscale.runtime import zlink
 from roboscale.runtime.bridge import BridgeConfig, bridge_config
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.security import Security
+from roboscale.runtime.security import Security, Tls
 from roboscale.runtime.wire import HEADER, Malformed, unpack_header
 
 from .conftest import NOT_BUILT, wait_until
@@ -71,11 +72,15 @@ def test_the_path_is_native_where_built_unless_forced_or_secured(
     native()
     monkeypatch.delenv(zlink.PATH_ENV, raising=False)
     assert zlink.link_path(bridge_config({}))[0] == "native"
-    secured = BridgeConfig(security=Security())
+    secured = BridgeConfig(security=Security(tls=Tls(ca=Path("ca.pem"))))
     assert zlink.link_path(secured) == (
         "python",
         "secured bridges run on zenoh-python (TLS, authentication)",
     )
+    login = BridgeConfig(security=Security(user="robot", password_file=Path("robot.pw")))
+    assert zlink.link_path(login)[0] == "python"
+    # The lab's trial networks say only `insecure: true`: no session setting, native.
+    assert zlink.link_path(bridge_config({"security": {"insecure": True}}))[0] == "native"
     monkeypatch.setenv(zlink.PATH_ENV, "python")
     assert zlink.link_path(bridge_config({}))[0] == "python"
     monkeypatch.setenv(zlink.PATH_ENV, "rust")

@@ -13,7 +13,8 @@ moves samples between its session and the event loop. Two links, one interface:
 
 `link_path` chooses: the native link where the extension was built and the bridge is not
 secured (the extension is built without TLS and user/password authentication, to keep
-its build to the features the benchmarks' build already compiles), unless
+its build to the features the benchmarks' build already compiles; a `security` section
+that only says `insecure: true` secures nothing and keeps the native link), unless
 $ROBOSCALE_BRIDGE_PATH=python. $ROBOSCALE_BRIDGE_PATH=native makes a missing extension
 an error instead of a silent fallback.
 """
@@ -23,20 +24,28 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
 from roboscale.errors import UserError
 from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_settings, session_config
+from roboscale.runtime.bus import DRAIN_BATCH
 from roboscale.runtime.executor import Runtime
+from roboscale.runtime.security import Security
 from roboscale.runtime.threads import ThreadScope
 from roboscale.runtime.wire import HEADER, VERSION
 from roboscale.runtime.zenoh_config import use_thread_layout
 
 PATH_ENV, PATHS = "ROBOSCALE_BRIDGE_PATH", ("auto", "native", "python")
-BATCH = 256  # samples handed to the loop per wake-up at most
+# Samples handed to the loop per wake-up at most: what one loop turn hands a subscriber's
+# inbox (bus.DRAIN_BATCH). A larger batch outran the inboxes: 256 samples in, 64 handed to
+# the callback per turn, so a busy subscriber's inbox filled and dropped messages instead
+# of holding the link, and through it Zenoh and the publisher, back.
+BATCH = DRAIN_BATCH
 BACKLOG = 64  # batches waiting for the loop at most (python link)
+QUEUE = 16_384  # samples waiting for the loop at most (native link); then back-pressure
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 
 # A sample as the loop gets it. Python link: (topic name, payload, attachment), header
@@ -83,9 +92,24 @@ def link_path(
                 hint="run 'make native' (it needs Rust's cargo)",
             )
         return "python", "the native bridge path was not built (make native)"
-    if config.security is not None:
+    if secured(config.security):
         return "python", "secured bridges run on zenoh-python (TLS, authentication)"
     return "native", "per-message path in Rust (_zbridge)"
+
+
+def secured(security: Security | None) -> bool:
+    """Whether `security` asks for authentication, TLS or access control, which only
+    zenoh-python's session carries here. `insecure: true` alone (the lab's own trial
+    networks) adds no session setting at all (security.security_settings): such a
+    bridge is the plain one and keeps the native link."""
+    if security is None:
+        return False
+    return (
+        security.users_file is not None
+        or security.user is not None
+        or security.tls is not None
+        or bool(security.rules)
+    )
 
 
 class Publisher(Protocol):
@@ -116,7 +140,7 @@ class NativeLink:
 
     def subscribe(self, prefix: str, on_ready: Callable[[Any], None]) -> None:
         """On the loop: the data subscriber; `on_ready(inbox)` runs when rows wait."""
-        self.inbox = self.session.inbox(prefix, BATCH * BACKLOG)
+        self.inbox = self.session.inbox(prefix, QUEUE)
         self.runtime.loop.add_reader(self.inbox.fileno(), on_ready, self.inbox)
 
     def import_topic(self, name: str, index: int) -> None:
@@ -279,15 +303,21 @@ class Drain:
     At most BACKLOG batches wait for the loop: past that this thread waits, the channel
     fills, and Zenoh applies back-pressure to the publishers. Batches handed to the loop
     and taken by it are plain counters, each written by one thread only, so neither
-    thread takes a lock per batch. The thread runs in the link's ThreadScope: an
-    exception it ends on (other than the channel closing with the subscriber) is reported
-    on the loop as a `thread_failed` event, and closing the link joins it.
+    thread takes a lock per batch. Batches wait in `pending`, and the thread wakes the
+    loop (`call_soon_threadsafe`, a system call) only when the loop is not already due to
+    take them (`_woken`): under sustained load the loop takes one batch a turn and
+    schedules the next itself, so the wake-ups coalesce. The thread runs in the link's
+    ThreadScope: an exception it ends on (other than the channel closing with the
+    subscriber) is reported on the loop as a `thread_failed` event, and closing the link
+    joins it.
     """
 
     def __init__(self, runtime: Runtime, sub: Any, strip: int, on_rows: RawRows) -> None:
         self.runtime, self.sub, self.strip, self.on_rows = runtime, sub, strip, on_rows
         self.posted = 0
         self.taken = 0
+        self.pending: deque[list[tuple[str, bytes, bytes]]] = deque()
+        self._woken = False  # a `_deliver` is due on the loop: it takes what is pending
         self.stopped = False
         self._waiting = False  # the drain thread waits for room: the loop sets _room
         self._room = threading.Event()
@@ -317,10 +347,13 @@ class Drain:
             if self.posted - self.taken >= BACKLOG and not self._wait_for_room():
                 return
             self.posted += 1
-            try:
-                self.runtime.loop.call_soon_threadsafe(self._deliver, batch)
-            except RuntimeError:
-                return  # the loop is closed: the process is ending
+            self.pending.append(batch)
+            if not self._woken:
+                self._woken = True
+                try:
+                    self.runtime.loop.call_soon_threadsafe(self._deliver)
+                except RuntimeError:
+                    return  # the loop is closed: the process is ending
             if closed:
                 return
 
@@ -332,7 +365,19 @@ class Drain:
             (att.to_bytes() if att is not None else b""),
         )
 
-    def _deliver(self, batch: list[tuple[str, bytes, bytes]]) -> None:
+    def _deliver(self) -> None:
+        """On the loop: one pending batch; the next in a later turn (no wake-up needed)."""
+        pending = self.pending
+        batch = pending.popleft() if pending else None
+        if pending:
+            self.runtime.loop.call_soon(self._deliver)
+        else:
+            self._woken = False
+            if pending:  # appended between the check and the flag: the thread saw it set
+                self._woken = True
+                self.runtime.loop.call_soon(self._deliver)
+        if batch is None:
+            return  # a second wake-up for a batch an earlier turn took
         self.taken += 1
         if self._waiting:
             self._room.set()

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # built only when a launch file has them: imported when built
     from roboscale.runtime.liveliness import LivelinessWatcher
     from roboscale.runtime.process import CommandChild, ProcessNode
     from roboscale.runtime.rosnode import RosMaster
+    from roboscale.runtime.rosremote import Remotes
     from roboscale.runtime.zygote import Zygote
 
 Loc = tuple[str | int, ...]
@@ -68,6 +69,7 @@ class _Builder:
         self.rt = runtime
         self.tree = tree
         self.watcher: LivelinessWatcher | None = None
+        self._remotes: Remotes | None = None
 
     def error(self, loc: Loc, problem: str) -> SpecError:
         line = ls._line(self.launch.lines, loc)
@@ -199,9 +201,9 @@ class _Builder:
         if self.tree.master_uri is not None:
             raise self.error(loc, "a second ROS master")
         port = child.port or free_port()
-        uri = f"http://127.0.0.1:{port}/"
+        uri = f"http://{self.remotes().master_host()}:{port}/"
         self.tree.master_uri = uri
-        env = ros_env(uri, self.workdir() / "ros_home")
+        env = ros_env(uri, self.workdir() / "ros_home", self.remotes().local_env())
         return RosMaster(
             child.ros_master, uri, ros.params, env, port=port,
             log=self.workdir() / f"{child.ros_master}.log",
@@ -213,7 +215,13 @@ class _Builder:
 
         if self.tree.master_uri is None:
             raise self.error(loc, "a ROS node needs a ROS master: a ros_master child before it")
-        extra = dict(child.env)  # its machine is this host: read_launch refused any other
+        log = self.workdir() / f"{child.ros_name.strip('/').replace('/', '.')}.log"
+        if child.machine is not None and self.remotes().elsewhere(child.machine):
+            try:  # started on its machine over ssh
+                return self.remotes().node(child, self.tree.master_uri, log)
+            except ValueError as e:
+                raise self.error((*loc, "env"), str(e)) from None
+        extra = {**self.remotes().local_env(), **child.env}
         if child.ns not in ("", "/"):
             extra["ROS_NAMESPACE"] = child.ns
         env = ros_env(self.tree.master_uri, self.workdir() / "ros_home", extra)
@@ -222,10 +230,17 @@ class _Builder:
         except UserError as e:
             raise self.error((*loc, "type"), str(e)) from None
         argv = node_argv(program, child.ros_node, child.args, child.remap)
-        log = self.workdir() / f"{child.ros_name.strip('/').replace('/', '.')}.log"
         return CommandChild(
             child.ros_node, argv, env=env, log=log, ready_timeout_s=child.ready_timeout_s
         )
+
+    def remotes(self) -> Remotes:
+        """The launch's machines elsewhere (runtime/rosremote.py)."""
+        if self._remotes is None:
+            from roboscale.runtime.rosremote import Remotes
+
+            self._remotes = Remotes(self.launch)
+        return self._remotes
 
 
 def build_tree(launch: LaunchFile, runtime: Runtime, bridge: Bridge | None = None) -> Tree:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roboscale.runtime.launchspec import read_launch
+from roboscale.runtime.launchspec import explain, read_launch
 from roboscale.runtime.rosremote import Host, is_local, reach_address, remote_command, ssh_argv
 
 SHOW = (
@@ -108,3 +108,22 @@ def test_a_yaml_launch_file_declares_machines_too(tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"robot.yaml:5: ros.machines.arm.env_loader: 'env.sh' "
                        "is not allowed; allowed: an absolute path on the host"):  # fmt: skip
         read_launch(path)
+
+
+EXPLAINED = """\
+<launch>
+  <machine name="arm" address="10.0.0.7" user="pi" env-loader="/opt/ros/env.sh"/>
+  <node name="driver" pkg="arm" type="driver" machine="arm" respawn="true" respawn_delay="2"/>
+  <node name="guard" pkg="arm" type="guard" machine="arm" required="true"/>
+</launch>
+"""
+
+
+def test_a_remote_node_is_an_ordinary_child_of_the_tree(tmp_path: Path) -> None:
+    """Read without reaching the host (--check, --explain): the same restart type, delay
+    and escalation as a local node; the host is reached only when the tree is built."""
+    path = tmp_path / "robot.launch"
+    path.write_text(EXPLAINED)
+    text = explain(read_launch(path).spec)
+    assert "driver  ros_node /driver (arm/driver) on arm  [permanent, delay 2 s" in text
+    assert "guard  ros_node /guard (arm/guard) on arm  [temporary, required" in text

@@ -26,6 +26,7 @@ class LoopbackHost:
     keys: Path
     config: Path  # ssh_config: the client key, known_hosts with the host's key
     stranger_config: Path  # the same, but known_hosts does not hold the host's key
+    refused_config: Path  # the host's key known, but a client key it does not authorize
 
 
 def _keygen(path: Path) -> None:
@@ -39,9 +40,9 @@ def _free_port(address: str) -> int:
         return port
 
 
-def _client_config(path: Path, keys: Path, known_hosts: Path) -> Path:
+def _client_config(path: Path, keys: Path, known_hosts: Path, key: str = "client") -> Path:
     path.write_text(
-        f"Host {ADDRESS}\n  User root\n  IdentityFile {keys / 'client'}\n  IdentitiesOnly yes\n"
+        f"Host {ADDRESS}\n  User root\n  IdentityFile {keys / key}\n  IdentitiesOnly yes\n"
         f"  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
     )
     return path
@@ -70,7 +71,7 @@ def _start(config: Path) -> subprocess.Popen[bytes]:
 def loopback_sshd(tmp: Path) -> Iterator[LoopbackHost]:
     keys = tmp / "keys"
     keys.mkdir(mode=0o700, parents=True)
-    for name in ("hostkey", "client"):
+    for name in ("hostkey", "client", "stranger"):
         _keygen(keys / name)
     (keys / "authorized").write_text((keys / "client.pub").read_text())
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation
@@ -91,6 +92,7 @@ def loopback_sshd(tmp: Path) -> Iterator[LoopbackHost]:
             ADDRESS, port, keys,
             _client_config(keys / "ssh_config", keys, keys / "known_hosts"),
             _client_config(keys / "stranger_config", keys, keys / "empty_known_hosts"),
+            _client_config(keys / "refused_config", keys, keys / "known_hosts", "stranger"),
         )  # fmt: skip
     finally:
         with contextlib.suppress(ProcessLookupError):  # the listener and any session left

@@ -2,7 +2,8 @@
 real OpenSSH (an sshd on 127.0.0.2, not a local address to roboscale) under the local
 supervisor: killed on the host, restarted by its restart type and registered again with
 the master; a required node there stops the tree; and each problem with the host (an
-unknown host key, nothing listening, no env-loader) named at the `<machine>` line, exit 2.
+unknown host key, a refused key, nothing listening, no env-loader) named at the `<machine>`
+line, exit 2.
 """
 
 from __future__ import annotations
@@ -200,6 +201,19 @@ def test_an_unknown_host_key_is_refused_at_the_machine_line(
     err = check(launch, capsys)
     assert f"robot.launch:2: machine.address: the host key of {host.address} is unknown" in err
     assert "Host key verification failed" in err and "accepts only known host keys" in err
+
+
+def test_a_refused_key_is_named_at_the_machine_line(
+    host: LoopbackHost,
+    demo: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(SSH_CONFIG_ENV, str(host.refused_config))
+    err = check(write(tmp_path, LAUNCH, host, demo), capsys)
+    assert f"robot.launch:2: machine.user: {host.address} refused the key of ssh's default" in err
+    assert "Permission denied" in err
 
 
 def test_a_host_nothing_answers_on_is_named_at_the_machine_line(

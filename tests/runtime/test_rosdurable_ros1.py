@@ -3,7 +3,8 @@ talker's /seq, mirrored by the relay into the durable runtime topic /data, is ta
 runtime node in another process (tests/runtime/programs/bridge_sub.py, a durable import
 with a cursor file); that process is SIGKILLed, and its next instance resumes from the
 cursor: every message the talker published since the first one taken arrives, the ones
-published while no importer lived included (replayed from the relay's retention)."""
+published while no importer lived included (replayed from the relay's retention); and a
+second importer started last replays all the relay retained, from the oldest."""
 
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def test_a_runtime_node_resumes_a_ros_topic_from_its_cursor_across_a_kill(
     launch = tmp_path / "mirror.launch"
     launch.write_text(LAUNCH.format(work=tmp_path, endpoint=endpoint))
     cursor, out = tmp_path / "data.cursor", tmp_path / "taken"
+    late = tmp_path / "taken_late"  # a second importer, started last, with its own cursor
     procs: list[subprocess.Popen[bytes]] = []
 
-    def importer() -> subprocess.Popen[bytes]:
+    def importer(cursor: Path = cursor, out: Path = out) -> subprocess.Popen[bytes]:
         # -1: no message stalls its callback (the talker's numbers start at 0).
         proc = spawn("bridge_sub.py", endpoint, str(cursor), str(out), "at_least_once", "-1")
         procs.append(proc)
@@ -71,6 +73,8 @@ def test_a_runtime_node_resumes_a_ros_topic_from_its_cursor_across_a_kill(
         wait_until(lambda: published(tmp_path)[-1:] == ["END"])
         last = int(published(tmp_path)[-2])
         wait_until(lambda: last in taken(out))
+        importer(tmp_path / "late.cursor", late)  # replayed all the relay retained
+        wait_until(lambda: last in taken(late))
 
     async def session(rt: Runtime, root: Supervisor) -> int:
         try:
@@ -89,3 +93,6 @@ def test_a_runtime_node_resumes_a_ros_topic_from_its_cursor_across_a_kill(
     assert len(window) > 150 and not lost, (len(window), lost[:10])
     assert duplicated <= 1  # at least once: the one in flight at the kill, not yet committed
     assert taken(out) == sorted(taken(out))  # in order (a message again: right after itself)
+    # The late importer, a first start: everything retained, from the oldest, in order.
+    assert taken(late) == sorted(set(taken(late))) and min(taken(late)) <= min(got)
+    assert set(window) <= set(taken(late))

@@ -9,6 +9,7 @@ second importer started last replays all the relay retained, from the oldest."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -36,6 +37,14 @@ LAUNCH = """\
 """
 
 
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 def published(work: Path) -> list[str]:
     log = work / "talker.log"
     return log.read_text().split() if log.exists() else []
@@ -47,7 +56,8 @@ def test_a_runtime_node_resumes_a_ros_topic_from_its_cursor_across_a_kill(
     pkgs = make_package(tmp_path, "mirror", {"talker.py": TALKER, "relay": RELAY})
     monkeypatch.setenv("ROS_PACKAGE_PATH", f"{pkgs}:/usr/share")
     monkeypatch.setenv("ROS_HOME", str(tmp_path / "ros_home"))
-    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    port = free_port()
+    endpoint = f"tcp/127.0.0.1:{port}"
     launch = tmp_path / "mirror.launch"
     launch.write_text(LAUNCH.format(work=tmp_path, endpoint=endpoint))
     cursor, out = tmp_path / "data.cursor", tmp_path / "taken"
@@ -62,6 +72,7 @@ def test_a_runtime_node_resumes_a_ros_topic_from_its_cursor_across_a_kill(
         return proc
 
     def body() -> None:
+        wait_until(lambda: listening(port))  # the relay's bridge is open: then importers
         first = importer()
         wait_until(lambda: len(taken(out)) >= 20)
         first.kill()  # SIGKILL: no goodbye; the talker goes on publishing

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roboscale.errors import SpecError
+from roboscale.runtime.childspec import Recipe
 from roboscale.runtime.launchspec import XML_SUFFIXES, LaunchFile, RosNodeChild
 from roboscale.runtime.process import CommandChild
 from roboscale.runtime.rosnode import node_argv
@@ -353,8 +354,10 @@ class Remotes:
         prefix = "machine." if xml else f"ros.machines.{machine}."
         return Where(self.launch.path, line, prefix, xml)
 
-    def node(self, child: RosNodeChild, master_uri: str, log: Path) -> CommandChild:
-        """The child of a node on its machine; the machine is reached first, once."""
+    def node(self, child: RosNodeChild, master_uri: str, log: Path) -> Recipe:
+        """The start recipe of a node on its machine (`remote_node` and plain data, made
+        anew at every start); the machine is reached first, once, when the tree is built.
+        A malformed environment variable name is a ValueError, raised here."""
         assert child.machine is not None
         machine = self.machines[child.machine]
         host = Host(child.machine, **machine.model_dump())
@@ -369,4 +372,6 @@ class Remotes:
             child.ros_node, child.pkg, child.type, child.ns, list(child.args), dict(child.remap),
             dict(child.env),
         )  # fmt: skip
-        return remote_node(host, node, master_uri, log=log, ready_timeout_s=child.ready_timeout_s)
+        remote_command(host, [], node.env, "")  # its words checked now, not at each start
+        kwargs = {"log": log, "ready_timeout_s": child.ready_timeout_s}
+        return Recipe(child.ros_node, remote_node, (host, node, master_uri), kwargs)

@@ -18,7 +18,7 @@ from roboscale.errors import UserError
 from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config, session_config
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.wire import Codec, Unencodable, pack_header, unpack_header
 
@@ -42,7 +42,7 @@ def pair(zenoh: None, bridge_path: str) -> Iterator[tuple[Runtime, Runtime, str]
 
 
 def subscriber(rt: Runtime, got: list[Any]) -> Supervisor:
-    sup = Supervisor(rt, "s", [ChildSpec(NodeHandle(rt, "sink", Sink, {"got": got}))])
+    sup = Supervisor(rt, "s", [ChildSpec(NodeRecipe("sink", Sink, {"got": got}))])
     rt.wait(sup.start_async())
     return sup
 
@@ -203,7 +203,7 @@ def test_a_slow_subscriber_holds_the_bridge_back_instead_of_dropping(
     than overflowing the inbox (with 256 per turn, 156 of each batch were dropped)."""
     a, b, endpoint = pair
     got: list[Any] = []
-    sup = Supervisor(b, "s", [ChildSpec(NodeHandle(b, "slow", SlowSink, {"got": got}))])
+    sup = Supervisor(b, "s", [ChildSpec(NodeRecipe("slow", SlowSink, {"got": got}))])
     b.wait(sup.start_async())
     inbox = b.bus.topic("/any").inboxes[0]
     with (
@@ -313,7 +313,7 @@ def test_an_escaping_exception_leaves_the_other_inboxes_of_the_batch_scheduled(
             self.subscribe("/a", explode)
             self.subscribe("/b", got.append)
 
-    rt.wait(Supervisor(rt, "s", [ChildSpec(NodeHandle(rt, "two", Two))]).start_async())
+    rt.wait(Supervisor(rt, "s", [ChildSpec(NodeRecipe("two", Two))]).start_async())
     bridge = Bridge(rt, bridge_config({"import": ["/a", "/b"]}))  # never opened: no Zenoh
     bridge.imported = {"/a": None, "/b": None}
     header = pack_header(Codec.RAW, 0, 1, 1)
@@ -343,7 +343,7 @@ def test_rosbags_messages_cross_as_cdr_into_a_topic_of_their_type(
         def on_start(self) -> None:
             self.subscribe("/vec", got.append, msg_type=vector)
 
-    sup = Supervisor(b, "s", [ChildSpec(NodeHandle(b, "sink", VectorSink))])
+    sup = Supervisor(b, "s", [ChildSpec(NodeRecipe("sink", VectorSink))])
     b.wait(sup.start_async())
     with (
         Bridge(a, bridge_config({"listen": [endpoint], "export": ["/vec"]})),

@@ -14,7 +14,7 @@ from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config, session_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import NodeHandle
+from roboscale.runtime.node import NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.wire import DEFAULT_MAX_PAYLOAD, Codec, pack_header, type_tag
 
@@ -31,7 +31,7 @@ def importer(zenoh: None) -> Iterator[tuple[Bridge, Any, list[Any]]]:
 
     rt = Runtime().start()
     got: list[Any] = []
-    sup = Supervisor(rt, "s", [ChildSpec(NodeHandle(rt, "sink", Sink, {"got": got}))])
+    sup = Supervisor(rt, "s", [ChildSpec(NodeRecipe("sink", Sink, {"got": got}))])
     rt.wait(sup.start_async())
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     session = z.open(session_config(BridgeConfig(listen=(endpoint,))))

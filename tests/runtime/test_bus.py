@@ -7,7 +7,7 @@ from roboscale.runtime.bus import Inbox, Overflow
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 from .conftest import wait_until
@@ -22,8 +22,8 @@ class DurableReader(Node):
         self.subscribe("/data", RECEIVED.append, durable=True, queue_size=size, overflow=policy)
 
 
-def start(rt: Runtime, handle: NodeHandle) -> Supervisor:
-    sup = Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(1_000_000, 1.0))
+def start(rt: Runtime, recipe: NodeRecipe) -> Supervisor:
+    sup = Supervisor(rt, "top", [ChildSpec(recipe)], intensity=Intensity(1_000_000, 1.0))
     rt.wait(sup.start_async())
     return sup
 
@@ -31,8 +31,7 @@ def start(rt: Runtime, handle: NodeHandle) -> Supervisor:
 def test_durable_topic_exactly_once_in_order_under_repeated_kills(rt: Runtime) -> None:
     """Messages published while the reader is down reach the next instance, in order, once."""
     RECEIVED.clear()
-    reader = NodeHandle(rt, "reader", DurableReader)
-    sup = start(rt, reader)
+    sup = start(rt, NodeRecipe("reader", DurableReader))
     topic = rt.bus.topic("/data")
     rng = random.Random(7)
     sent = 0
@@ -43,7 +42,7 @@ def test_durable_topic_exactly_once_in_order_under_repeated_kills(rt: Runtime) -
             sent += 1
             topic.publish(sent)
         if rng.random() < 0.5:
-            reader.kill()  # the next burst may arrive while it is down
+            sup.child("reader").kill()  # the next burst may arrive while it is down
         for _ in range(rng.randrange(0, 5)):
             sent += 1
             topic.publish(sent)
@@ -60,9 +59,8 @@ def test_durable_topic_exactly_once_in_order_under_repeated_kills(rt: Runtime) -
 
 def test_durable_inbox_drops_duplicates_and_counts_them(rt: Runtime) -> None:
     RECEIVED.clear()
-    reader = NodeHandle(rt, "reader", DurableReader)
-    start(rt, reader)
-    inbox = reader.durables["/data"]
+    sup = start(rt, NodeRecipe("reader", DurableReader))
+    inbox = sup.child("reader").durables["/data"]
     for seq in (1, 2, 2, 3, 1, 4):  # e.g. a bridge resending after a reconnect
         rt.call(inbox.offer, seq, seq * 10)
     wait_until(lambda: len(RECEIVED) == 4)
@@ -73,19 +71,18 @@ def test_overflow_drop_oldest_is_counted_and_announced(
     rt: Runtime, events: list[SupervisionEvent]
 ) -> None:
     RECEIVED.clear()
-    reader = NodeHandle(rt, "reader", DurableReader, {"queue_size": 3})
-    start(rt, reader)
-    rt.call(reader.kill)  # down: messages buffer in its bounded inbox
+    sup = start(rt, NodeRecipe("reader", DurableReader, {"queue_size": 3}))
+    rt.call(sup.child("reader").kill)  # down: messages buffer in its bounded inbox
     topic = rt.bus.topic("/data")
 
     def flood() -> None:
-        reader.kill()
+        sup.child("reader").kill()
         for i in range(1, 11):
             topic.publish(i)
 
     rt.call(flood)
     wait_until(lambda: RECEIVED[-3:] == [8, 9, 10])
-    inbox = reader.durables["/data"]
+    inbox = sup.child("reader").durables["/data"]
     assert inbox.overflow is Overflow.DROP_OLDEST and inbox.dropped == 7
     overflow = [e for e in events if e.kind == "overflow"]
     assert [e.detail for e in overflow][-1].startswith("/data: 4 dropped (drop_oldest, limit 3)")
@@ -93,19 +90,20 @@ def test_overflow_drop_oldest_is_counted_and_announced(
 
 def test_overflow_drop_newest_keeps_the_queued_messages(rt: Runtime) -> None:
     RECEIVED.clear()
-    reader = NodeHandle(rt, "reader", DurableReader, {"queue_size": 3, "overflow": "drop_newest"})
-    start(rt, reader)
+    sup = start(
+        rt, NodeRecipe("reader", DurableReader, {"queue_size": 3, "overflow": "drop_newest"})
+    )
     topic = rt.bus.topic("/data")
 
     def flood() -> None:
-        reader.kill()
+        sup.child("reader").kill()
         for i in range(1, 11):
             topic.publish(i)
 
     rt.call(flood)
     wait_until(lambda: len(RECEIVED) == 3)
     rt.call(lambda: None)
-    assert RECEIVED == [1, 2, 3] and reader.durables["/data"].dropped == 7
+    assert RECEIVED == [1, 2, 3] and sup.child("reader").durables["/data"].dropped == 7
 
 
 def test_plain_subscription_is_bounded_too(rt: Runtime) -> None:
@@ -115,7 +113,7 @@ def test_plain_subscription_is_bounded_too(rt: Runtime) -> None:
         def on_start(self) -> None:
             self.subscribe("/plain", got.append, queue_size=2)
 
-    start(rt, NodeHandle(rt, "slow", Slow))
+    start(rt, NodeRecipe("slow", Slow))
     topic = rt.bus.topic("/plain")
     rt.call(lambda: [topic.publish(i) for i in range(5)])  # all queued before any delivery
     wait_until(lambda: got == [3, 4])
@@ -130,7 +128,7 @@ def test_a_caller_collecting_ready_inboxes_delivers_in_its_own_loop_turn(rt: Run
         def on_start(self) -> None:
             self.subscribe("/in", got.append)
 
-    start(rt, NodeHandle(rt, "sink", Sink))
+    start(rt, NodeRecipe("sink", Sink))
 
     def inject() -> tuple[list[Any], list[Any]]:
         ready: list[Inbox] = []
@@ -163,7 +161,7 @@ def test_on_done_names_the_messages_whose_callback_returned(rt: Runtime) -> None
     for mode in ("inline", "async"):
         done: list[int] = []
         params = {"done": done, "mode": mode, "topic": f"/{mode}"}
-        sup = start(rt, NodeHandle(rt, "reader", Committing, params))
+        sup = start(rt, NodeRecipe("reader", Committing, params))
         for msg in ("a", "bad", "b"):  # seq 1, 2, 3: the node fails at 2 and is restarted
             rt.call(rt.bus.topic(f"/{mode}").publish, msg)
         wait_until(lambda: done == [1, 3])  # noqa: B023  (waited for in this iteration)

@@ -9,8 +9,8 @@ from typing import Any
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import Node, NodeHandle
-from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.node import Node, NodeRecipe
+from roboscale.runtime.supervisor import ChildSpec, Supervisor, SupervisorRecipe
 
 from .conftest import wait_until
 
@@ -36,15 +36,17 @@ class FaceWorker(Node):
 def test_chaos_leaves_every_worker_running_and_the_tree_alive(
     rt: Runtime, events: list[SupervisionEvent]
 ) -> None:
-    handles = [NodeHandle(rt, f"w{i}", FaceWorker) for i in range(WORKERS)]
-    faces = Supervisor(rt, "faces", [ChildSpec(h) for h in handles], intensity=Intensity(1000, 1))
-    top = Supervisor(rt, "top", [ChildSpec(faces)], intensity=Intensity(1000, 1))
+    names = [f"w{i}" for i in range(WORKERS)]
+    workers = [ChildSpec(NodeRecipe(name, FaceWorker)) for name in names]
+    faces_recipe = SupervisorRecipe("faces", workers, intensity=Intensity(1000, 1))
+    top = Supervisor(rt, "top", [ChildSpec(faces_recipe)], intensity=Intensity(1000, 1))
     rt.wait(top.start_async())
+    faces = top.child("faces")
     rng = random.Random(2024)
     done = {"crash": 0, "cancel": 0}
 
     def strike() -> None:
-        handle = rng.choice(handles)
+        handle = faces.child(rng.choice(names))  # the current instance: new at each restart
         node: Any = handle.node
         if node is None:
             return  # being restarted right now: pick another next time
@@ -63,12 +65,12 @@ def test_chaos_leaves_every_worker_running_and_the_tree_alive(
     while kills < KILLS:
         rt.call(strike)
         kills = done["crash"] + done["cancel"]
-    wait_until(lambda: sum(faces.restarts(h.name) for h in handles) >= kills)
-    assert top.alive() and faces.alive()
-    assert all(h.alive() for h in handles)
+    wait_until(lambda: sum(faces.restarts(name) for name in names) >= kills)
+    assert top.alive() and faces.alive() and top.child("faces") is faces
+    assert all(faces.child(name).alive() for name in names)
     assert top.restarts("faces") == 0  # never escalated
     exits = [e for e in events if e.kind == "exited"]
     assert {e.reason for e in exits} == {"crash", "killed"}
     assert len(exits) == kills and done["crash"] > 0 and done["cancel"] > 0
     rt.wait(top.stop_async())
-    assert not any(h.alive() for h in handles)
+    assert not any(faces.child(name).alive() for name in names)

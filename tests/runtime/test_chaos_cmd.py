@@ -25,9 +25,9 @@ from roboscale.runtime.chaos import (
 from roboscale.runtime.cli import cmd_chaos
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import NodeHandle
+from roboscale.runtime.node import NodeRecipe
 from roboscale.runtime.process import CommandChild
-from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.supervisor import ChildSpec, Recipe, Supervisor, SupervisorRecipe
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "launch" / "workers.yaml"
 
@@ -95,9 +95,9 @@ def test_chaos_section_of_a_launch_file_is_validated_with_its_line(tmp_path: Pat
 
 
 def workers_tree(rt: Runtime, n: int, deadline_s: float | None = None) -> Supervisor:
-    handles = [NodeHandle(rt, f"w{i}", Worker, callback_deadline_s=deadline_s) for i in range(n)]
-    workers = Supervisor(
-        rt, "workers", [ChildSpec(h) for h in handles], intensity=Intensity(1000, 1)
+    recipes = [NodeRecipe(f"w{i}", Worker, callback_deadline_s=deadline_s) for i in range(n)]
+    workers = SupervisorRecipe(
+        "workers", [ChildSpec(r) for r in recipes], intensity=Intensity(1000, 1)
     )
     return Supervisor(rt, "top", [ChildSpec(workers)], intensity=Intensity(1000, 1))
 
@@ -156,7 +156,8 @@ def test_hangs_are_caught_by_the_watchdog_and_restarted(rt: Runtime, tmp_path: P
 
 
 def test_signals_kill_process_children_which_are_restarted(rt: Runtime, tmp_path: Path) -> None:
-    drivers = [CommandChild(f"d{i}", ["sleep", "3600"]) for i in range(3)]
+    names = [f"d{i}" for i in range(3)]
+    drivers = [Recipe(name, CommandChild, (name, ["sleep", "3600"])) for name in names]
     root = Supervisor(
         rt, "top", [ChildSpec(d, shutdown_s=1) for d in drivers], intensity=Intensity(1000, 1)
     )
@@ -166,9 +167,9 @@ def test_signals_kill_process_children_which_are_restarted(rt: Runtime, tmp_path
     report = rt.wait(ChaosMonkey(rt, root, spec).run(), timeout_s=60)
     assert report.ok and report.kills > 0 and report.restarts == report.kills
     assert set(report.by_method) <= {"sigterm", "sigkill"}
-    assert all(d.alive() for d in drivers)
+    assert all(root.child(name).alive() for name in names)
     rt.wait(root.stop_async(), timeout_s=30)
-    assert not any(d.alive() for d in drivers)
+    assert not any(root.child(name).alive() for name in names)
 
 
 def chaos_args(tmp_path: Path, **given: Any) -> Namespace:

@@ -15,7 +15,7 @@ import pytest
 from roboscale.backends.base import free_port
 from roboscale.runtime.bridge import Bridge, BridgeConfig
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.wire import Codec, pack_header
 
@@ -44,8 +44,8 @@ class Robot:
 def robot(endpoint: str, cursor: Path) -> Robot:
     rt = Runtime().start()
     got: list[Any] = []
-    handle = NodeHandle(rt, "sink", DurableSink, {"got": got})
-    rt.wait(Supervisor(rt, "s", [ChildSpec(handle)]).start_async())
+    recipe = NodeRecipe("sink", DurableSink, {"got": got})
+    rt.wait(Supervisor(rt, "s", [ChildSpec(recipe)]).start_async())
     config = BridgeConfig(listen=(endpoint,), imports=("/cmd",), durable=("/cmd",), retain=100)
     bridge = Bridge(rt, config, cursors={"/cmd": cursor}, query_timeout_s=1.0)
     return Robot(rt, bridge.open(), got)

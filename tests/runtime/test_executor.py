@@ -16,7 +16,7 @@ from roboscale.eventloop import LOOP_ENV, loop_kind
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 from .conftest import wait_until
@@ -52,8 +52,8 @@ def test_an_unknown_loop_is_refused_with_the_variable(monkeypatch: pytest.Monkey
         Runtime()
 
 
-def start(rt: Runtime, handle: NodeHandle) -> Supervisor:
-    sup = Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(100, 1.0))
+def start(rt: Runtime, recipe: NodeRecipe) -> Supervisor:
+    sup = Supervisor(rt, "top", [ChildSpec(recipe)], intensity=Intensity(100, 1.0))
     rt.wait(sup.start_async())
     return sup
 
@@ -94,7 +94,7 @@ class Stuck(Node):
 def test_watchdog_declares_a_coroutine_stuck_in_await_hung(
     rt: Runtime, events: list[SupervisionEvent]
 ) -> None:
-    sup = start(rt, NodeHandle(rt, "stuck", Stuck, {"how": "await"}))
+    sup = start(rt, NodeRecipe("stuck", Stuck, {"how": "await"}))
     poke(rt, "/go")
     wait_until(lambda: sup.restarts("stuck") == 1)
     assert "subscription ran past its deadline" in hung_exits(events)[0].detail
@@ -104,7 +104,7 @@ def test_watchdog_declares_a_worker_thread_callback_hung(
     rt: Runtime, events: list[SupervisionEvent]
 ) -> None:
     RELEASE_THREAD.clear()
-    sup = start(rt, NodeHandle(rt, "stuck", Stuck, {"how": "thread"}))
+    sup = start(rt, NodeRecipe("stuck", Stuck, {"how": "thread"}))
     try:
         poke(rt, "/go")
         wait_until(lambda: sup.restarts("stuck") == 1)
@@ -122,8 +122,8 @@ def test_loop_watchdog_interrupts_a_callback_blocking_the_loop(
         def on_start(self) -> None:
             self.subscribe("/n", ok.append)
 
-    stuck = NodeHandle(rt, "stuck", Stuck, {"how": "loop"})
-    sup = Supervisor(rt, "top", [ChildSpec(stuck), ChildSpec(NodeHandle(rt, "n", Neighbour))])
+    stuck = NodeRecipe("stuck", Stuck, {"how": "loop"})
+    sup = Supervisor(rt, "top", [ChildSpec(stuck), ChildSpec(NodeRecipe("n", Neighbour))])
     rt.wait(sup.start_async())
     rt.loop.call_soon_threadsafe(rt.bus.topic("/go").publish, None)
     wait_until(lambda: sup.restarts("stuck") == 1)
@@ -142,8 +142,8 @@ def test_missing_heartbeat_declares_the_node_hung(
         def on_start(self) -> None:
             self.timer(0.005, self.heartbeat)
 
-    silent = NodeHandle(rt, "silent", Silent, heartbeat_s=0.05)
-    beating = NodeHandle(rt, "beating", Beating, heartbeat_s=0.5)
+    silent = NodeRecipe("silent", Silent, heartbeat_s=0.05)
+    beating = NodeRecipe("beating", Beating, heartbeat_s=0.5)
     sup = Supervisor(
         rt, "top", [ChildSpec(silent), ChildSpec(beating)], intensity=Intensity(100, 1)
     )

@@ -11,7 +11,7 @@ from roboscale.runtime.executor import Runtime
 from roboscale.runtime.launch import format_status, load_launch, load_launch_file, run_launch
 from roboscale.runtime.launchspec import read_launch
 from roboscale.runtime.node import Node
-from roboscale.runtime.supervisor import Strategy, Supervisor
+from roboscale.runtime.supervisor import Strategy, Supervisor, SupervisorRecipe
 
 from .conftest import private
 
@@ -60,9 +60,10 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_good_launch_file_builds_and_runs_the_tree(rt: Runtime, tmp_path: Path) -> None:
     root = load_launch(write(tmp_path, GOOD), rt)
     assert root.strategy is Strategy.REST_FOR_ONE and root.intensity.max_restarts == 10
-    listeners = root.child("listeners")
-    assert isinstance(listeners, Supervisor) and listeners.strategy is Strategy.ONE_FOR_ALL
+    listeners = root.children[1].recipe  # the tree is data until it starts
+    assert isinstance(listeners, SupervisorRecipe) and listeners.strategy is Strategy.ONE_FOR_ALL
     rt.wait(root.start_async())
+    assert isinstance(root.child("listeners"), Supervisor)
     rows = root.status()
     assert [r["path"] for r in rows] == ["/robot/talker", "/robot/listeners", "/robot/listeners/l1"]
     assert all(r["state"] == "running" for r in rows)

@@ -7,7 +7,7 @@ import pytest
 
 from roboscale.runtime.bus import Inbox
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 MANY = 100_000
@@ -32,9 +32,9 @@ def _ignore(_msg: object) -> None:
 
 
 async def start_and_stop(runtime: Runtime, n: int) -> tuple[int, int, int, int, int]:
-    handles = [NodeHandle(runtime, f"n{i}", Idle) for i in range(n)]
-    sup = Supervisor(runtime, "many", [ChildSpec(h) for h in handles])
+    sup = Supervisor(runtime, "many", [ChildSpec(NodeRecipe(f"n{i}", Idle)) for i in range(n)])
     await sup.start_async()
+    handles = [handle for _, handle in sup.which_children()]
     alive = sum(1 for h in handles if h.alive())
     rows = len(sup.status())
     await sup.stop_async()
@@ -61,10 +61,9 @@ def test_an_idle_node_has_no_queue_of_its_own_until_a_message_comes() -> None:
     try:
 
         async def scenario() -> tuple[bool, bool, int, bool]:
-            handle = NodeHandle(runtime, "one", Idle)
-            sup = Supervisor(runtime, "one_sup", [ChildSpec(handle)])
+            sup = Supervisor(runtime, "one_sup", [ChildSpec(NodeRecipe("one", Idle))])
             await sup.start_async()
-            node = handle.node
+            node = sup.child("one").node
             assert node is not None
             inbox: Inbox = node._inboxes[0]
             other = runtime.bus.inbox(runtime.bus.topic("/other"), 10, inbox.overflow, None)

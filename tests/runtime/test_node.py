@@ -10,7 +10,7 @@ import pytest
 from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import Node, NodeHandle, ServiceError
+from roboscale.runtime.node import Node, NodeHandle, NodeRecipe, ServiceError
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 from .conftest import wait_until
@@ -40,8 +40,8 @@ class Recorder(Node):
         self.got.append(msg)
 
 
-def run_tree(rt: Runtime, *handles: NodeHandle) -> Supervisor:
-    sup = Supervisor(rt, "top", [ChildSpec(h) for h in handles], intensity=Intensity(100, 1.0))
+def run_tree(rt: Runtime, *recipes: NodeRecipe) -> Supervisor:
+    sup = Supervisor(rt, "top", [ChildSpec(r) for r in recipes], intensity=Intensity(100, 1.0))
     rt.wait(sup.start_async())
     return sup
 
@@ -50,20 +50,20 @@ def publish(rt: Runtime, topic: str, msg: Any) -> None:
     rt.call(lambda: rt.bus.topic(topic).publish(msg))
 
 
-def node(handle: NodeHandle) -> Any:
-    wait_until(handle.alive)
-    return handle.node
+def node(sup: Supervisor, name: str) -> Any:
+    """The node instance running as child `name` (a new one after each restart)."""
+    wait_until(lambda: sup.child(name).alive())
+    return sup.child(name).node
 
 
 def test_message_object_is_delivered_without_copy(rt: Runtime) -> None:
-    h = NodeHandle(rt, "rec", Recorder)
-    run_tree(rt, h)
+    sup = run_tree(rt, NodeRecipe("rec", Recorder))
     payload = b"x" * 4096
     pose = Pose(1.0, 2.0)
     publish(rt, "/in", payload)
     publish(rt, "in", pose)  # a relative name means the same global topic
-    wait_until(lambda: len(node(h).got) == 2)
-    assert node(h).got[0] is payload and node(h).got[1] is pose
+    wait_until(lambda: len(node(sup, "rec").got) == 2)
+    assert node(sup, "rec").got[0] is payload and node(sup, "rec").got[1] is pose
 
 
 def test_bad_topic_name_is_a_clear_error(rt: Runtime) -> None:
@@ -82,35 +82,31 @@ def test_typed_topic_refuses_another_type(rt: Runtime) -> None:
             with pytest.raises(UserError, match="carries Pose, not int"):
                 self.publisher("/pose", int)
 
-    h = NodeHandle(rt, "typed", Typed)
-    run_tree(rt, h)
-    assert h.alive()
+    sup = run_tree(rt, NodeRecipe("typed", Typed))
+    assert sup.child("typed").alive()
 
 
 def test_crashing_callback_fails_only_its_own_node(rt: Runtime) -> None:
-    a, b = NodeHandle(rt, "a", Recorder), NodeHandle(rt, "b", Recorder)
-    sup = run_tree(rt, a, b)
-    first_b = node(b)
+    sup = run_tree(rt, NodeRecipe("a", Recorder), NodeRecipe("b", Recorder))
+    first_b = node(sup, "b")
     publish(rt, "/in", "crash")
     wait_until(lambda: sup.restarts("a") == 1 and sup.restarts("b") == 1)
     # Both received "crash" and crashed; neither crash touched the other or the loop.
     publish(rt, "/in", "after")
-    wait_until(lambda: node(a).got == ["after"] and node(b).got == ["after"])
-    assert node(b) is not first_b
+    wait_until(lambda: node(sup, "a").got == ["after"] and node(sup, "b").got == ["after"])
+    assert node(sup, "b") is not first_b
 
 
 def test_blocking_callback_runs_in_a_worker_thread(rt: Runtime) -> None:
-    h = NodeHandle(rt, "rec", Recorder, {"blocking": True})
-    run_tree(rt, h)
+    sup = run_tree(rt, NodeRecipe("rec", Recorder, {"blocking": True}))
     publish(rt, "/in", 1)
     publish(rt, "/in", 2)
-    wait_until(lambda: node(h).got == [1, 2])
-    assert all(t.startswith("roboscale-worker") for t in node(h).threads)
+    wait_until(lambda: node(sup, "rec").got == [1, 2])
+    assert all(t.startswith("roboscale-worker") for t in node(sup, "rec").threads)
 
 
 def test_crash_in_worker_thread_fails_the_node(rt: Runtime) -> None:
-    h = NodeHandle(rt, "rec", Recorder, {"blocking": True})
-    sup = run_tree(rt, h)
+    sup = run_tree(rt, NodeRecipe("rec", Recorder, {"blocking": True}))
     publish(rt, "/in", "crash")
     wait_until(lambda: sup.restarts("rec") == 1)
 
@@ -122,8 +118,7 @@ def test_timer_ticks_until_the_node_ends(rt: Runtime) -> None:
         def on_start(self) -> None:
             self.timer(0.001, lambda: ticks.append(1))
 
-    h = NodeHandle(rt, "ticker", Ticker)
-    sup = run_tree(rt, h)
+    sup = run_tree(rt, NodeRecipe("ticker", Ticker))
     wait_until(lambda: len(ticks) >= 3)
     rt.wait(sup.stop_async())
     count = len(ticks)
@@ -142,10 +137,9 @@ def test_a_timer_counts_the_ticks_it_skips_behind_a_busy_loop(rt: Runtime) -> No
             if self.clock.ticks == 1:
                 time.sleep(0.055)  # past five deadlines: the first fires late, four are skipped
 
-    h = NodeHandle(rt, "ticker", Ticker)
-    run_tree(rt, h)
-    wait_until(lambda: node(h).clock.ticks >= 3)
-    assert node(h).clock.missed >= 4
+    sup = run_tree(rt, NodeRecipe("ticker", Ticker))
+    wait_until(lambda: node(sup, "ticker").clock.ticks >= 3)
+    assert node(sup, "ticker").clock.missed >= 4
 
 
 def test_services_inline_async_and_threaded(rt: Runtime) -> None:
@@ -176,8 +170,7 @@ def test_services_inline_async_and_threaded(rt: Runtime) -> None:
                 except ServiceError as e:
                     results.append(str(e))
 
-    server = NodeHandle(rt, "server", Server)
-    sup = run_tree(rt, server, NodeHandle(rt, "client", Client))
+    sup = run_tree(rt, NodeRecipe("server", Server), NodeRecipe("client", Client))
     publish(rt, "/go", None)
     wait_until(lambda: len(results) == 5)
     assert results[:3] == [3, 7, 11]
@@ -196,7 +189,7 @@ def test_parameters(rt: Runtime) -> None:
             with pytest.raises(UserError, match="no parameter 'nope' \\(parameters: rate\\)"):
                 self.get_param("nope")
 
-    run_tree(rt, NodeHandle(rt, "conf", Configured, {"rate": 10}))
+    run_tree(rt, NodeRecipe("conf", Configured, {"rate": 10}))
     assert seen == {"rate": 10, "frame": "map"}
 
 
@@ -206,10 +199,9 @@ def test_publish_from_worker_thread_reaches_subscribers(rt: Runtime) -> None:
             out = self.publisher("/in")
             self.subscribe("/raw", out.publish, blocking=True)
 
-    rec = NodeHandle(rt, "rec", Recorder)
-    run_tree(rt, rec, NodeHandle(rt, "relay", Relay))
+    sup = run_tree(rt, NodeRecipe("rec", Recorder), NodeRecipe("relay", Relay))
     publish(rt, "/raw", "hello")
-    wait_until(lambda: node(rec).got == ["hello"])
+    wait_until(lambda: node(sup, "rec").got == ["hello"])
 
 
 def test_node_start_failure_is_reported(rt: Runtime) -> None:
@@ -217,7 +209,7 @@ def test_node_start_failure_is_reported(rt: Runtime) -> None:
         async def on_start(self) -> None:
             raise KeyError("calibration")
 
-    sup = Supervisor(rt, "top", [ChildSpec(NodeHandle(rt, "broken", Broken))])
+    sup = Supervisor(rt, "top", [ChildSpec(NodeRecipe("broken", Broken))])
     with pytest.raises(Exception, match="KeyError: 'calibration'"):
         rt.wait(sup.start_async())
 
@@ -230,7 +222,7 @@ def test_bad_node_name_and_policy_are_clear_errors(rt: Runtime) -> None:
         def on_start(self) -> None:
             self.subscribe("/x", print, overflow="drop_all")
 
-    sup = Supervisor(rt, "top", [ChildSpec(NodeHandle(rt, "bad", BadPolicy))])
+    sup = Supervisor(rt, "top", [ChildSpec(NodeRecipe("bad", BadPolicy))])
     with pytest.raises(
         Exception, match="unknown overflow policy 'drop_all': allowed are drop_oldest"
     ):

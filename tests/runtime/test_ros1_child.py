@@ -21,7 +21,7 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.process import CommandChild
-from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.supervisor import ChildSpec, Recipe, Supervisor
 
 TALKER = """
 import rospy
@@ -53,9 +53,10 @@ def test_killed_rospy_node_is_restarted_by_its_supervisor(tmp_path: Path, ros1: 
     rt.subscribers.append(events.append)
     script = tmp_path / "talker.py"
     script.write_text(TALKER)
-    talker = CommandChild(
-        "talker", [SYSTEM_PYTHON, str(script)], env=core.env, ready_line="talking",
-        log=tmp_path / "talker.log", ready_timeout_s=30,
+    talker = Recipe(
+        "talker", CommandChild, ("talker", [SYSTEM_PYTHON, str(script)]),
+        {"env": core.env, "ready_line": "talking", "log": tmp_path / "talker.log",
+         "ready_timeout_s": 30},
     )  # fmt: skip
     root = Supervisor(rt, "robot", [ChildSpec(talker, shutdown_s=2)], intensity=Intensity(5, 10))
     try:
@@ -63,7 +64,7 @@ def test_killed_rospy_node_is_restarted_by_its_supervisor(tmp_path: Path, ros1: 
         master = xmlrpc.client.ServerProxy(core.uri)
         assert publishers_of(master, "/chatter") == ["/talker"]
         _, _, first_uri = master.lookupNode("/test", "/talker")
-        first = talker.pid
+        first = root.child("talker").pid
         os.kill(first, signal.SIGKILL)
         # A new pid exists from the fork on, but the supervisor reports "restarted"
         # only once the new talker printed its ready line, so wait for the event.
@@ -71,7 +72,7 @@ def test_killed_rospy_node_is_restarted_by_its_supervisor(tmp_path: Path, ros1: 
         while time.monotonic() < deadline and not restarted(events):
             time.sleep(0.05)
         assert restarted(events)
-        assert talker.alive() and talker.pid != first
+        assert root.child("talker").alive() and root.child("talker").pid != first
         exits = [e for e in events if e.kind == "exited"]
         assert exits and exits[0].reason == "killed"
         assert publishers_of(master, "/chatter") == ["/talker"]

@@ -168,13 +168,26 @@ BROKEN: dict[str, tuple[str, str]] = {
         "robot.launch:2: param.command: not supported by roboscale (it runs a program while the "
         "file is read); allowed on <param>: if, name, textfile, type, unless, value",
     ),
-    "machine_elsewhere": (
-        '<launch>\n  <node name="a" pkg="p" type="t" machine="arm"/>\n  <machine name="arm" addr'
-        'ess="10.0.0.7" user="pi"/>\n</launch>\n',
-        "robot.launch:2: node.machine: machine 'arm' is at 10.0.0.7: roboscale starts nodes on t"
-        "his host only (allowed: a machine at localhost, 127.0.0.1, ::1 or {host}); start that h"
-        "ost's nodes with a launch there (a node there declaring its Zenoh liveliness token is w"
-        "atched here as a `remote` child)",
+    "machine_option": (
+        '<launch>\n  <machine name="arm" address="-oProxyCommand=touch /tmp/x"/>\n</launch>\n',
+        "robot.launch:2: machine.address: '-oProxyCommand=touch /tmp/x' is not allowed; allowed:"
+        " a host name, IP address or ssh alias",
+    ),
+    "machine_password": (
+        '<launch>\n  <machine name="arm" address="10.0.0.7" password="secret"/>\n</launch>\n',
+        "robot.launch:2: machine.password: not supported by roboscale (passwords are not sent: l"
+        "og in with an ssh key); allowed on <machine>: address, default, env-loader, if, name, s"
+        "sh-port, timeout, unless, user",
+    ),
+    "machine_port": (
+        '<launch>\n  <machine name="arm" address="10.0.0.7" ssh-port="22x"/>\n</launch>\n',
+        "robot.launch:2: machine.ssh-port: '22x' is not allowed; a port 1..65535",
+    ),
+    "machine_loader": (
+        '<launch>\n  <machine name="arm" address="10.0.0.7" env-loader="env.sh; reboot"/>\n'
+        "</launch>\n",
+        "robot.launch:2: machine.env-loader: 'env.sh; reboot' is not allowed; allowed: an absolu"
+        "te path on the host",
     ),
     "machine_unknown": (
         '<launch>\n  <machine name="here" address="localhost"/>\n  <group>\n    <node name="a"'

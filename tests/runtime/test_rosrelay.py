@@ -7,8 +7,10 @@ import selectors
 import socket
 from pathlib import Path
 
+import pytest
+
 from roboscale.runtime.roscursor import Cursor
-from roboscale.runtime.rosrelay import Relay, _Out
+from roboscale.runtime.rosrelay import Relay, _Out, main
 from roboscale.runtime.tcpros import FrameReader
 
 NOBODY = "http://127.0.0.1:9/"  # no master: discovery fails quietly, the relay runs on
@@ -82,3 +84,24 @@ def test_a_dead_subscribers_stale_event_is_skipped(tmp_path: Path) -> None:
         assert made.stats.relayed >= 1
     finally:
         made.close()
+
+
+RELAY_ERRORS = {
+    ("--topic", "/seq"): "give --to (with --cursor), --durable, or both: where messages go",
+    ("--topic", "/seq", "--to", "/out"): "--to and --cursor go together",
+    ("--topic", "/seq", "--durable", "/seq"): "--durable needs --listen or --connect",
+    ("--topic", "/seq", "--to", "/o", "--cursor", "c", "--listen", "tcp/127.0.0.1:1"): (
+        "--listen and --connect are for --durable"
+    ),
+}
+
+
+def test_each_wrong_set_of_options_is_named(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROS_MASTER_URI", NOBODY)
+    for argv, message in RELAY_ERRORS.items():
+        with pytest.raises(SystemExit) as info:
+            main(list(argv))
+        assert info.value.code == 2
+        assert message in capsys.readouterr().err

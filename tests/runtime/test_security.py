@@ -16,7 +16,7 @@ from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.security import (
     AccessRule,
     Security,
@@ -165,8 +165,8 @@ def secured_runtime(zenoh: None, tmp_path: Path) -> Iterator[Secured]:
     rt = Runtime().start()
     got: list[Any] = []
     nodes: list[Relay] = []
-    handle = NodeHandle(rt, "relay", Relay, {"got": got, "node": nodes})
-    rt.wait(Supervisor(rt, "s", [ChildSpec(handle)]).start_async())
+    recipe = NodeRecipe("relay", Relay, {"got": got, "node": nodes})
+    rt.wait(Supervisor(rt, "s", [ChildSpec(recipe)]).start_async())
     config = BridgeConfig(
         listen=(endpoint,), exports=("/state",), imports=("/cmd",), security=security
     )
@@ -315,8 +315,8 @@ def test_mutual_tls_admits_certificates_of_the_ca_and_rules_go_by_common_name(
     endpoint = f"tls/127.0.0.1:{free_port()}"
     rt = Runtime().start()
     got: list[Any] = []
-    handle = NodeHandle(rt, "relay", Relay, {"got": got, "node": []})
-    rt.wait(Supervisor(rt, "s", [ChildSpec(handle)]).start_async())
+    recipe = NodeRecipe("relay", Relay, {"got": got, "node": []})
+    rt.wait(Supervisor(rt, "s", [ChildSpec(recipe)]).start_async())
     config = BridgeConfig(listen=(endpoint,), imports=("/cmd",), security=security)
     with Bridge(rt, config) as bridge:
         with pytest.raises(z.ZError):  # no client certificate: the TLS handshake fails

@@ -20,7 +20,7 @@ from roboscale.errors import UserError
 from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config
 from roboscale.runtime.durable import publisher_of
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.security import (
     AccessRule,
     Security,
@@ -68,8 +68,8 @@ def robot(zenoh: None, tmp_path: Path) -> Iterator[Robot]:
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     rt = Runtime().start()
     got: list[Any] = []
-    handle = NodeHandle(rt, "sink", DurableSink, {"got": got})
-    rt.wait(Supervisor(rt, "s", [ChildSpec(handle)]).start_async())
+    recipe = NodeRecipe("sink", DurableSink, {"got": got})
+    rt.wait(Supervisor(rt, "s", [ChildSpec(recipe)]).start_async())
     config = BridgeConfig(
         listen=(endpoint,), imports=("/cmd",), durable=("/cmd",), security=security
     )

@@ -13,7 +13,7 @@ from tests.conftest import EVENT_TIMEOUT_S
 from roboscale.errors import UserError
 from roboscale.runtime.bus import Bus
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.statusfile import (
     StatusPublisher,
     TopicRates,
@@ -21,7 +21,7 @@ from roboscale.runtime.statusfile import (
     run_dir,
     status_path,
 )
-from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.supervisor import ChildSpec, Supervisor, SupervisorRecipe
 
 
 class Talker(Node):
@@ -61,8 +61,8 @@ def test_rates_are_messages_per_second_over_the_last_second() -> None:
 
 
 def tree(rt: Runtime) -> Supervisor:
-    talker = NodeHandle(rt, "talker", Talker)
-    return Supervisor(rt, "robot", [ChildSpec(Supervisor(rt, "sub", [ChildSpec(talker)]))])
+    sub = SupervisorRecipe("sub", [ChildSpec(NodeRecipe("talker", Talker))])
+    return Supervisor(rt, "robot", [ChildSpec(sub)])
 
 
 def test_published_status_is_read_back(rt: Runtime, tmp_path: Path) -> None:

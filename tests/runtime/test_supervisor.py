@@ -14,13 +14,15 @@ from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
 from roboscale.runtime.events import JsonLinesRecorder, SupervisionEvent, read_events
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import (
     BRUTAL_KILL,
     ChildSpec,
+    Recipe,
     Restart,
     Strategy,
     Supervisor,
+    SupervisorRecipe,
 )
 
 from .conftest import wait_until
@@ -50,11 +52,11 @@ class SlowShutdown(Node):
 
 
 def workers(rt: Runtime, names: str, **spec: Any) -> list[ChildSpec]:
-    return [ChildSpec(NodeHandle(rt, n, Worker), **spec) for n in names.split()]
+    return [ChildSpec(NodeRecipe(n, Worker), **spec) for n in names.split()]
 
 
 def instances(sup: Supervisor) -> dict[str, object]:
-    return {s.handle.name: s.handle.node for s in sup.children}  # type: ignore[attr-defined]
+    return {name: handle.node for name, handle in sup.which_children()}
 
 
 def send(rt: Runtime, topic: str, msg: str) -> None:
@@ -91,7 +93,7 @@ def test_start_failure_stops_started_children_and_fails_the_supervisor(
 ) -> None:
     """OTP: if a child fails to start, the supervisor terminates the children already started
     (in reverse order) and fails to start itself."""
-    specs = [*workers(rt, "a b"), ChildSpec(NodeHandle(rt, "cam", FailsToStart))]
+    specs = [*workers(rt, "a b"), ChildSpec(NodeRecipe("cam", FailsToStart))]
     sup = Supervisor(rt, "top", [*specs, *workers(rt, "d")])
     with pytest.raises(ChildStartError, match="cam: ValueError: no camera"):
         rt.wait(sup.start_async())
@@ -185,7 +187,7 @@ def test_transient_child_restarted_only_after_abnormal_exit(
     wait_until(lambda: ("exited", "b") in kinds(events, "exited"))
     rt.call(lambda: None)  # let the supervisor handle the exit
     assert sup.restarts("b") == 0 and not sup.child("b").alive()
-    assert [s.handle.name for s in sup.children] == ["a", "b"]  # the spec is kept
+    assert [s.name for s in sup.children] == ["a", "b"]  # the spec is kept
     rt.wait(sup.stop_async())
 
 
@@ -193,7 +195,7 @@ def test_temporary_child_is_never_restarted_and_is_removed(rt: Runtime) -> None:
     """OTP temporary: never restarted, even after a crash; the child spec is removed."""
     sup = started(rt, Supervisor(rt, "top", workers(rt, "a b", restart=Restart.TEMPORARY)))
     send(rt, "/a/cmd", "crash")
-    wait_until(lambda: [s.handle.name for s in sup.children] == ["b"])
+    wait_until(lambda: [s.name for s in sup.children] == ["b"])
     rt.wait(sup.stop_async())
 
 
@@ -203,7 +205,7 @@ def test_temporary_sibling_is_not_restarted_by_one_for_all(rt: Runtime) -> None:
     sup = started(rt, Supervisor(rt, "top", specs, strategy=Strategy.ONE_FOR_ALL))
     send(rt, "/a/cmd", "crash")
     wait_until(lambda: sup.restarts("c") == 1)
-    assert [s.handle.name for s in sup.children] == ["a", "c"]
+    assert [s.name for s in sup.children] == ["a", "c"]
     rt.wait(sup.stop_async())
 
 
@@ -220,9 +222,9 @@ def test_restart_intensity_exceeded_terminates_children_and_escalates(
 ) -> None:
     """OTP: if more than MaxR restarts occur within MaxT seconds, the supervisor terminates all
     its children and then itself, with reason shutdown; its parent handles that exit."""
-    clock = FakeClock()
-    inner = Supervisor(rt, "inner", workers(rt, "a b"), intensity=Intensity(2, 10.0), clock=clock)
-    top = started(rt, Supervisor(rt, "top", [ChildSpec(inner)], intensity=Intensity(5, 10.0)))
+    recipe = SupervisorRecipe("inner", workers(rt, "a b"), intensity=Intensity(2, 10.0))
+    top = started(rt, Supervisor(rt, "top", [ChildSpec(recipe)], intensity=Intensity(5, 10.0)))
+    inner = top.child("inner")
     for i in range(2):
         send(rt, "/a/cmd", "crash")
         wait_until(lambda i=i: inner.restarts("a") == i + 1)
@@ -247,8 +249,11 @@ def test_restart_intensity_exceeded_terminates_children_and_escalates(
         ("stopped", "b"),
         ("escalated", ""),
     ]
-    # The parent restarted the sub-supervisor, which started fresh children.
-    assert inner.alive() and inner.child("a").alive() and inner.child("b").alive()
+    # The parent restarted the sub-supervisor: a new instance, which started fresh children
+    # and counts its restarts from zero.
+    fresh = top.child("inner")
+    assert fresh is not inner and not inner.alive() and fresh.alive()
+    assert fresh.child("a").alive() and fresh.child("b").alive() and fresh.restarts("a") == 0
     rt.wait(top.stop_async())
 
 
@@ -269,7 +274,7 @@ def test_restarts_spread_beyond_the_period_do_not_give_up(rt: Runtime) -> None:
 def test_shutdown_timeout_then_kill(rt: Runtime, events: list[SupervisionEvent]) -> None:
     """OTP shutdown: the child is asked to terminate and, if it has not within the shutdown
     time, it is unconditionally killed."""
-    slow = ChildSpec(NodeHandle(rt, "slow", SlowShutdown), shutdown_s=0.05)
+    slow = ChildSpec(NodeRecipe("slow", SlowShutdown), shutdown_s=0.05)
     quick = workers(rt, "quick", shutdown_s=5.0)
     sup = started(rt, Supervisor(rt, "top", [slow, *quick]))
     rt.wait(sup.stop_async())
@@ -285,7 +290,7 @@ def test_brutal_kill_skips_the_graceful_stop(rt: Runtime, events: list[Supervisi
         def on_shutdown(self) -> None:
             called.append(self.name)
 
-    spec = ChildSpec(NodeHandle(rt, "b", Tracked), shutdown_s=BRUTAL_KILL)
+    spec = ChildSpec(NodeRecipe("b", Tracked), shutdown_s=BRUTAL_KILL)
     sup = started(rt, Supervisor(rt, "top", [spec]))
     rt.wait(sup.stop_async())
     assert called == [] and kinds(events, "killed") == [("killed", "b")]
@@ -305,7 +310,7 @@ def test_failed_restart_is_retried_and_counts_towards_intensity(
                 raise OSError("device gone")
             super().on_start()
 
-    spec = ChildSpec(NodeHandle(rt, "a", BreaksAfterFirst))
+    spec = ChildSpec(NodeRecipe("a", BreaksAfterFirst))
     sup = started(rt, Supervisor(rt, "top", [spec], intensity=Intensity(3, 60.0)))
     send(rt, "/a/cmd", "crash")
     assert sup.ended is not None
@@ -317,17 +322,17 @@ def test_failed_restart_is_retried_and_counts_towards_intensity(
 class ThreadChild:
     """A real child running in its own thread, reporting its exit from that thread."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, starts: list[ThreadChild]) -> None:
         self.name = name
         self.crash = threading.Event()
-        self.starts = 0
+        self.starts = starts
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     def start(self, on_exit: ExitCallback) -> None:
         self._stop.clear()
         self.crash.clear()
-        self.starts += 1
+        self.starts.append(self)
 
         def run() -> None:
             while not self._stop.wait(0.001):
@@ -349,14 +354,16 @@ class ThreadChild:
 
 def test_exit_reported_from_another_thread_is_handled(rt: Runtime) -> None:
     """Exits may be reported from any thread; the supervisor handles them on its loop."""
-    child = ThreadChild("t")
-    sup = started(rt, Supervisor(rt, "top", [ChildSpec(child)]))
-    child.crash.set()
+    starts: list[ThreadChild] = []
+    sup = started(rt, Supervisor(rt, "top", [ChildSpec(Recipe("t", ThreadChild, ("t", starts)))]))
+    first = sup.child("t")
+    first.crash.set()
     wait_until(lambda: sup.restarts("t") == 1)
-    assert child.starts == 2
-    wait_until(child.alive)
+    second = sup.child("t")
+    assert starts == [first, second] and second is not first  # a fresh instance
+    wait_until(second.alive)
     rt.wait(sup.stop_async())
-    assert not child.alive()
+    assert not second.alive()
 
 
 def test_events_are_recorded_as_json_lines(rt: Runtime, tmp_path: Path) -> None:
@@ -397,18 +404,18 @@ class Stamped(Node):
 class SlowStart(Node):
     async def on_start(self) -> None:
         self.params["starts"].append(self)
-        await asyncio.sleep(float(self.params.get("delay", 0.0)))
+        await asyncio.sleep(float(self.params["delay"]["s"]))
 
 
 def test_idle_one_for_one_restarts_before_the_kill_returns(rt: Runtime) -> None:
     """An in-process child of an idle one_for_one supervisor is restarted in the same loop turn."""
     starts: list[Node] = []
-    handle = NodeHandle(rt, "a", Stamped, {"starts": starts})
-    sup = started(rt, Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(10, 1.0)))
+    recipe = NodeRecipe("a", Stamped, {"starts": starts})
+    sup = started(rt, Supervisor(rt, "top", [ChildSpec(recipe)], intensity=Intensity(10, 1.0)))
 
     def kill_and_look() -> tuple[int, bool]:
-        handle.kill()
-        return len(starts), handle.alive()
+        sup.child("a").kill()
+        return len(starts), sup.child("a").alive()
 
     assert rt.call(kill_and_look) == (2, True)
     assert sup.restarts("a") == 1
@@ -420,13 +427,11 @@ def test_exits_reported_together_are_handled_in_order(
 ) -> None:
     """Exits reported while the supervisor handles another one queue and are handled in order."""
     starts: list[Node] = []
-    handles = [NodeHandle(rt, n, Stamped, {"starts": starts}) for n in "abc"]
-    sup = started(
-        rt, Supervisor(rt, "top", [ChildSpec(h) for h in handles], intensity=Intensity(10, 1.0))
-    )
+    specs = [ChildSpec(NodeRecipe(n, Stamped, {"starts": starts})) for n in "abc"]
+    sup = started(rt, Supervisor(rt, "top", specs, intensity=Intensity(10, 1.0)))
 
     def kill_all() -> None:
-        for h in handles:
+        for h in [sup.child(n) for n in "abc"]:
             h.kill()
 
     rt.call(kill_all)
@@ -447,33 +452,35 @@ def test_async_on_start_restart_finishes_before_the_next_exit(
 ) -> None:
     """A restart whose on_start awaits holds back later exits until it is ready."""
     starts: list[Node] = []
-    slow = NodeHandle(rt, "slow", SlowStart, {"starts": starts, "delay": 0.05})
-    fast = NodeHandle(rt, "fast", Stamped, {"starts": starts})
+    slow = NodeRecipe("slow", SlowStart, {"starts": starts, "delay": {"s": 0.05}})
+    fast = NodeRecipe("fast", Stamped, {"starts": starts})
     sup = started(
         rt, Supervisor(rt, "top", [ChildSpec(slow), ChildSpec(fast)], intensity=Intensity(10, 1.0))
     )
 
     def kill_both() -> None:
-        slow.kill()
-        fast.kill()
+        sup.child("slow").kill()
+        sup.child("fast").kill()
 
     rt.call(kill_both)
     wait_until(lambda: sup.restarts("fast") == 1)
     assert kinds(events, "restarted") == [("restarted", "slow"), ("restarted", "fast")]
-    assert slow.alive() and fast.alive()
+    assert sup.child("slow").alive() and sup.child("fast").alive()
     rt.wait(sup.stop_async())
 
 
 def test_stop_during_an_async_restart_leaves_nothing_running(rt: Runtime) -> None:
     """Stopping a supervisor while a restarted child is still starting cancels that start."""
     starts: list[Node] = []
-    slow = NodeHandle(rt, "slow", SlowStart, {"starts": starts, "delay": 0.0})
+    delay = {"s": 0.0}  # shared on purpose: what the next instance waits
+    slow = NodeRecipe("slow", SlowStart, {"starts": starts, "delay": delay})
     sup = started(rt, Supervisor(rt, "top", [ChildSpec(slow)], intensity=Intensity(10, 1.0)))
-    slow.params["delay"] = 60.0
-    rt.call(slow.kill)
+    delay["s"] = 60.0
+    rt.call(sup.child("slow").kill)
     wait_until(lambda: len(starts) == 2)
     rt.wait(sup.stop_async())
-    assert not slow.alive() and slow.node is None
+    restarted = sup.child("slow")
+    assert not restarted.alive() and restarted.node is None
     assert not starts[-1].alive
 
 
@@ -481,31 +488,31 @@ def test_fast_path_gives_up_past_the_intensity(rt: Runtime) -> None:
     """The fast path counts restarts like the mailbox path: past the intensity, give up."""
     clock = FakeClock()
     starts: list[Node] = []
-    handle = NodeHandle(rt, "a", Stamped, {"starts": starts})
+    recipe = NodeRecipe("a", Stamped, {"starts": starts})
     sup = started(
-        rt, Supervisor(rt, "top", [ChildSpec(handle)], intensity=Intensity(2, 10.0), clock=clock)
+        rt, Supervisor(rt, "top", [ChildSpec(recipe)], intensity=Intensity(2, 10.0), clock=clock)
     )
     for _ in range(3):
-        rt.call(handle.kill)
+        rt.call(lambda: sup.child("a").kill())
     assert sup.ended is not None
     wait_until(lambda: sup.ended is not None and sup.ended.done())
-    assert not sup.alive() and not handle.alive()
+    assert not sup.alive() and not sup.child("a").alive()
     assert len(starts) == 3  # the first start and two restarts
 
 
 class SlowStartChild:
-    """An OS-process-like child (blocking start, no start_async) that takes a while to start."""
+    """An OS-process-like child (blocking start, no start_async); its restarts are slow."""
 
-    def __init__(self, name: str, start_s: float) -> None:
+    def __init__(self, name: str, start_s: float, starts: list[SlowStartChild]) -> None:
         self.name = name
         self.start_s = start_s
-        self.starts = 0
+        self.starts = starts  # every instance, in the order they started
         self.running = False
         self.on_exit: ExitCallback | None = None
 
     def start(self, on_exit: ExitCallback) -> None:
         threading.Event().wait(self.start_s if self.starts else 0.0)
-        self.starts += 1
+        self.starts.append(self)
         self.running = True
         self.on_exit = on_exit
 
@@ -523,11 +530,13 @@ class SlowStartChild:
 
 def test_stopping_during_a_process_childs_restart_leaves_no_instance(rt: Runtime) -> None:
     """A start running in a thread cannot be cancelled: the child is stopped once it ends."""
-    child = SlowStartChild("driver", start_s=0.3)
-    sup = Supervisor(rt, "top", [ChildSpec(child)], intensity=Intensity(10, 1))
+    starts: list[SlowStartChild] = []
+    recipe = Recipe("driver", SlowStartChild, ("driver", 0.3, starts))
+    sup = Supervisor(rt, "top", [ChildSpec(recipe)], intensity=Intensity(10, 1))
     rt.wait(sup.start_async())
-    rt.call(child.crash)
-    wait_until(lambda: child.starts == 1 and not child.running)  # the restart is under way
+    first = sup.child("driver")
+    rt.call(first.crash)
+    wait_until(lambda: sup.child("driver") is not first)  # the restart is under way
     rt.wait(sup.stop_async(5.0))
-    wait_until(lambda: child.starts == 2)  # the restart's thread finished starting it ...
-    wait_until(lambda: not child.running)  # ... and the child was stopped again
+    wait_until(lambda: len(starts) == 2)  # the restart's thread finished starting it ...
+    wait_until(lambda: not starts[1].running)  # ... and the child was stopped again

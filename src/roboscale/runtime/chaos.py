@@ -39,8 +39,9 @@ from roboscale.errors import SpecError, UserError
 from roboscale.runtime.child import HasPid
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import CallbackHung, Runtime
-from roboscale.runtime.node import Node, NodeHandle
-from roboscale.runtime.supervisor import Supervisor
+from roboscale.runtime.node import Node, NodeHandle, NodeRecipe
+from roboscale.runtime.supervisor import Recipe, Supervisor, SupervisorRecipe
+from roboscale.runtime.watchdog import WatchedRecipe
 from roboscale.safewrite import open_stream
 from roboscale.yamlfile import load_yaml
 
@@ -199,32 +200,65 @@ def chaos_from_launch(path: Path) -> ChaosSpec | None:
 @dataclass(slots=True)
 class Target:
     path: str
-    handle: Any  # NodeHandle, or a process child with `pid`
+    root: Supervisor
+    names: tuple[str, ...]  # the way from the root's children down to the target
     methods: list[Method]
     weights: list[float]
 
+    @property
+    def handle(self) -> Any:
+        """The target's current instance (a NodeHandle, or a process child with `pid`), or
+        None: each restart builds a new one, a sub-supervisor's too, so it is looked up."""
+        handle: Any = self.root
+        for name in self.names:
+            if not isinstance(handle, Supervisor):
+                return None
+            handle = handle.instance(name)
+        return handle
+
     def ready(self) -> bool:
-        return bool(self.handle.alive())
+        handle = self.handle
+        return handle is not None and bool(handle.alive())
 
 
-def applicable(handle: Any) -> set[Method]:
-    if isinstance(handle, NodeHandle):
-        has_deadline = handle.callback_deadline_s is not None
+def applicable(recipe: Any) -> set[Method]:
+    """The methods that can strike a child started from `recipe` (a child spec's recipe)."""
+    if isinstance(recipe, NodeRecipe | NodeHandle):
+        has_deadline = recipe.callback_deadline_s is not None
         return {Method.EXCEPTION, Method.HANG} if has_deadline else {Method.EXCEPTION}
-    if isinstance(handle, HasPid):
+    if isinstance(recipe, WatchedRecipe | HasPid):
         return {Method.SIGTERM, Method.SIGKILL}
+    if isinstance(recipe, Recipe) and isinstance(getattr(recipe.start, "pid", None), property):
+        return {Method.SIGTERM, Method.SIGKILL}  # it builds an OS-process child
     return set()
 
 
-def leaves(sup: Supervisor) -> list[tuple[str, Any]]:
-    """(path, handle) of every child below `sup` that is not a supervisor, depth first."""
-    found: list[tuple[str, Any]] = []
+def leaves(sup: Supervisor, above: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...], Any]]:
+    """(path, names from the root, recipe) of every child below `sup` that is not a
+    supervisor, depth first: read from the child specs, started or not."""
+    found: list[tuple[str, tuple[str, ...], Any]] = []
     for spec in sup.children:
-        handle: Any = spec.handle
-        if isinstance(handle, Supervisor):
-            found.extend(leaves(handle))
+        recipe: Any = spec.recipe
+        names = (*above, spec.name)
+        if isinstance(recipe, SupervisorRecipe):
+            found.extend(_recipe_leaves(recipe, f"{sup.path}/{spec.name}", names))
+        elif isinstance(recipe, Supervisor):  # transitional: a spec holding a supervisor
+            found.extend(leaves(recipe, names))
         else:
-            found.append((f"{sup.path}/{handle.name}", handle))
+            found.append((f"{sup.path}/{spec.name}", names, recipe))
+    return found
+
+
+def _recipe_leaves(
+    sup: SupervisorRecipe, path: str, above: tuple[str, ...]
+) -> list[tuple[str, tuple[str, ...], Any]]:
+    found: list[tuple[str, tuple[str, ...], Any]] = []
+    for spec in sup.children:
+        names = (*above, spec.name)
+        if isinstance(spec.recipe, SupervisorRecipe):
+            found.extend(_recipe_leaves(spec.recipe, f"{path}/{spec.name}", names))
+        else:
+            found.append((f"{path}/{spec.name}", names, spec.recipe))
     return found
 
 
@@ -232,15 +266,16 @@ def find_targets(root: Supervisor, spec: ChaosSpec) -> list[Target]:
     """The children matching the pattern, each with the chosen methods that apply to it."""
     weight = dict(spec.methods)
     everything = leaves(root)
-    matching = [(p, h) for p, h in everything if _matches(p, root.path, spec.target)]
+    matching = [leaf for leaf in everything if _matches(leaf[0], root.path, spec.target)]
     if not matching:
-        known = ", ".join(p for p, _ in everything[:5]) + (", ..." if len(everything) > 5 else "")
+        shown = ", ".join(leaf[0] for leaf in everything[:5])
+        known = shown + (", ..." if len(everything) > 5 else "")
         raise UserError(f"chaos target {spec.target!r} matches no node; the tree has: {known}")
     targets = []
-    for path, handle in matching:
-        methods = [m for m in weight if m in applicable(handle)]
+    for path, names, recipe in matching:
+        methods = [m for m in weight if m in applicable(recipe)]
         if methods:
-            targets.append(Target(path, handle, methods, [weight[m] for m in methods]))
+            targets.append(Target(path, root, names, methods, [weight[m] for m in methods]))
     for method in weight:
         if not any(method in t.methods for t in targets):
             raise UserError(
@@ -427,6 +462,8 @@ class ChaosMonkey:
     def _strike(self, target: Target, method: Method) -> bool:
         """Strike the target; False when it was already gone."""
         handle = target.handle
+        if handle is None:
+            return False
         if method in (Method.SIGTERM, Method.SIGKILL):
             pid = handle.pid
             if pid is None:

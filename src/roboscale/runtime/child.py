@@ -4,6 +4,8 @@ Every child kind (an in-process node, a sub-supervisor, an OS process started by
 `runtime/process.py`, a command such as `rosrun`) is a `ChildHandle`. The
 supervisor never knows which kind it holds: it only starts, stops and asks
 whether a child is alive, and it learns of exits through the callback.
+A supervisor holds no handle in its child specs: it holds a `ChildRecipe` and builds
+a fresh handle from it at every start (OTP's child spec carries `{M, F, A}`).
 Keep this module stable: other modules code against it.
 """
 
@@ -11,7 +13,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from roboscale.runtime.executor import Runtime
 
 
 class ExitReason(enum.Enum):
@@ -67,6 +72,24 @@ class ChildHandle(Protocol):
 
     def alive(self) -> bool:
         """True while the child runs."""
+        ...
+
+
+@runtime_checkable
+class ChildRecipe(Protocol):
+    """How to start one child: OTP's `{M, F, A}`, plain data that a supervisor keeps in
+    the child's spec. It builds a fresh handle at every start and restart, so that no
+    state of an instance outlives it (runtime/childspec.py has the kinds)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def build(self, runtime: Runtime) -> ChildHandle:
+        """A new, not yet started handle; cheap (it runs on every restart)."""
+        ...
+
+    def check(self, path: str) -> list[str]:
+        """What is wrong with this recipe, each `path: field: problem`; [] when nothing."""
         ...
 
 

@@ -39,7 +39,9 @@ Start a supervision tree from a launch file, YAML or roslaunch XML (.launch, .xm
 validated first: every mistake is reported with file:line: field. Run it until
 Ctrl-C or SIGTERM, then stop it in reverse order. A roslaunch file gets a private
 rosmaster unless --master names one; respawn, respawn_delay and required become
-restart policies. --check validates only (no runtime, nothing of yours imported);
+restart policies. A node on a <machine> elsewhere is started there over ssh (host
+keys always checked; ROBOSCALE_SSH_CONFIG names an ssh_config file, else yours applies)
+and supervised here. --check validates only (no runtime, nothing of yours imported);
 --explain prints the supervision tree the file became. While it runs, its live status is
 published for `roboscale status`.
 With --chaos (or a `chaos:` section in the file) the chaos monkey runs, prints its
@@ -53,6 +55,7 @@ examples:
   roboscale launch --check examples/launch/talker_listener.launch
   roboscale launch --explain robot.launch               # the tree, then nothing runs
   roboscale launch robot.yaml --events events.jsonl     # record every supervision event
+  ROBOSCALE_SSH_CONFIG=lab_ssh_config roboscale launch two_hosts.launch
   roboscale launch examples/launch/workers.yaml \
       --chaos rate=200,duration=10,method=exception,target=/workers/*
 """

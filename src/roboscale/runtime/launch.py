@@ -1,12 +1,16 @@
-"""Launch files built and run: `build_tree(launch, runtime)` makes the live supervision tree
-of a validated `LaunchFile` (runtime/launchspec.py, pure data), `run_launch` runs it.
+"""Launch files built and run: `build_tree(launch, runtime)` makes the supervision tree of a
+validated `LaunchFile` (runtime/launchspec.py, pure data), `run_launch` runs it.
 
-Building is the only step that imports the user's classes (`node` children) and turns each
-recipe into a handle: in-process nodes, process nodes (forked from the launch's zygote),
-commands, a private rosmaster, ROS nodes run as roslaunch runs them, and remote nodes seen
-over the bridge's Zenoh liveliness. A `watchdog:` wraps a process child in `WatchedChild`
-(runtime/watchdog.py). `required` children are the supervisor's significant children: their
-end stops the tree, as roslaunch's required nodes.
+Building is the only step that imports the user's classes (`node` children) and makes what
+the children share (the launch's zygote, the liveliness watcher, a ROS work folder, a free
+port for a private rosmaster). It turns each child of the file into a `ChildSpec` carrying a
+start recipe (runtime/childspec.py), never a handle: the supervisor builds each instance
+from its recipe when it starts the child, and again at every restart. The kinds: in-process
+nodes, process nodes (forked from the zygote), commands, a private rosmaster, ROS nodes run
+as roslaunch runs them, and remote nodes seen over the bridge's Zenoh liveliness. A
+`watchdog:` wraps a process child's recipe in `WatchedRecipe` (runtime/watchdog.py).
+`required` children are the supervisor's significant children: their end stops the tree,
+as roslaunch's required nodes.
 """
 
 from __future__ import annotations
@@ -26,20 +30,19 @@ from roboscale.errors import SpecError, UserError
 from roboscale.runtime import launchspec as ls
 from roboscale.runtime.bridge import Bridge
 from roboscale.runtime.bridgeconfig import BridgeConfig
-from roboscale.runtime.child import ChildHandle, ChildStartError
+from roboscale.runtime.child import ChildRecipe, ChildStartError
 from roboscale.runtime.events import JsonLinesRecorder, log_event
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.launchspec import LaunchFile, read_launch
-from roboscale.runtime.node import Node, NodeHandle
-from roboscale.runtime.supervisor import ChildSpec, Restart, Supervisor
-from roboscale.runtime.watchdog import Limits, WatchedChild
+from roboscale.runtime.node import Node, NodeRecipe
+from roboscale.runtime.supervisor import ChildSpec, Recipe, Restart, Supervisor, SupervisorRecipe
+from roboscale.runtime.watchdog import Limits, WatchedRecipe
 from roboscale.yamlfile import dotted
 
 if TYPE_CHECKING:  # built only when a launch file has them: imported when built
     from roboscale.runtime.liveliness import LivelinessWatcher
-    from roboscale.runtime.process import CommandChild, ProcessNode
-    from roboscale.runtime.rosnode import RosMaster
+    from roboscale.runtime.rosremote import Remotes
     from roboscale.runtime.zygote import Zygote
 
 Loc = tuple[str | int, ...]
@@ -68,6 +71,7 @@ class _Builder:
         self.rt = runtime
         self.tree = tree
         self.watcher: LivelinessWatcher | None = None
+        self._remotes: Remotes | None = None
 
     def error(self, loc: Loc, problem: str) -> SpecError:
         line = ls._line(self.launch.lines, loc)
@@ -79,37 +83,35 @@ class _Builder:
     # -- supervisors and children ------------------------------------------------------------
     def supervisor(
         self, sup: ls.LaunchSpec | ls.SupervisorChild, name: str, loc: Loc
-    ) -> Supervisor:
+    ) -> SupervisorRecipe:
+        children = [self.child(c, (*loc, "children", i)) for i, c in enumerate(sup.children)]
         limit = Intensity(sup.intensity, sup.period_s)
-        built = Supervisor(self.rt, name, strategy=sup.strategy, intensity=limit)
-        for i, child in enumerate(sup.children):
-            built.add_child(self.child(child, (*loc, "children", i)))
-        return built
+        return SupervisorRecipe(name, children, strategy=sup.strategy, intensity=limit)
 
     def child(self, child: ls.ChildModel, loc: Loc) -> ChildSpec:
         name = ls.child_name(child)
-        handle: ChildHandle
+        recipe: ChildRecipe
         if isinstance(child, ls.SupervisorChild):
-            handle = self.supervisor(child, name, loc)
+            recipe = self.supervisor(child, name, loc)
         elif isinstance(child, ls.NodeChild):
-            handle = self.node(child, loc)
+            recipe = self.node(child, loc)
         elif isinstance(child, ls.RemoteChild):
-            handle = self.remote(child, loc)
+            recipe = self.remote(child, loc)
         else:
-            handle = self.process(child, loc)
+            recipe = self.process(child, loc)
         restart = child.restart
         if child.required and restart is Restart.PERMANENT:
             restart = Restart.TEMPORARY  # required and never restarted (roslaunch)
         shutdown = math.inf if child.shutdown_s is None else child.shutdown_s
         return ChildSpec(
-            handle, restart, shutdown,
+            recipe, restart, shutdown,
             restart_delay_s=child.restart_delay_s, significant=child.required,
         )  # fmt: skip
 
-    def node(self, child: ls.NodeChild, loc: Loc) -> NodeHandle:
+    def node(self, child: ls.NodeChild, loc: Loc) -> NodeRecipe:
         cls = self.import_node(child.class_, (*loc, "class"))
-        return NodeHandle(
-            self.rt, child.node, cls, dict(child.params),
+        return NodeRecipe(
+            child.node, cls, dict(child.params),
             heartbeat_s=child.heartbeat_s, callback_deadline_s=child.deadline_s,
         )  # fmt: skip
 
@@ -124,7 +126,7 @@ class _Builder:
             raise self.error(loc, f"{target} is not a subclass of roboscale.runtime.node.Node")
         return cls
 
-    def remote(self, child: ls.RemoteChild, loc: Loc) -> ChildHandle:
+    def remote(self, child: ls.RemoteChild, loc: Loc) -> Recipe:
         from roboscale.runtime.liveliness import LivelinessWatcher, RemoteNodeChild
 
         bridge = self.tree.bridge
@@ -133,40 +135,42 @@ class _Builder:
         if self.watcher is None:
             self.watcher = LivelinessWatcher(self.rt, bridge.session, bridge.config.prefix)
             self.tree.closers.append(self.watcher.close)  # before the bridge's session
-        return RemoteNodeChild(
-            self.watcher, child.remote, child.node_path, ready_timeout_s=child.ready_timeout_s
+        args = (self.watcher, child.remote, child.node_path)
+        return Recipe(
+            child.remote, RemoteNodeChild, args, {"ready_timeout_s": child.ready_timeout_s}
         )
 
     def process(
         self,
         child: ls.ProcessChild | ls.CommandChild | ls.RosMasterChild | ls.RosNodeChild,
         loc: Loc,
-    ) -> ChildHandle:
+    ) -> ChildRecipe:
         from roboscale.runtime.process import CommandChild, ProcessNode
 
-        handle: ProcessNode | CommandChild | RosMaster
+        recipe: Recipe
         if isinstance(child, ls.ProcessChild):
-            handle = ProcessNode(
-                child.process, child.target, dict(child.config), zygote=self.zygote(),
-                env=dict(child.env), ready_timeout_s=child.ready_timeout_s,
+            recipe = Recipe(
+                child.process, ProcessNode, (child.process, child.target, dict(child.config)),
+                {"zygote": self.zygote(), "env": dict(child.env),
+                 "ready_timeout_s": child.ready_timeout_s},
             )  # fmt: skip
         elif isinstance(child, ls.CommandChild):
             cwd = Path(child.cwd) if child.cwd is not None else None
-            handle = CommandChild(
-                child.command, child.argv, env=dict(child.env), cwd=cwd,
-                ready_line=child.ready_line, ready_timeout_s=child.ready_timeout_s,
+            recipe = Recipe(
+                child.command, CommandChild, (child.command, child.argv),
+                {"env": dict(child.env), "cwd": cwd, "ready_line": child.ready_line,
+                 "ready_timeout_s": child.ready_timeout_s},
             )  # fmt: skip
         elif isinstance(child, ls.RosMasterChild):
-            handle = self.ros_master(child, loc)
+            recipe = self.ros_master(child, loc)
         else:
-            handle = self.ros_node(child, loc)
+            recipe = self.ros_node(child, loc)
         watchdog = getattr(child, "watchdog", None)
         if watchdog is None:
-            built: ChildHandle = handle
-            return built
+            return recipe
         if watchdog.topic is not None and self.tree.master_uri is None:
             raise self.error((*loc, "watchdog", "topic"), "a topic watchdog needs a ROS master")
-        return WatchedChild(handle, Limits(**watchdog.model_dump()), self.tree.master_uri)
+        return WatchedRecipe(recipe, Limits(**watchdog.model_dump()), self.tree.master_uri)
 
     def zygote(self) -> Zygote | None:
         spec = self.launch.spec.zygote
@@ -189,31 +193,36 @@ class _Builder:
             self.tree.closers.append(lambda: shutil.rmtree(workdir, ignore_errors=True))
         return self.tree.workdir
 
-    def ros_master(self, child: ls.RosMasterChild, loc: Loc) -> RosMaster:
+    def ros_master(self, child: ls.RosMasterChild, loc: Loc) -> Recipe:
         from roboscale.runtime.rosnode import RosMaster, free_port, ros_env
 
+        name = child.ros_master
         ros = self.launch.spec.ros or ls.Ros()
         if ros.master != "private":  # a given master: this child waits for it, sets params
             env = ros_env(ros.master, self.workdir() / "ros_home")
-            return RosMaster(child.ros_master, ros.master, ros.params, env, port=None)
+            return Recipe(name, RosMaster, (name, ros.master, ros.params, env), {"port": None})
         if self.tree.master_uri is not None:
             raise self.error(loc, "a second ROS master")
         port = child.port or free_port()
-        uri = f"http://127.0.0.1:{port}/"
+        uri = f"http://{self.remotes().master_host()}:{port}/"
         self.tree.master_uri = uri
-        env = ros_env(uri, self.workdir() / "ros_home")
-        return RosMaster(
-            child.ros_master, uri, ros.params, env, port=port,
-            log=self.workdir() / f"{child.ros_master}.log",
-        )  # fmt: skip
+        env = ros_env(uri, self.workdir() / "ros_home", self.remotes().local_env())
+        log = self.workdir() / f"{name}.log"
+        return Recipe(name, RosMaster, (name, uri, ros.params, env), {"port": port, "log": log})
 
-    def ros_node(self, child: ls.RosNodeChild, loc: Loc) -> CommandChild:
+    def ros_node(self, child: ls.RosNodeChild, loc: Loc) -> Recipe:
         from roboscale.runtime.process import CommandChild
         from roboscale.runtime.rosnode import find_node, node_argv, ros_env
 
         if self.tree.master_uri is None:
             raise self.error(loc, "a ROS node needs a ROS master: a ros_master child before it")
-        extra = dict(child.env)  # its machine is this host: read_launch refused any other
+        log = self.workdir() / f"{child.ros_name.strip('/').replace('/', '.')}.log"
+        if child.machine is not None and self.remotes().elsewhere(child.machine):
+            try:  # started on its machine over ssh
+                return self.remotes().node(child, self.tree.master_uri, log)
+            except ValueError as e:
+                raise self.error((*loc, "env"), str(e)) from None
+        extra = {**self.remotes().local_env(), **child.env}
         if child.ns not in ("", "/"):
             extra["ROS_NAMESPACE"] = child.ns
         env = ros_env(self.tree.master_uri, self.workdir() / "ros_home", extra)
@@ -222,10 +231,16 @@ class _Builder:
         except UserError as e:
             raise self.error((*loc, "type"), str(e)) from None
         argv = node_argv(program, child.ros_node, child.args, child.remap)
-        log = self.workdir() / f"{child.ros_name.strip('/').replace('/', '.')}.log"
-        return CommandChild(
-            child.ros_node, argv, env=env, log=log, ready_timeout_s=child.ready_timeout_s
-        )
+        kwargs = {"env": env, "log": log, "ready_timeout_s": child.ready_timeout_s}
+        return Recipe(child.ros_node, CommandChild, (child.ros_node, argv), kwargs)
+
+    def remotes(self) -> Remotes:
+        """The launch's machines elsewhere (runtime/rosremote.py)."""
+        if self._remotes is None:
+            from roboscale.runtime.rosremote import Remotes
+
+            self._remotes = Remotes(self.launch)
+        return self._remotes
 
 
 def build_tree(launch: LaunchFile, runtime: Runtime, bridge: Bridge | None = None) -> Tree:
@@ -237,7 +252,10 @@ def build_tree(launch: LaunchFile, runtime: Runtime, bridge: Bridge | None = Non
         tree.master_uri = spec.ros.master
     builder = _Builder(launch, runtime, tree)
     try:
-        tree.root = builder.supervisor(spec, spec.name, ())
+        root = builder.supervisor(spec, spec.name, ())
+        tree.root = Supervisor(
+            runtime, root.name, root.children, strategy=root.strategy, intensity=root.intensity
+        )
     except BaseException:
         tree.close()
         raise

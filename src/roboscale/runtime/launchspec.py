@@ -7,6 +7,7 @@ XML both become, validated before anything runs (OTP's `check_childspecs`).
     period_s: 5                     # ... within 5 s, then give up
     zygote: {preload: [zenoh]}      # optional: process children fork from a zygote
     ros: {master: private, params: {/robot/rate: 10}}   # optional: a ROS 1 master
+    #   machines: {arm: {address: 10.0.0.7, user: pi, env_loader: /opt/ros/env.sh}}
     children:
       - node: camera                # an in-process node
         class: mypkg.camera:Camera  # package.module:Class (imported when built, never checked)
@@ -27,6 +28,7 @@ XML both become, validated before anything runs (OTP's `check_childspecs`).
       - ros_node: talker            # a ROS 1 node, run as roslaunch runs it
         pkg: demo
         type: talker.py
+        machine: arm                # started there over ssh (runtime/rosremote.py)
         ns: /robot
         args: [--rate, "10"]
         remap: {chatter: /talk}
@@ -47,8 +49,7 @@ user's code or needs a runtime: `build_tree` (runtime/launch.py) does that.
 from __future__ import annotations
 
 import re
-import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -270,36 +271,58 @@ ChildModel = (
 )  # fmt: skip
 
 
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
-
-
-def machine_problem(machine: str, machines: dict[str, str]) -> str:
-    """Why a ROS node on `machine` cannot run from this launch; empty when it runs here.
-
-    A machine at a local address (LOCAL_HOSTS or this host's name) runs its nodes here.
-    Starting a node on another host (roslaunch's ssh) is not supported: refused while the
-    file is read, so `--check` says so before anything runs."""
-    address = machines.get(machine)
-    if address is None:
-        return f"unknown machine {machine!r}; declared: {', '.join(sorted(machines)) or 'none'}"
-    if address in LOCAL_HOSTS or address == socket.gethostname():
+def machine_problem(machine: str, machines: Mapping[str, object]) -> str:
+    """Why a ROS node cannot run on `machine`; empty when it is declared. A machine at a
+    local address runs its nodes here, any other over ssh (runtime/rosremote.py)."""
+    if machine in machines:
         return ""
-    return (
-        f"machine {machine!r} is at {address}: roboscale starts nodes on this host only "
-        f"(allowed: a machine at {', '.join(LOCAL_HOSTS)} or {socket.gethostname()}); start "
-        "that host's nodes with a launch there (a node there declaring its Zenoh liveliness "
-        "token is watched here as a `remote` child)"
-    )
+    return f"unknown machine {machine!r}; declared: {', '.join(sorted(machines)) or 'none'}"
 
 
 def child_name(child: ChildModel) -> str:
     return str(getattr(child, _kind(child) or "", ""))
 
 
+# Each value reaches ssh's command line or the host's shell (quoted there too): plain
+# characters only, and never a leading '-' that ssh would take for an option.
+_ADDRESS = re.compile(r"[A-Za-z0-9_.:%][A-Za-z0-9_.:%-]{0,252}")
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}", re.IGNORECASE)
+_REMOTE_FILE = re.compile(r"/[A-Za-z0-9_./+-]{0,250}")
+
+
+def _matches(rule: re.Pattern[str], allowed: str) -> Callable[[str | None], str | None]:
+    def check(value: str | None) -> str | None:
+        if value is not None and not rule.fullmatch(value):
+            raise ValueError(f"{value!r} is not allowed; allowed: {allowed}")
+        return value
+
+    return check
+
+
+class Machine(_Data):
+    """A host a ROS node may run on (roslaunch's <machine>); here if its address is local,
+    else started over ssh (runtime/rosremote.py). A plain string is its address."""
+
+    address: str
+    user: str | None = None
+    port: int | None = Field(None, ge=1, le=65535, strict=True)  # ssh's port (ssh-port)
+    env_loader: str | None = None  # a script on the host: sets up ROS, then exec "$@"
+    timeout_s: Positive = 10.0  # to connect (roslaunch's timeout)
+
+    _a = field_validator("address")(_matches(_ADDRESS, "a host name, IP address or ssh alias"))
+    _u = field_validator("user")(_matches(_USER, "a user name"))
+    _e = field_validator("env_loader")(_matches(_REMOTE_FILE, "an absolute path on the host"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _address_only(cls, data: object) -> object:
+        return {"address": data} if isinstance(data, str) else data
+
+
 class Ros(_Data):
     master: str = "private"  # private, or the URI of a running master (http://host:11311/)
     params: dict[str, object] = {}  # global names -> values, set before any node starts
-    machines: dict[str, str] = {}  # roslaunch machine name -> address
+    machines: dict[str, Machine] = {}  # roslaunch machine name -> where it is
 
     @field_validator("master")
     @classmethod
@@ -423,12 +446,12 @@ def _duplicates(
 
 def _machines(
     sup: _Supervisor,
-    machines: dict[str, str],
+    machines: Mapping[str, Machine],
     loc: tuple[str | int, ...],
     path: Path,
     lines: LineMap,
 ) -> list[SpecError]:
-    """A ROS node on a machine that is unknown or not this host, at its own line."""
+    """A ROS node on a machine that is not declared, at its own line."""
     found = []
     for i, child in enumerate(sup.children):
         here = (*loc, "children", i)

@@ -31,7 +31,7 @@ from typing import Any
 from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeHandle, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 KILLS = ("exception", "kill")
@@ -83,8 +83,9 @@ def inprocess_restart_samples(
 
 
 async def _restarts(runtime: Runtime, n: int, workers: int, kill: str) -> list[float]:
-    handles = [NodeHandle(runtime, f"w{i}", _Worker) for i in range(workers)]
-    sup = Supervisor(runtime, "bench", [ChildSpec(h) for h in handles], intensity=NEVER_GIVE_UP)
+    names = [f"w{i}" for i in range(workers)]
+    specs = [ChildSpec(NodeRecipe(name, _Worker)) for name in names]
+    sup = Supervisor(runtime, "bench", specs, intensity=NEVER_GIVE_UP)
     await sup.start_async()
     stamps, pick = _Worker.stamps, random.Random(1)
     topics = [runtime.bus.topic(f"/w{i}/cmd") for i in range(workers)]
@@ -95,8 +96,9 @@ async def _restarts(runtime: Runtime, n: int, workers: int, kill: str) -> list[f
             i = pick.randrange(workers)
             before = stamps.started_ns
             if kill == "kill":
+                handle: NodeHandle = sup.instance(names[i])  # each restart makes a new one
                 stamps.killed_ns = time.perf_counter_ns()
-                handles[i].kill()
+                handle.kill()
             else:
                 topics[i].publish(None)
             while stamps.started_ns == before:
@@ -160,8 +162,8 @@ async def _echo(runtime: Runtime, n: int, size: int) -> list[float]:
         runtime,
         "round_trip",
         [
-            ChildSpec(NodeHandle(runtime, "echoer", _Echo)),
-            ChildSpec(NodeHandle(runtime, "ping", _Pinger, params)),
+            ChildSpec(NodeRecipe("echoer", _Echo)),
+            ChildSpec(NodeRecipe("ping", _Pinger, params)),
         ],
     )
     await sup.start_async()
@@ -210,9 +212,9 @@ async def _start_idle(runtime: Runtime, n: int, *, traced: bool) -> tuple[float,
     else:
         before = _rss_bytes()
     t0 = time.perf_counter()
-    # The handles and specs count too: they are what the tree keeps per node.
-    handles = [NodeHandle(runtime, f"n{i}", _Idle) for i in range(n)]
-    sup = Supervisor(runtime, "idle", [ChildSpec(h) for h in handles])
+    # The specs and their recipes count too, and the check of them all: what the tree
+    # keeps per node (the handles are made when the nodes start).
+    sup = Supervisor(runtime, "idle", [ChildSpec(NodeRecipe(f"n{i}", _Idle)) for i in range(n)])
     await sup.start_async()
     elapsed = time.perf_counter() - t0
     if traced:

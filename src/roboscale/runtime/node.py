@@ -11,8 +11,9 @@ publishers, subscriptions and timers in `on_start`:
 
 A callback that raises fails its own node only (reason CRASH): its
 subscriptions, timers and services are removed and its supervisor decides what
-happens next. `NodeHandle` is the supervisor's view of a node: it persists
-across restarts and makes a fresh `Node` instance at every start.
+happens next. A `NodeRecipe` is how a supervisor's child spec names a node (plain
+data); `NodeHandle` is the supervisor's view of one instance, built fresh from the
+recipe at every start and restart, with a fresh `Node` and a fresh copy of the params.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from roboscale.errors import UserError
 from roboscale.runtime.bus import Inbox, Overflow, Topic
 from roboscale.runtime.callee import Mode
 from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
+from roboscale.runtime.childspec import NO_ARGS, name_problems
 from roboscale.runtime.executor import CallbackHung, Runtime
 from roboscale.runtime.names import check_name
 
@@ -398,23 +401,43 @@ def _overflow(value: Overflow | str) -> Overflow:
 NodeFactory = Callable[[], Node]
 
 
-class NodeHandle:
-    """The supervisor's view of an in-process node: a ChildHandle that survives restarts."""
+@dataclass(frozen=True, slots=True)
+class NodeRecipe:
+    """An in-process node as plain data: its name, its class (or any callable that makes a
+    fresh `Node`) and its parameters. A supervisor builds a new `NodeHandle` from it at
+    every start, with its own copy of the parameters: an instance never sees what an
+    earlier one changed."""
 
-    __slots__ = (
-        "callback_deadline_s",
-        "durables",
-        "factory",
-        "heartbeat_s",
-        "name",
-        "node",
-        "on_exit",
-        "params",
-        "path",
-        "runtime",
-        "start_timeout_s",
-        "starts",
-    )
+    name: str
+    cls: NodeFactory
+    params: Mapping[str, Any] = NO_ARGS
+    heartbeat_s: float | None = None  # the node must call heartbeat() this often
+    callback_deadline_s: float | None = None  # the default deadline of its callbacks
+    start_timeout_s: float = 5.0  # an async on_start must finish within this
+
+    def build(self, runtime: Runtime) -> NodeHandle:
+        return NodeHandle.of(runtime, self)
+
+    def check(self, path: str) -> list[str]:
+        problems = name_problems(self.name, path)
+        if not callable(self.cls):
+            problems.append(f"{path}: cls: {self.cls!r} is not a Node class")
+        if not isinstance(self.params, Mapping):
+            problems.append(f"{path}: params: {self.params!r} is not a mapping of names")
+        for key in ("heartbeat_s", "callback_deadline_s", "start_timeout_s"):
+            value = getattr(self, key)
+            if value is None and key != "start_timeout_s":
+                continue
+            if not (isinstance(value, int | float) and not isinstance(value, bool) and value > 0):
+                problems.append(f"{path}: {key}: must be a number of seconds > 0, got {value!r}")
+        return problems
+
+
+class NodeHandle:
+    """The supervisor's view of one in-process node instance: a ChildHandle built from a
+    `NodeRecipe` at each start; it makes the `Node` and reports its exit."""
+
+    __slots__ = ("durables", "name", "node", "on_exit", "params", "path", "recipe", "runtime")
 
     def __init__(
         self,
@@ -427,18 +450,46 @@ class NodeHandle:
         callback_deadline_s: float | None = None,
         start_timeout_s: float = 5.0,
     ) -> None:
+        """A handle made directly, outside a supervisor (a supervisor builds its own)."""
+        name = check_name(name, "node").lstrip("/")
+        recipe = NodeRecipe(
+            name, factory, params or NO_ARGS, heartbeat_s, callback_deadline_s, start_timeout_s
+        )
+        self._bind(runtime, recipe)
+
+    @classmethod
+    def of(cls, runtime: Runtime, recipe: NodeRecipe) -> NodeHandle:
+        """A fresh handle of a checked recipe (every restart: kept to a few attributes)."""
+        handle = cls.__new__(cls)
+        handle._bind(runtime, recipe)
+        return handle
+
+    def _bind(self, runtime: Runtime, recipe: NodeRecipe) -> None:
         self.runtime = runtime
-        self.name = check_name(name, "node").lstrip("/")
-        self.path = "/" + self.name
-        self.factory = factory
-        self.params: dict[str, Any] = dict(params or {})
-        self.heartbeat_s = heartbeat_s
-        self.callback_deadline_s = callback_deadline_s
-        self.start_timeout_s = start_timeout_s
+        self.recipe = recipe
+        self.name = recipe.name.lstrip("/")
+        self.path = "/" + self.name  # the supervisor sets its place in the tree
+        self.params: dict[str, Any] = dict(recipe.params)
         self.node: Node | None = None
         self.on_exit: ExitCallback | None = None
-        self.durables: dict[str, Inbox] = {}  # topic -> durable inbox, kept across restarts
-        self.starts = 0
+        # topic -> durable inbox; the bus keeps each by path, for the next instance
+        self.durables: dict[str, Inbox] = {}
+
+    @property
+    def factory(self) -> NodeFactory:
+        return self.recipe.cls
+
+    @property
+    def heartbeat_s(self) -> float | None:
+        return self.recipe.heartbeat_s
+
+    @property
+    def callback_deadline_s(self) -> float | None:
+        return self.recipe.callback_deadline_s
+
+    @property
+    def start_timeout_s(self) -> float:
+        return self.recipe.start_timeout_s
 
     # -- ChildHandle, for callers outside the loop -----------------------------------------
     def start(self, on_exit: ExitCallback) -> None:
@@ -467,7 +518,7 @@ class NodeHandle:
         The supervisor's restart fast path calls this directly, so that a node with a
         plain `on_start` restarts without a single loop turn.
         """
-        node = self.factory()
+        node = self.recipe.cls()
         node.bind(self)
         self.node = node
         try:
@@ -502,9 +553,9 @@ class NodeHandle:
         if not node.alive:  # a callback failed it while on_start was awaiting
             self.node = None
             raise ChildStartError(self.name, "the node failed while starting")
-        if self.heartbeat_s is not None:
-            self.runtime.beating[node] = self.heartbeat_s
-        self.starts += 1
+        heartbeat_s = self.recipe.heartbeat_s
+        if heartbeat_s is not None:
+            self.runtime.beating[node] = heartbeat_s
         self.on_exit = on_exit
 
     async def stop_async(self, timeout_s: float) -> bool:

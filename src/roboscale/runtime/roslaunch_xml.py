@@ -13,7 +13,8 @@ and one sub-supervisor per namespace. A node with respawn="true" is a
 permanent child, else temporary (roslaunch leaves it dead); respawn_delay is its restart
 delay; required="true" makes it (and the supervisors above it) significant: its end
 stops the tree. Parameters (param, rosparam) are set on the master before any node
-starts, by the master child.
+starts, by the master child. A `<machine>` elsewhere is a host its nodes start on over ssh
+(runtime/rosremote.py); its attributes are checked here, the host when the tree is built.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ ATTRS: dict[str, set[str]] = {
     "group": {"ns", "clear_params"} | _IF,
     "include": {"file", "ns", "clear_params"} | _IF,
     "env": {"name", "value"} | _IF,
-    "machine": {"name", "address", "default", "user"} | _IF,
+    "machine": {"name", "address", "default", "user", "env-loader", "ssh-port", "timeout"} | _IF,
     "watchdog": {"topic", "min_rate_hz", "window_s", "max_silence_s", "heartbeat_file",
                  "heartbeat_s", "grace_s"},
 }  # fmt: skip
@@ -67,7 +68,7 @@ WHY = {
     "test": "rostest's tests are not run by roboscale",
     "command": "it runs a program while the file is read",
     "binfile": "binary parameters are not supported",
-    "env-loader": "it runs a program on the machine",
+    "password": "passwords are not sent: log in with an ssh key",
 }
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
@@ -121,7 +122,8 @@ class _Reader:
         self.find = find
         self.nodes: list[_Node] = []
         self.params: dict[str, tuple[object, Path, int]] = {}
-        self.machines: dict[str, str] = {}
+        self.machines: dict[str, dict[str, object]] = {}  # launchspec.Machine's data
+        self.machine_lines: dict[str, int] = {}
         self.on_machine: list[tuple[Path, int, str]] = []  # a node's file, line, machine
         self.default_machine: str | None = None
         self.anon: dict[str, str] = {}
@@ -262,10 +264,38 @@ class _Reader:
         s.env[self.attr(s, el, "name")] = self.attr(s, el, "value")
 
     def el_machine(self, s: Scope, el: Element) -> None:
+        """Where nodes may run: here at a local address, else over ssh (rosremote.py)."""
         name = self.attr(s, el, "name")
-        self.machines[name] = self.attr(s, el, "address")
+        machine: dict[str, object] = {"address": self.attr(s, el, "address")}
+        for attr, key in (("user", "user"), ("env-loader", "env_loader")):
+            if attr in el.attrs:
+                machine[key] = self.attr(s, el, attr)
+        if "ssh-port" in el.attrs:
+            port = self.attr(s, el, "ssh-port")
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise self.fail(s, el, "ssh-port", f"{port!r} is not allowed; a port 1..65535")
+            machine["port"] = int(port)
+        if "timeout" in el.attrs:
+            machine["timeout_s"] = self.number(s, el, "timeout", 10.0)
+        self.machine_check(s, el, machine)
+        self.machines[name] = machine
+        self.machine_lines[name] = el.line
         if self.flag(s, el, "default", False):
             self.default_machine = name
+
+    def machine_check(self, s: Scope, el: Element, machine: dict[str, object]) -> None:
+        from pydantic import ValidationError
+
+        from roboscale.runtime.launchspec import Machine
+
+        try:
+            Machine.model_validate(machine)
+        except ValidationError as e:
+            err = e.errors()[0]
+            key = str(err["loc"][0]) if err["loc"] else "address"
+            attr = {"env_loader": "env-loader", "port": "ssh-port", "timeout_s": "timeout"}
+            problem = str(err["msg"]).removeprefix("Value error, ")
+            raise self.fail(s, el, attr.get(key, key), problem) from None
 
     def el_param(self, s: Scope, el: Element, private_ns: str | None = None) -> None:
         name = self.resolve(s, el, self.attr(s, el, "name"), private_ns)
@@ -538,6 +568,8 @@ def _spec(path: Path, reader: _Reader, master: str | None) -> tuple[dict[str, ob
     params = {k: v for k, (v, _, _) in reader.params.items()}
     for key, (_, _, line) in reader.params.items():
         lines[("ros", "params", key)] = line
+    for machine, line in reader.machine_lines.items():
+        lines[("ros", "machines", machine)] = line
     data: dict[str, object] = {
         "name": name,
         "strategy": "rest_for_one",

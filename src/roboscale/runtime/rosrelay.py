@@ -18,6 +18,12 @@ down. The relay sits between the publisher and that subscriber:
   not handle, then live messages. No file, or another relay's epoch: a first start, from
   the oldest message retained (as durable topics do).
 
+- Durable runtime topic (`--durable TOPIC`, runtime/rosdurable.py): the relay also
+  mirrors what it takes in into a durable topic of the runtime, over Zenoh (`--listen` or
+  `--connect`): retained, numbered and replayed from each importer's cursor, so that a
+  runtime node, or a relay on another host, resumes where it stopped. With `--durable`,
+  `--to` and `--cursor` are optional: the relay is then a bridge from ROS 1 only.
+
 Messages are bytes end to end (never decoded). What it does not do: survive its own
 restart (the retention is in memory, as a durable publisher's), serve more than one
 durable subscriber well (one cursor file), or slow the publisher down: a subscriber down
@@ -25,6 +31,8 @@ longer than the retention holds loses the oldest messages, counted as `gaps`.
 
     python -m roboscale.runtime.rosrelay --topic /seq --to /seq_durable \\
         --cursor listener.cursor [--retain 10000]      (ROS_MASTER_URI from the env)
+    python -m roboscale.runtime.rosrelay --topic /seq --durable /seq \\
+        --listen tcp/127.0.0.1:7447                   (a durable runtime topic)
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,11 +86,19 @@ class Relay(TopicSubscriber):
     """The relay's state and loop; `run` until `stop` is set, then `close`."""
 
     def __init__(
-        self, master_uri: str, topic: str, out: str, cursor: Path, retain: int, name: str
+        self,
+        master_uri: str,
+        topic: str,
+        out: str | None,
+        cursor: Path | None,
+        retain: int,
+        name: str,
+        mirror: Callable[[bytes], None] | None = None,
     ) -> None:
         super().__init__(master_uri, topic, name, keep=True)
-        self.out_topic = out
+        self.out_topic = out  # None: no ROS subscriber behind it (a mirror only)
         self.cursor = cursor
+        self.mirror = mirror  # each message in, also to a durable runtime topic
         self.retention = Retention(retain)
         self.seq = 0
         self.epoch = random.getrandbits(63) or 1
@@ -113,10 +130,13 @@ class Relay(TopicSubscriber):
     def received(self, uri: str, reader: FrameReader, frames: list[bytes]) -> None:
         if self.input_header is None:
             self.input_header = reader.header
-            self._register()
+            if self.out_topic is not None:
+                self._register()
         for body in frames:
             self.seq += 1
             self.stats.relayed += 1
+            if self.mirror is not None:
+                self.mirror(body)
             self.retention.add(self.seq, body, b"")
             data = frame(body)
             for conn, out in list(self.outs.items()):
@@ -165,17 +185,17 @@ class Relay(TopicSubscriber):
 
     def _answer(self, conn: int, out: _Out, header: dict[str, str]) -> None:
         """A subscriber's header: answer it, replay from its cursor, then it gets live ones."""
-        given = self.input_header
+        given, out_topic = self.input_header, self.out_topic
         md5 = header.get("md5sum", "")
         wrong = given is None or md5 not in ("*", given.get("md5sum"))
-        if wrong or header.get("topic") != self.out_topic:
+        if wrong or out_topic is None or header.get("topic") != out_topic:
             self._close_out(conn)
             return
         assert given is not None
         backlog = self._backlog()
         first = backlog[0][0] if backlog else self.seq + 1
         fields = {
-            "callerid": self.caller, "topic": self.out_topic, "latching": "0",
+            "callerid": self.caller, "topic": out_topic, "latching": "0",
             "type": given.get("type", "*"), "md5sum": given.get("md5sum", "*"),
             "message_definition": given.get("message_definition", ""),
             "durable_epoch": str(self.epoch), "durable_first": str(first),
@@ -192,7 +212,7 @@ class Relay(TopicSubscriber):
     def _backlog(self) -> list[tuple[int, bytes, bytes]]:
         """What the subscriber's cursor has not handled, as retained."""
         try:
-            cursor = read_cursor(str(self.cursor))
+            cursor = read_cursor(str(self.cursor)) if self.cursor is not None else None
         except (OSError, ValueError) as e:
             print(f"relay: {e}; starting that subscriber afresh", file=sys.stderr, flush=True)
             cursor = None
@@ -242,14 +262,18 @@ def main(argv: list[str] | None = None) -> int:
     special = dict(a.split(":=", 1) for a in raw if ":=" in a)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--topic", required=True, help="the ROS 1 topic to relay")
-    parser.add_argument("--to", required=True, help="the topic the durable subscriber reads")
-    parser.add_argument("--cursor", type=Path, required=True, help="the subscriber's cursor")
+    parser.add_argument("--to", help="the topic the durable subscriber reads")
+    parser.add_argument("--cursor", type=Path, help="the subscriber's cursor (with --to)")
     parser.add_argument("--retain", type=int, default=10_000, help="messages kept for replay")
+    parser.add_argument("--durable", metavar="TOPIC", help="also mirror into this durable "
+                        "runtime topic over Zenoh (runtime/rosdurable.py)")  # fmt: skip
+    parser.add_argument("--listen", action="append", default=[], metavar="ENDPOINT",
+                        help="--durable: the Zenoh endpoint to listen on, e.g. "
+                        "tcp/127.0.0.1:7447")  # fmt: skip
+    parser.add_argument("--connect", action="append", default=[], metavar="ENDPOINT",
+                        help="--durable: a Zenoh endpoint to connect to")  # fmt: skip
     args = parser.parse_args([a for a in raw if ":=" not in a])
-    if args.topic == args.to:
-        parser.error(f"--to must differ from --topic ({args.to}): the relay would read itself")
-    if args.retain < 1:
-        parser.error(f"--retain must be at least 1, got {args.retain}")
+    _check(parser, args)
     master = os.environ.get("ROS_MASTER_URI")
     if not master:
         parser.error("ROS_MASTER_URI is not set")
@@ -258,15 +282,44 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    relay = Relay(master, args.topic, args.to, args.cursor, args.retain, name)
-    print(f"relay {name}: {args.topic} -> {args.to}, cursor {args.cursor}", flush=True)
+    mirror = None
+    if args.durable:
+        from roboscale.errors import UserError
+        from roboscale.runtime.rosdurable import DurableMirror
+
+        try:
+            mirror = DurableMirror(args.durable, args.listen, args.connect, args.retain)
+        except UserError as e:
+            parser.error(str(e))
+    relay = Relay(master, args.topic, args.to, args.cursor, args.retain, name, mirror)
+    outs = [f"{args.to}, cursor {args.cursor}"] if args.to else []
+    outs += [f"durable runtime topic {args.durable}"] if args.durable else []
+    print(f"relay {name}: {args.topic} -> {' and '.join(outs)}", flush=True)
     try:
         while not stop.is_set():
             relay.poll(POLL_S)
     finally:
         relay.close()
-        print(f"relay {name}: {relay.stats}", flush=True)
+        if mirror is not None:
+            mirror.close()
+        mirrored = f", mirrored={mirror.mirrored}" if mirror is not None else ""
+        print(f"relay {name}: {relay.stats}{mirrored}", flush=True)
     return 0
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.to is None and args.durable is None:
+        parser.error("give --to (with --cursor), --durable, or both: where messages go")
+    if (args.to is None) != (args.cursor is None):
+        parser.error("--to and --cursor go together: the subscriber behind it and its cursor")
+    if args.to is not None and args.topic == args.to:
+        parser.error(f"--to must differ from --topic ({args.to}): the relay would read itself")
+    if args.retain < 1:
+        parser.error(f"--retain must be at least 1, got {args.retain}")
+    if args.durable is not None and not (args.listen or args.connect):
+        parser.error("--durable needs --listen or --connect: where the runtime's peers are")
+    if (args.listen or args.connect) and args.durable is None:
+        parser.error("--listen and --connect are for --durable")
 
 
 if __name__ == "__main__":

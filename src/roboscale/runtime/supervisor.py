@@ -1,14 +1,18 @@
 """Supervisors with Erlang/OTP semantics (see docs/runtime.md for the rules, one by one).
 
-A supervisor starts its children in order, each one synchronously (the next
-starts only after the previous reported ready), and stops them in reverse
-order. When a child exits on its own, its restart type decides whether it is
+Children are given as `ChildSpec`s, plain data carrying each child's start recipe
+(runtime/childspec.py), all checked when the supervisor is made. A supervisor starts
+its children in order, building a fresh instance of each from its recipe, each one
+synchronously (the next starts only after the previous reported ready), and stops them
+in reverse order. When a child exits on its own, its restart type decides whether it is
 restarted (permanent: always; transient: only after an abnormal exit;
 temporary: never) and the strategy decides which siblings restart with it
 (one_for_one: none; one_for_all: all; rest_for_one: those started after it).
 Each restart is checked against the restart intensity; past it the supervisor
 stops all children and ends with reason SHUTDOWN, which its parent sees as the
-exit of one of its own children (escalation).
+exit of one of its own children (escalation). Every restart builds a new instance from
+the recipe: nothing of the failed one is reused (durable inboxes live in the bus, keyed
+by the child's path, and are found again by the new instance).
 
 Exits arrive from any thread through the `ExitCallback`; they are handed to
 the loop and handled one at a time, as an OTP supervisor process handles its
@@ -28,13 +32,14 @@ import enum
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from roboscale.errors import UserError
 from roboscale.runtime.child import (
     ChildHandle,
+    ChildRecipe,
     ChildStartError,
     ExitCallback,
     ExitReason,
@@ -44,10 +49,35 @@ from roboscale.runtime.child import (
     StartsWithoutWaiting,
     StopsOnLoop,
 )
+from roboscale.runtime.childspec import (
+    BRUTAL_KILL,
+    INFINITY,
+    ChildSpec,
+    Recipe,
+    Restart,
+    check_childspecs,
+    childspec_problems,
+    is_recipe,
+    name_problems,
+)
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity, RestartWindow
 from roboscale.runtime.names import check_name
+from roboscale.runtime.node import NodeRecipe
+
+# The child spec's parts are the supervisor's API too: `from ...supervisor import ChildSpec`.
+__all__ = [
+    "BRUTAL_KILL",
+    "INFINITY",
+    "ChildSpec",
+    "NodeRecipe",
+    "Recipe",
+    "Restart",
+    "Strategy",
+    "Supervisor",
+    "SupervisorRecipe",
+]
 
 
 class Strategy(enum.Enum):
@@ -56,57 +86,94 @@ class Strategy(enum.Enum):
     REST_FOR_ONE = "rest_for_one"
 
 
-class Restart(enum.Enum):
-    PERMANENT = "permanent"  # always restarted
-    TRANSIENT = "transient"  # restarted only after an abnormal exit (CRASH, KILLED, HUNG)
-    TEMPORARY = "temporary"  # never restarted; removed when it ends
+@dataclass(frozen=True, slots=True)
+class SupervisorRecipe:
+    """A sub-supervisor as plain data: its child specs, strategy and intensity. Each start
+    builds a new `Supervisor` from it, with all its children again (OTP runs init/1 again:
+    a temporary child that ended before is back, and no restart count carries over)."""
 
-
-BRUTAL_KILL = 0.0  # shutdown value: kill at once, no graceful stop
-INFINITY = math.inf  # shutdown value: wait as long as it takes (the default for supervisors)
-
-
-@dataclass(slots=True)
-class ChildSpec:
-    """A child and how to supervise it. Launch files keep the pure-data recipe of each
-    child (runtime/launchspec.py); `build_tree` turns it into the handle held here."""
-
-    handle: ChildHandle
-    restart: Restart = Restart.PERMANENT
-    shutdown_s: float = 5.0  # graceful stop allowed this long, then killed
-    restart_delay_s: float = 0.0  # wait this long before restarting it (respawn_delay)
-    # OTP's significant child with auto_shutdown=any_significant (roslaunch's required):
-    # when it ends and is not restarted, the supervisor stops all its children and ends.
-    significant: bool = False
+    name: str
+    children: Sequence[ChildSpec] = ()
+    strategy: Strategy = Strategy.ONE_FOR_ONE
+    intensity: Intensity = field(default_factory=Intensity)
 
     def __post_init__(self) -> None:
-        if self.shutdown_s < 0:
-            raise UserError(f"child {self.handle.name}: shutdown must be >= 0 s")
-        if self.restart_delay_s < 0:
-            raise UserError(f"child {self.handle.name}: restart delay must be >= 0 s")
+        if not isinstance(self.children, tuple):  # a list or an iterator: keep a snapshot
+            object.__setattr__(self, "children", tuple(self.children))
+
+    def build(self, runtime: Runtime) -> Supervisor:
+        return Supervisor._of(runtime, self)
+
+    def check(self, path: str) -> list[str]:
+        problems = name_problems(self.name, path)
+        if not isinstance(self.strategy, Strategy):
+            allowed = ", ".join(s.value for s in Strategy)
+            problems.append(
+                f"{path}: strategy: {self.strategy!r} is not allowed: allowed are {allowed}"
+            )
+        if not isinstance(self.intensity, Intensity):
+            problems.append(f"{path}: intensity: {self.intensity!r} is not an Intensity")
+        return problems + childspec_problems(self.children, path)
+
+
+class _Caps:
+    """What a handle's class can do beyond ChildHandle (runtime/child.py), asked once per
+    class: runtime_checkable isinstance checks are too slow for every restart."""
+
+    __slots__ = ("has_path", "start_async", "start_nowait", "stop_async")
+
+    def __init__(self, handle: object) -> None:
+        self.start_nowait = isinstance(handle, StartsWithoutWaiting)
+        self.start_async = isinstance(handle, StartsOnLoop)
+        self.stop_async = isinstance(handle, StopsOnLoop)
+        self.has_path = isinstance(handle, HasPath)
+
+
+_CAPS: dict[type, _Caps] = {}
+
+
+def _caps(handle: object) -> _Caps:
+    caps = _CAPS.get(type(handle))
+    if caps is None:
+        caps = _CAPS[type(handle)] = _Caps(handle)
+    return caps
 
 
 @dataclass(slots=True)
 class _Child:
     spec: ChildSpec
+    name: str = ""
+    recipe: ChildRecipe | None = None
+    handle: Any = None  # the running instance, or the last one; None before the first start
+    caps: _Caps | None = None  # the handle's, known after its first build
+    path: str = ""  # its place in the tree, made at its first build (then shared)
     running: bool = False
     generation: int = 0  # bumped at every start and stop: exits of older instances are stale
     restarts: int = 0
     last_exit: str = ""
-    # What the handle can do beyond ChildHandle, asked once (see runtime/child.py).
-    start_nowait: StartsWithoutWaiting | None = None
-    start_async: StartsOnLoop | None = None
-    stop_async: StopsOnLoop | None = None
 
     def __post_init__(self) -> None:
-        h = self.spec.handle
-        self.start_nowait = h if isinstance(h, StartsWithoutWaiting) else None
-        self.start_async = h if isinstance(h, StartsOnLoop) else None
-        self.stop_async = h if isinstance(h, StopsOnLoop) else None
+        self.name = self.spec.name
+        recipe = self.spec.recipe
+        self.recipe = recipe if is_recipe(recipe) else _Reused(cast(ChildHandle, recipe))
+
+
+@dataclass(frozen=True, slots=True)
+class _Reused:
+    """Transitional: a spec made with a handle instead of a recipe restarts that same
+    handle, as before recipes. Removed once no call site makes such specs."""
+
+    handle: ChildHandle
 
     @property
     def name(self) -> str:
-        return self.spec.handle.name
+        return self.handle.name
+
+    def build(self, runtime: Runtime) -> ChildHandle:
+        return self.handle
+
+    def check(self, path: str) -> list[str]:
+        return []
 
 
 class _ExitNotice:
@@ -159,11 +226,35 @@ class Supervisor:
         intensity: Intensity | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """A supervisor over `children`; every spec of the tree below it is checked first
+        (OTP's check_childspecs), and one UserError lists all the problems found."""
+        specs = list(children)
+        path = "/" + check_name(name, "supervisor").lstrip("/")
+        check_childspecs(specs, path)
+        self._init(runtime, path, specs, strategy, intensity or Intensity(), clock)
+
+    @classmethod
+    def _of(cls, runtime: Runtime, recipe: SupervisorRecipe) -> Supervisor:
+        """A fresh instance of a sub-supervisor whose recipe its parent already checked."""
+        sup = cls.__new__(cls)
+        path = "/" + recipe.name.lstrip("/")
+        sup._init(runtime, path, recipe.children, recipe.strategy, recipe.intensity)
+        return sup
+
+    def _init(
+        self,
+        runtime: Runtime,
+        path: str,
+        specs: Iterable[ChildSpec],
+        strategy: Strategy,
+        intensity: Intensity,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.runtime = runtime
-        self.name = check_name(name, "supervisor").lstrip("/")
-        self.path = "/" + self.name
+        self.name = path[1:]
+        self.path = path  # its place in the tree once its parent starts it
         self.strategy = strategy
-        self.intensity = intensity or Intensity()
+        self.intensity = intensity
         self.clock = clock
         self._children: list[_Child] = []
         self._by_name: dict[str, _Child] = {}
@@ -175,38 +266,47 @@ class Supervisor:
         self._on_exit: ExitCallback | None = None
         self._running = False
         self.ended: asyncio.Future[str] | None = None  # set to the reason when it gives up
-        for spec in children:
-            self.add_child(spec)
+        for spec in specs:
+            child = _Child(spec)
+            self._children.append(child)
+            self._by_name[child.name] = child
 
     # -- the tree -------------------------------------------------------------------------
     def add_child(self, spec: ChildSpec) -> None:
         """Add a child spec before start (children start in the order they were added)."""
         if self._running:
             raise UserError(f"supervisor {self.path}: add children before it starts")
-        if spec.handle.name in self._by_name:
-            raise UserError(f"supervisor {self.path}: two children named {spec.handle.name!r}")
+        check_childspecs([spec], self.path)
+        if spec.name in self._by_name:
+            raise UserError(f"supervisor {self.path}: two children named {spec.name!r}")
         child = _Child(spec)
         self._children.append(child)
         self._by_name[child.name] = child
-        self._set_path(spec.handle)
-
-    def _set_path(self, handle: ChildHandle) -> None:
-        # Paths name children in events and key durable inboxes; they follow the tree.
-        if isinstance(handle, HasPath):
-            handle.path = f"{self.path}/{handle.name}"
-            if isinstance(handle, Supervisor):
-                for child in handle._children:
-                    handle._set_path(child.spec.handle)
 
     @property
     def children(self) -> list[ChildSpec]:
         return [c.spec for c in self._children]
 
-    def child(self, name: str) -> ChildHandle:
+    def child(self, name: str) -> Any:
+        """The child's running instance (or its last one, when it is stopped): a new
+        object after every restart, so ask again rather than keep it."""
         c = self._by_name.get(name)
         if c is None:
             raise UserError(f"supervisor {self.path} has no child {name!r}")
-        return c.spec.handle
+        if c.handle is None:
+            raise UserError(f"supervisor {self.path}: child {name!r} has not started yet")
+        return c.handle
+
+    def instance(self, name: str) -> Any:
+        """The child's current (or last) instance; None before its first start or when
+        there is no such child."""
+        c = self._by_name.get(name)
+        return None if c is None else c.handle
+
+    def which_children(self) -> list[tuple[str, Any]]:
+        """(name, instance or None before its first start) of each child, in start order:
+        OTP's which_children."""
+        return [(c.name, c.handle) for c in self._children]
 
     def restarts(self, name: str) -> int:
         return self._by_name[name].restarts
@@ -219,7 +319,7 @@ class Supervisor:
         """The last sequence number handed to each durable subscriber below this supervisor."""
         cursors: dict[str, int] = {}
         for c in self._children:
-            handle: Any = c.spec.handle
+            handle: Any = c.handle
             if isinstance(handle, Supervisor):
                 cursors.update(handle.durable_cursors())
             for inbox in handle.durables.values() if isinstance(handle, HasInboxes) else []:
@@ -289,23 +389,40 @@ class Supervisor:
             await pending
 
     def _begin_start(self, child: _Child) -> Awaitable[None] | None:
-        """Start `child`; None when it is already started, else what to await to finish."""
+        """Build a fresh instance of `child` from its recipe and start it; None when it
+        is already started, else what to await to finish."""
         child.generation += 1
         on_exit = self._exit_callback(child.name, child.generation)
         pending: Awaitable[None] | None
         try:
-            if child.start_nowait is not None:  # in-process: often done without awaiting
-                pending = child.start_nowait.start_nowait(on_exit)
-            elif child.start_async is not None:
-                pending = child.start_async.start_async(on_exit)
+            handle = self._build(child)
+            caps = child.caps
+            assert caps is not None
+            if caps.start_nowait:  # in-process: often done without awaiting
+                pending = handle.start_nowait(on_exit)
+            elif caps.start_async:
+                pending = handle.start_async(on_exit)
             else:  # an OS-process child blocks while it starts: keep the loop free
-                pending = _start_in_thread(child.spec, on_exit)
+                pending = _start_in_thread(handle, child.spec.shutdown_s, on_exit)
         except Exception as e:
             raise self._start_failed(child, e) from e
         if pending is None:
             self._started(child)
             return None
         return self._finish_start(child, pending)
+
+    def _build(self, child: _Child) -> Any:
+        assert child.recipe is not None
+        handle: Any = child.recipe.build(self.runtime)
+        if handle.name != child.name:
+            raise ChildStartError(child.name, f"its recipe built a child named {handle.name!r}")
+        caps = child.caps = _caps(handle)
+        if caps.has_path:  # paths name children in events and key durable inboxes
+            if not child.path:
+                child.path = f"{self.path}/{child.name}"
+            handle.path = child.path
+        child.handle = handle
+        return handle
 
     async def _finish_start(self, child: _Child, pending: Awaitable[None]) -> None:
         try:
@@ -329,10 +446,11 @@ class Supervisor:
         child.running = False
         child.generation += 1  # an exit racing with this stop is now stale
         timeout = BRUTAL_KILL if brutal else child.spec.shutdown_s
-        if child.stop_async is not None:
-            killed = bool(await child.stop_async.stop_async(timeout))
+        handle, caps = child.handle, child.caps
+        if caps is not None and caps.stop_async:
+            killed = bool(await handle.stop_async(timeout))
         else:
-            await asyncio.to_thread(child.spec.handle.stop, timeout)
+            await asyncio.to_thread(handle.stop, timeout)
             killed = False
         self._emit("killed" if killed else "stopped", child.name)
 
@@ -361,7 +479,8 @@ class Supervisor:
             self._busy = self._inflight is not None
 
     def _fits_fast_path(self, child: _Child) -> bool:
-        if child.start_nowait is None or child.spec.restart_delay_s > 0 or child.spec.significant:
+        caps, spec = child.caps, child.spec
+        if caps is None or not caps.start_nowait or spec.restart_delay_s > 0 or spec.significant:
             return False
         if self.strategy is Strategy.ONE_FOR_ONE or len(self._children) == 1:
             return True
@@ -503,17 +622,13 @@ class Supervisor:
         """One row per child, depth first: path, kind, state, restarts, queue depth, drops."""
         rows: list[dict[str, Any]] = []
         for c in self._children:
-            handle: Any = c.spec.handle
+            handle: Any = c.handle
             path = f"{self.path}/{c.name}"
             inboxes = handle.inboxes() if isinstance(handle, HasInboxes) else []
             rows.append(
                 {
                     "path": path,
-                    "kind": "supervisor"
-                    if isinstance(handle, Supervisor)
-                    else "node"
-                    if isinstance(handle, HasInboxes)
-                    else "process",
+                    "kind": _kind(c),
                     "state": "running" if c.running else "stopped",
                     "restart": c.spec.restart.value,
                     "restarts": c.restarts,
@@ -528,20 +643,27 @@ class Supervisor:
         return rows
 
 
-async def _start_in_thread(spec: ChildSpec, on_exit: Any) -> None:
+def _kind(child: _Child) -> str:
+    recipe = child.recipe if child.handle is None else None
+    if isinstance(child.handle, Supervisor) or isinstance(recipe, SupervisorRecipe):
+        return "supervisor"
+    if isinstance(child.handle, HasInboxes) or isinstance(recipe, NodeRecipe):
+        return "node"
+    return "process"
+
+
+async def _start_in_thread(handle: ChildHandle, shutdown_s: float, on_exit: Any) -> None:
     """Start an OS-process child in a thread. A thread cannot be cancelled: if the
     supervisor stops meanwhile, the child is stopped as soon as its start completes,
     so that no instance outlives its supervisor."""
-    started = asyncio.ensure_future(asyncio.to_thread(spec.handle.start, on_exit))
+    started = asyncio.ensure_future(asyncio.to_thread(handle.start, on_exit))
     try:
         await asyncio.shield(started)
     except asyncio.CancelledError:
 
         def stop_when_started(f: asyncio.Future[None]) -> None:
             if not f.cancelled() and f.exception() is None:
-                threading.Thread(
-                    target=spec.handle.stop, args=(spec.shutdown_s,), daemon=True
-                ).start()
+                threading.Thread(target=handle.stop, args=(shutdown_s,), daemon=True).start()
 
         started.add_done_callback(stop_when_started)
         raise

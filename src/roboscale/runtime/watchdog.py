@@ -23,10 +23,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
-from roboscale.runtime.child import ChildHandle, ExitCallback, ExitReason
+from roboscale.runtime.child import ChildHandle, ChildRecipe, ExitCallback, ExitReason, HasPid
 from roboscale.runtime.tcpros import FrameReader, TopicSubscriber
+
+if TYPE_CHECKING:
+    from roboscale.runtime.executor import Runtime
 
 CHECK_S = 0.05
 CALLER = "/roboscale_watchdog"
@@ -46,6 +49,32 @@ class Limits:
 class _Stoppable(ChildHandle, Protocol):
     @property
     def pid(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedRecipe:
+    """The recipe of a watched child: the inner child's recipe and the watchdog's limits.
+    Each start builds a new inner child and a new `WatchedChild` around it."""
+
+    inner: ChildRecipe
+    limits: Limits
+    master_uri: str | None = None  # where a topic watchdog asks for the topic's publishers
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def build(self, runtime: Runtime) -> WatchedChild:
+        inner = self.inner.build(runtime)
+        if not isinstance(inner, HasPid):
+            raise TypeError(f"child {inner.name}: a watchdog watches OS-process children only")
+        return WatchedChild(cast(_Stoppable, inner), self.limits, self.master_uri)
+
+    def check(self, path: str) -> list[str]:
+        problems = self.inner.check(path)
+        if self.limits.topic is not None and self.master_uri is None:
+            problems.append(f"{path}: watchdog.topic: a topic watchdog needs a ROS master")
+        return problems
 
 
 class TopicTap(TopicSubscriber):

@@ -14,7 +14,7 @@ import threading
 
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 
@@ -41,7 +41,7 @@ signal.signal(signal.SIGTERM, lambda *_: done.set())
 rt = Runtime().start()
 bridge = Bridge(rt, bridge_config({"listen": [listen], "export": ["/data"], "durable": ["/data"]}))
 bridge.open()
-sup = Supervisor(rt, "pub", [ChildSpec(NodeHandle(rt, "source", Source))])
+sup = Supervisor(rt, "pub", [ChildSpec(NodeRecipe("source", Source))])
 rt.wait(sup.start_async())
 print("ready", flush=True)
 done.wait(60.0)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 
@@ -42,7 +42,7 @@ STALL = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 done = threading.Event()
 signal.signal(signal.SIGTERM, lambda *_: done.set())
 rt = Runtime().start()
-sup = Supervisor(rt, "sub", [ChildSpec(NodeHandle(rt, "sink", Sink))])
+sup = Supervisor(rt, "sub", [ChildSpec(NodeRecipe("sink", Sink))])
 rt.wait(sup.start_async())
 raw = {"connect": [connect], "import": ["/data"], "durable": ["/data"], "delivery": DELIVERY}
 config = bridge_config(raw)

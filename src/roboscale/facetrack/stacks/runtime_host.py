@@ -46,8 +46,8 @@ from roboscale.runtime.child import ExitReason
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import NodeHandle
-from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.node import NodeRecipe
+from roboscale.runtime.supervisor import ChildSpec, Recipe, Supervisor, SupervisorRecipe
 from roboscale.safewrite import write_text
 
 PAPER_INTENSITY = Intensity(max_restarts=1000, period_s=1.0)
@@ -80,27 +80,32 @@ class Host:
         self.done = threading.Event()
         self.rt.subscribers.append(self.on_event)
         self.closers: list[Any] = []
-        self.workers = self._workers()
-        aggregator = NodeHandle(self.rt, "aggregator", Aggregator, {"role": self.tracker})
+        workers = self._workers()
+        aggregator = NodeRecipe("aggregator", Aggregator, {"role": self.tracker})
         params = {"period_s": 1.0 / cfg.fps, "tick": self.tick, "on_command": self.on_command}
         self.root = Supervisor(
             self.rt,
             "top",
             [
-                ChildSpec(Supervisor(self.rt, "faces", map(ChildSpec, self.workers),
-                                     intensity=PAPER_INTENSITY)),
-                ChildSpec(Supervisor(self.rt, "aggregators", [ChildSpec(aggregator)],
-                                     intensity=PAPER_INTENSITY)),
-                ChildSpec(NodeHandle(self.rt, "camera", Camera, params)),
+                ChildSpec(SupervisorRecipe("faces", [ChildSpec(w) for w in workers],
+                                           intensity=PAPER_INTENSITY)),
+                ChildSpec(SupervisorRecipe("aggregators", [ChildSpec(aggregator)],
+                                           intensity=PAPER_INTENSITY)),
+                ChildSpec(NodeRecipe("camera", Camera, params)),
             ],
             intensity=PAPER_INTENSITY,
         )  # fmt: skip
         self.rt.wait(self.root.start_async(), timeout_s=60.0 + 2.0 * cfg.workers)
 
-    def _workers(self) -> list[Any]:
+    def worker(self, index: int) -> Any:
+        """Worker `index`'s current instance (each restart builds a new one), or None."""
+        faces: Supervisor | None = self.root.instance("faces")
+        return None if faces is None else faces.instance(f"w{index}")
+
+    def _workers(self) -> list[NodeRecipe | Recipe]:
         if self.mode == "inprocess":
             self._warm_pool()
-            return [NodeHandle(self.rt, f"w{i}", FaceWorker, {"index": i})
+            return [NodeRecipe(f"w{i}", FaceWorker, {"index": i})
                     for i in range(self.cfg.workers)]  # fmt: skip
         from roboscale.backends.base import free_port
         from roboscale.runtime.bridge import Bridge, bridge_config
@@ -119,11 +124,11 @@ class Host:
         self.zygote.start()
         self.closers.append(self.zygote.close)
         return [
-            ProcessNode(f"w{i}", "roboscale.facetrack.stacks.runtime_nodes:worker_main",
-                        {"index": i, "connect": listen,
-                         "cursor": str(self.workdir / f"w{i}.cursor")},
-                        zygote=self.zygote, log=self.workdir / f"w{i}.log",
-                        ready_timeout_s=60.0)
+            Recipe(f"w{i}", ProcessNode,
+                   (f"w{i}", "roboscale.facetrack.stacks.runtime_nodes:worker_main",
+                    {"index": i, "connect": listen, "cursor": str(self.workdir / f"w{i}.cursor")}),
+                   {"zygote": self.zygote, "log": self.workdir / f"w{i}.log",
+                    "ready_timeout_s": 60.0})
             for i in range(self.cfg.workers)
         ]  # fmt: skip
 
@@ -180,14 +185,14 @@ class Host:
 
     def kill(self, worker: int, method: str) -> int:
         """Kill a worker; its kill time in ns (0: it was not running)."""
-        handle = self.workers[worker]
+        handle, name = self.worker(worker), f"w{worker}"
         record = _Kill(worker, method, time.monotonic_ns())
         self.kills.append(record)  # before the strike: an in-process restart is immediate
-        self.awaiting.setdefault(handle.name, []).append(len(self.kills) - 1)
-        if _strike(handle, method):
+        self.awaiting.setdefault(name, []).append(len(self.kills) - 1)
+        if handle is not None and _strike(handle, method):
             return record.kill_ns
         self.kills.pop()
-        self.awaiting[handle.name].pop()
+        self.awaiting[name].pop()
         return 0
 
     # -- from the main thread ---------------------------------------------------------------
@@ -209,8 +214,10 @@ class Host:
         pids = [(os.getpid(), "host", self.cfg.workers if self.mode == "inprocess" else 0)]
         if self.mode == "process":
             pids.append((self.zygote.pid, "zygote", 0))
-            pids += [(h.pid, "worker", 1) for h in self.workers if h.pid is not None]
-        alive = sum(1 for h in self.workers if h.alive())
+        workers = [self.worker(i) for i in range(self.cfg.workers)]
+        if self.mode == "process":
+            pids += [(h.pid, "worker", 1) for h in workers if h is not None and h.pid is not None]
+        alive = sum(1 for h in workers if h is not None and h.alive())
         counters = {"malformed": self.tracker.malformed + self.camera.malformed,
                     "duplicates": self.tracker.duplicates, "resent": self.resent}  # fmt: skip
         name = "runtime" if self.mode == "inprocess" else "runtime-proc"

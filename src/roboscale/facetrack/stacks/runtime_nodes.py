@@ -90,12 +90,13 @@ def worker_main(config: object, ready: Callable[[], None]) -> int:
     cursor = Path(settings.text("cursor"))
     from roboscale.runtime.bridge import Bridge, bridge_config
     from roboscale.runtime.executor import Runtime
-    from roboscale.runtime.node import NodeHandle
+    from roboscale.runtime.node import NodeRecipe
     from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
     rt = Runtime(workers=1).start()
-    handle = NodeHandle(rt, f"w{index}", FaceWorker, {"index": index})
-    sup = Supervisor(rt, "worker", [ChildSpec(handle)])
+    sup = Supervisor(
+        rt, "worker", [ChildSpec(NodeRecipe(f"w{index}", FaceWorker, {"index": index}))]
+    )
     rt.wait(sup.start_async())  # the durable subscription exists before the bridge opens
     topic = frames_topic(index)
     raw = {"connect": [connect], "import": [topic], "durable": [topic],

@@ -19,10 +19,10 @@ UV_VERSION := 0.13.9
 # backend's C part (setup.py; optional, ctypes without); chromium for the test that opens
 # the report in a real browser. All from Debian's own packages.
 SYSTEM_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-genpy \
-	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl gcc python3-dev \
+	erlang-nox iptables cyclonedds-tools openssh-server stress-ng openssl gcc python3-dev util-linux \
 	chromium
 SYSTEM_COMMANDS := roscore roslaunch erl erlc iptables ddsperf sshd stress-ng openssl gcc \
-	chromium
+	chromium prlimit setpriv
 # make test installs the optional extras too (DDS, face tracker, bags); make demo does not.
 EXTRAS := dev,dds,facetrack,data,notebook
 comma := ,

@@ -60,6 +60,7 @@ def test_config_is_plain_json() -> None:
         "method": "sigkill",
         "at_frame": 0,
         "target": "worker",
+        "interval_ms": 0.0,
     }
 
 

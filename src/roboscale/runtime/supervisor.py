@@ -34,12 +34,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from roboscale.errors import UserError
 from roboscale.runtime.child import (
     ChildHandle,
-    ChildRecipe,
     ChildStartError,
     ExitCallback,
     ExitReason,
@@ -57,7 +56,6 @@ from roboscale.runtime.childspec import (
     Restart,
     check_childspecs,
     childspec_problems,
-    is_recipe,
     name_problems,
 )
 from roboscale.runtime.events import SupervisionEvent
@@ -143,7 +141,6 @@ def _caps(handle: object) -> _Caps:
 class _Child:
     spec: ChildSpec
     name: str = ""
-    recipe: ChildRecipe | None = None
     handle: Any = None  # the running instance, or the last one; None before the first start
     caps: _Caps | None = None  # the handle's, known after its first build
     path: str = ""  # its place in the tree, made at its first build (then shared)
@@ -154,26 +151,6 @@ class _Child:
 
     def __post_init__(self) -> None:
         self.name = self.spec.name
-        recipe = self.spec.recipe
-        self.recipe = recipe if is_recipe(recipe) else _Reused(cast(ChildHandle, recipe))
-
-
-@dataclass(frozen=True, slots=True)
-class _Reused:
-    """Transitional: a spec made with a handle instead of a recipe restarts that same
-    handle, as before recipes. Removed once no call site makes such specs."""
-
-    handle: ChildHandle
-
-    @property
-    def name(self) -> str:
-        return self.handle.name
-
-    def build(self, runtime: Runtime) -> ChildHandle:
-        return self.handle
-
-    def check(self, path: str) -> list[str]:
-        return []
 
 
 class _ExitNotice:
@@ -412,8 +389,7 @@ class Supervisor:
         return self._finish_start(child, pending)
 
     def _build(self, child: _Child) -> Any:
-        assert child.recipe is not None
-        handle: Any = child.recipe.build(self.runtime)
+        handle: Any = child.spec.recipe.build(self.runtime)
         if handle.name != child.name:
             raise ChildStartError(child.name, f"its recipe built a child named {handle.name!r}")
         caps = child.caps = _caps(handle)
@@ -644,7 +620,7 @@ class Supervisor:
 
 
 def _kind(child: _Child) -> str:
-    recipe = child.recipe if child.handle is None else None
+    recipe = child.spec.recipe if child.handle is None else None
     if isinstance(child.handle, Supervisor) or isinstance(recipe, SupervisorRecipe):
         return "supervisor"
     if isinstance(child.handle, HasInboxes) or isinstance(recipe, NodeRecipe):

@@ -417,7 +417,10 @@ class NodeRecipe:
     start_timeout_s: float = 5.0  # an async on_start must finish within this
 
     def build(self, runtime: Runtime) -> NodeHandle:
-        return NodeHandle.of(runtime, self)
+        # NodeHandle.of without its call: this runs at every restart.
+        handle: NodeHandle = _new(NodeHandle)
+        handle._bind(runtime, self, self.name.lstrip("/"), "")
+        return handle
 
     def check(self, path: str) -> list[str]:
         problems = name_problems(self.name, path)

@@ -118,9 +118,10 @@ class _Caps:
     """What a handle's class can do beyond ChildHandle (runtime/child.py), asked once per
     class: runtime_checkable isinstance checks are too slow for every restart."""
 
-    __slots__ = ("has_path", "start_async", "start_nowait", "stop_async")
+    __slots__ = ("has_path", "kind", "start_async", "start_nowait", "stop_async")
 
     def __init__(self, handle: object) -> None:
+        self.kind = type(handle)
         self.start_nowait = isinstance(handle, StartsWithoutWaiting)
         self.start_async = isinstance(handle, StartsOnLoop)
         self.stop_async = isinstance(handle, StopsOnLoop)
@@ -392,7 +393,9 @@ class Supervisor:
         handle: Any = child.spec.recipe.build(self.runtime)
         if handle.name != child.name:
             raise ChildStartError(child.name, f"its recipe built a child named {handle.name!r}")
-        caps = child.caps = _caps(handle)
+        caps = child.caps
+        if caps is None or caps.kind is not type(handle):  # a recipe builds one kind, usually
+            caps = child.caps = _caps(handle)
         if caps.has_path:  # paths name children in events and key durable inboxes
             if not child.path:
                 child.path = f"{self.path}/{child.name}"

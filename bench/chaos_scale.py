@@ -49,9 +49,9 @@ from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.chaos import ChaosMonkey, ChaosReport, ChaosSpec, Method
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import NodeHandle
+from roboscale.runtime.node import NodeHandle, NodeRecipe
 from roboscale.runtime.process import ProcessNode
-from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.supervisor import ChildSpec, Recipe, Supervisor, SupervisorRecipe
 from roboscale.runtime.zygote import Zygote
 
 sys.path.insert(0, str(BASELINES))
@@ -105,26 +105,31 @@ class ChaosRun:
         n_inproc = args.workers - args.process_workers
         self.tallies = {f"w{i}": Tally() for i in range(n_inproc)}
         inproc = [
-            NodeHandle(rt, name, Reader, {"tally": tally, "topic": TOPIC})
+            NodeRecipe(name, Reader, {"tally": tally, "topic": TOPIC})
             for name, tally in self.tallies.items()
         ]
         self.logs = {f"w{i}": work / f"w{i}.log" for i in range(n_inproc, args.workers)}
         procs = [
-            ProcessNode(name, "runtime_durable:sink", self._sink_config(name, listen),
-                        zygote=zygote, env=env, ready_timeout_s=60.0)
+            Recipe(name, ProcessNode,
+                   (name, "runtime_durable:sink", self._sink_config(name, listen)),
+                   {"zygote": zygote, "env": env, "ready_timeout_s": 60.0})
             for name in self.logs
         ]  # fmt: skip
         params = {"topic": TOPIC, "go": lambda: self.go, "stop": lambda: self.stopping}
-        self.source = NodeHandle(rt, "source", SeqSource, {**params, "period_s": 1 / args.rate_hz})
+        source = NodeRecipe("source", SeqSource, {**params, "period_s": 1 / args.rate_hz})
         self.root = Supervisor(
             rt,
             "chaos",
             [
                 ChildSpec(
-                    Supervisor(rt, "inproc", map(ChildSpec, inproc), intensity=NEVER_GIVE_UP)
+                    SupervisorRecipe(
+                        "inproc", list(map(ChildSpec, inproc)), intensity=NEVER_GIVE_UP
+                    )
                 ),
-                ChildSpec(Supervisor(rt, "procs", map(ChildSpec, procs), intensity=NEVER_GIVE_UP)),
-                ChildSpec(self.source),
+                ChildSpec(
+                    SupervisorRecipe("procs", list(map(ChildSpec, procs)), intensity=NEVER_GIVE_UP)
+                ),
+                ChildSpec(source),
             ],
             intensity=NEVER_GIVE_UP,
         )
@@ -132,13 +137,18 @@ class ChaosRun:
         stack.callback(lambda: rt.wait(self.root.stop_async(), timeout_s=60.0))
         self.go = True
 
+    def source_node(self) -> Any:
+        """The source's running node (each restart builds a new instance), or None."""
+        handle: NodeHandle | None = self.root.instance("source")
+        return None if handle is None else handle.node
+
     def _sink_config(self, name: str, listen: str) -> dict[str, Any]:
         cursor = self.work / f"{name}.cursor"
         log, delivery = str(self.logs[name]), self.args.delivery
         return {"connect": listen, "cursor": str(cursor), "log": log, "delivery": delivery}
 
     def sent(self) -> int:
-        node = self.source.node
+        node = self.source_node()
         return node.sent if isinstance(node, SeqSource) else 0
 
     def run_monkey(self) -> ChaosReport:
@@ -177,7 +187,7 @@ class ChaosRun:
     def count(self) -> list[dict[str, Any]]:
         """Stop the source, wait for the last messages, count every worker."""
         self.stopping = True
-        wait_for(lambda: isinstance(self.source.node, SeqSource) and self.source.node.stopped, 10)
+        wait_for(lambda: isinstance(node := self.source_node(), SeqSource) and node.stopped, 10)
         published = self.sent()
         deadline = time.monotonic() + DRAIN_S
         while time.monotonic() < deadline and not self._complete(published):

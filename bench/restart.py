@@ -68,7 +68,7 @@ from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.measure import inprocess_restart_samples
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeHandle, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 NEVER_GIVE_UP = Intensity(max_restarts=10**9, period_s=1.0)
@@ -135,8 +135,8 @@ def inprocess_durable_loss(kills: int) -> dict[str, Any]:
 
 async def _durable_run(runtime: Runtime, kills: int) -> dict[str, Any]:
     log = _Log()
-    sink = NodeHandle(runtime, "sink", _Sink, {"log": log})
-    source = NodeHandle(runtime, "source", _Source, {"log": log})
+    sink = NodeRecipe("sink", _Sink, {"log": log})
+    source = NodeRecipe("source", _Source, {"log": log})
     # The sink starts first: it is subscribed before the first message is published.
     children = [ChildSpec(sink), ChildSpec(source)]
     sup = Supervisor(runtime, "durable", children, intensity=NEVER_GIVE_UP)
@@ -149,19 +149,20 @@ async def _durable_run(runtime: Runtime, kills: int) -> dict[str, Any]:
             await asyncio.sleep(log.pick.uniform(0.0, MAX_ALIVE_S))
             if time.monotonic() > deadline:
                 raise UserError(f"durable benchmark: only {done} of {kills} kills in time")
-            node = sink.node
+            running: NodeHandle = sup.child("sink")  # a new instance at each restart
+            node = running.node
             if node is not None and node is log.ready and node.alive:
-                sink.kill()
+                running.kill()
                 done += 1
         log.stop = True
         elapsed = time.monotonic() - t0
         wait_until = time.monotonic() + DRAIN_WAIT_S
         # Until everything arrived and the last instance is up (not stopped mid-start).
         while time.monotonic() < wait_until and (
-            len(set(log.received)) < log.published or sink.node is not log.ready
+            len(set(log.received)) < log.published or sup.child("sink").node is not log.ready
         ):
             await asyncio.sleep(0.01)
-        inbox = sink.durables["/data"]
+        inbox = sup.child("sink").durables["/data"]
         overflow = inbox.dropped
     finally:
         await sup.stop_async()

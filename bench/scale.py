@@ -74,7 +74,7 @@ from roboscale.backends.roslaunch import ros_env
 from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.measure import inprocess_echo_samples
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 SIZES = [11, 4250, 307_200, 1 << 20, 4 << 20]
@@ -172,13 +172,11 @@ async def _publish(runtime: Runtime, n: int, seconds: float) -> dict[str, Any]:
     import asyncio
 
     tally, pick = _Tally(), random.Random(7)
-    handles = [
-        NodeHandle(
-            runtime, f"t{i}", _Ticker, {"i": i, "n": n, "tally": tally, "phase": pick.random()}
-        )
+    recipes = [
+        NodeRecipe(f"t{i}", _Ticker, {"i": i, "n": n, "tally": tally, "phase": pick.random()})
         for i in range(n)
     ]
-    sup = Supervisor(runtime, "publishers", [ChildSpec(h) for h in handles])
+    sup = Supervisor(runtime, "publishers", [ChildSpec(r) for r in recipes])
     await sup.start_async()
     try:
         await asyncio.sleep(seconds)

@@ -41,9 +41,9 @@ from roboscale.backends.base import free_port
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import NodeHandle
+from roboscale.runtime.node import NodeHandle, NodeRecipe
 from roboscale.runtime.process import ProcessNode
-from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.supervisor import ChildSpec, Recipe, Supervisor
 from roboscale.runtime.zygote import Zygote
 
 sys.path.insert(0, str(BASELINES))
@@ -85,12 +85,12 @@ class Soak:
         rt = self.rt = Runtime().start()
         stack.callback(rt.close)
         rt.subscribers.append(self._on_event)
-        self.source = NodeHandle(rt, "source", SeqSource, self._source_params())
+        source = NodeRecipe("source", SeqSource, self._source_params())
         readers = [
-            NodeHandle(rt, name, Reader, {"tally": t, "topic": UP if name == "up_reader" else DOWN})
+            NodeRecipe(name, Reader, {"tally": t, "topic": UP if name == "up_reader" else DOWN})
             for name, t in self.tallies.items()
         ]
-        sup = Supervisor(rt, "soak", [*map(ChildSpec, readers), ChildSpec(self.source)])
+        sup = self.sup = Supervisor(rt, "soak", [*map(ChildSpec, readers), ChildSpec(source)])
         rt.wait(sup.start_async())
         stack.callback(lambda: rt.wait(sup.stop_async(), timeout_s=30.0))
         listen = f"tcp/127.0.0.1:{free_port()}"
@@ -101,13 +101,15 @@ class Soak:
         env = {"PYTHONPATH": str(BASELINES)}
         zygote = stack.enter_context(Zygote(["zenoh", "soak_nodes"], env=env))
         self.remote = {
-            name: ProcessNode(
-                name, "soak_nodes:process_node", self._remote_config(name, listen, settings),
-                zygote=zygote, env=env, log=work / f"{name}.log", ready_timeout_s=60.0,
+            name: Recipe(
+                name, ProcessNode,
+                (name, "soak_nodes:process_node", self._remote_config(name, listen, settings)),
+                {"zygote": zygote, "env": env, "log": work / f"{name}.log",
+                 "ready_timeout_s": 60.0},
             )
             for name in ("remote_a", "remote_b")
         }  # fmt: skip
-        procs = Supervisor(rt, "procs", [ChildSpec(p) for p in self.remote.values()])
+        procs = self.procs = Supervisor(rt, "procs", [ChildSpec(p) for p in self.remote.values()])
         rt.wait(procs.start_async(), timeout_s=120.0)
         stack.callback(lambda: rt.wait(procs.stop_async(), timeout_s=30.0))
         self.go = True
@@ -126,7 +128,13 @@ class Soak:
         self.events[event.kind] = self.events.get(event.kind, 0) + 1
 
     def pids(self) -> dict[str, int | None]:
-        return {"controller": os.getpid(), **{n: p.pid for n, p in self.remote.items()}}
+        running = {n: self.procs.instance(n) for n in self.remote}  # new at each restart
+        return {"controller": os.getpid(), **{n: p.pid if p else None for n, p in running.items()}}
+
+    def source_node(self) -> Any:
+        """The source's running node (each restart builds a new instance), or None."""
+        handle: NodeHandle | None = self.sup.instance("source")
+        return None if handle is None else handle.node
 
     def remote_state(self, name: str) -> dict[str, Any]:
         try:
@@ -136,7 +144,7 @@ class Soak:
         return state
 
     def published(self) -> dict[str, int]:
-        node = self.source.node
+        node = self.source_node()
         down = node.sent if isinstance(node, SeqSource) else 0
         return {DOWN: down, UP: int(self.remote_state("remote_b")["published"])}
 
@@ -176,7 +184,7 @@ class Soak:
         return {"published": published, "subscribers": rows, "events": dict(self.events)}
 
     def _stopped(self) -> bool:
-        node = self.source.node
+        node = self.source_node()
         return (
             isinstance(node, SeqSource)
             and node.stopped

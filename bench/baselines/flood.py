@@ -231,13 +231,13 @@ def runtime_side(config: dict[str, Any], node_class: Any) -> tuple[Any, Any, Any
     """A runtime with one node under a supervisor, then its bridge (nodes subscribe first)."""
     from roboscale.runtime.bridge import Bridge, bridge_config
     from roboscale.runtime.executor import Runtime
-    from roboscale.runtime.node import NodeHandle
+    from roboscale.runtime.node import NodeRecipe
     from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
     rt = Runtime().start()
-    handle = NodeHandle(rt, "flood", node_class)
-    sup = Supervisor(rt, "flood", [ChildSpec(handle)])
+    sup = Supervisor(rt, "flood", [ChildSpec(NodeRecipe("flood", node_class))])
     rt.wait(sup.start_async())
+    handle = sup.child("flood")  # the running instance (a restart would make a new one)
     bridge = Bridge(rt, bridge_config({**config, "express": False})).open()
     return rt, sup, handle, bridge
 

@@ -27,7 +27,7 @@ from contextlib import suppress
 from typing import Any
 
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle, Timer
+from roboscale.runtime.node import Node, NodeHandle, NodeRecipe, Timer
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 PERIOD_S = 1.0
@@ -104,13 +104,12 @@ def rss_bytes() -> int:
 async def crowd(runtime: Runtime, n: int, ticks: int) -> dict[str, Any]:
     tally, pick = Tally(n, ticks), random.Random(7)
     tally.done = runtime.loop.create_future()
-    handles = [
-        NodeHandle(runtime, f"c{i}", Crowd, {"i": i, "n": n, "tally": tally}) for i in range(n)
-    ]
-    sup = Supervisor(runtime, "crowd", [ChildSpec(h) for h in handles])
+    recipes = [NodeRecipe(f"c{i}", Crowd, {"i": i, "n": n, "tally": tally}) for i in range(n)]
+    sup = Supervisor(runtime, "crowd", [ChildSpec(r) for r in recipes])
     t0 = time.perf_counter()
     await sup.start_async()
     started_s = time.perf_counter() - t0
+    handles: list[NodeHandle] = [h for _, h in sup.which_children()]
     rss_started = rss_bytes()
     alive = sum(1 for h in handles if h.alive())
     begin = runtime.loop.time() + 0.5

@@ -26,7 +26,7 @@ from typing import Any
 
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 RETAIN = 200_000  # more than a full run publishes: no message ever falls out of retention
@@ -92,7 +92,7 @@ def pub(listen: str, stop: str, count: str) -> None:
     config = {"listen": [listen], "export": ["/data"], "durable": ["/data"], "retain": RETAIN}
     bridge = Bridge(rt, bridge_config(config)).open()
     params = {"stop": stop, "count": count}
-    sup = Supervisor(rt, "pub", [ChildSpec(NodeHandle(rt, "source", Source, params))])
+    sup = Supervisor(rt, "pub", [ChildSpec(NodeRecipe("source", Source, params))])
     rt.wait(sup.start_async())
     print("ready", flush=True)
     _serve_until_term()
@@ -107,7 +107,7 @@ def sink(config: dict[str, Any], ready: Callable[[], None], rt: Runtime | None =
     delivery = config.get("delivery", "at_most_once")
     params = {"fd": fd, "acted": last_acted(config["log"]) if delivery == "at_least_once" else 0}
     rt = rt or Runtime().start()
-    sup = Supervisor(rt, "sub", [ChildSpec(NodeHandle(rt, "sink", Sink, params))])
+    sup = Supervisor(rt, "sub", [ChildSpec(NodeRecipe("sink", Sink, params))])
     rt.wait(sup.start_async())  # the durable subscription exists before the bridge opens
     bridge_cfg = {"connect": [config["connect"]], "import": ["/data"], "durable": ["/data"]}
     bridge_cfg["delivery"] = delivery

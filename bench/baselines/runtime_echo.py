@@ -25,7 +25,7 @@ from typing import Any
 
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeHandle, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 WARMUP = 20
@@ -88,9 +88,9 @@ class Pinger(Node):
 
 def _runtime_with(name: str, factory: Callable[[], Node]) -> tuple[Runtime, Supervisor, NodeHandle]:
     rt = Runtime().start()
-    handle = NodeHandle(rt, name, factory)
-    sup = Supervisor(rt, name, [ChildSpec(handle)])
+    sup = Supervisor(rt, name, [ChildSpec(NodeRecipe(name, factory))])
     rt.wait(sup.start_async())  # nodes subscribe before the bridge opens
+    handle: NodeHandle = sup.child(name)  # the running instance
     return rt, sup, handle
 
 

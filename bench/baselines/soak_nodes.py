@@ -22,7 +22,7 @@ from typing import Any
 
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeHandle, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 PERIOD_S = 0.001  # 1 kHz
@@ -133,21 +133,23 @@ def process_node(config: dict[str, Any], ready: Callable[[], None]) -> int:
     tally = Tally()
     stop_file = Path(config.get("stop", "/nonexistent"))
     rt = Runtime().start()
-    reader = NodeHandle(rt, "reader", Reader, {"tally": tally, "topic": config["read"]})
+    reader = NodeRecipe("reader", Reader, {"tally": tally, "topic": config["read"]})
     children = [ChildSpec(reader)]
-    source: NodeHandle | None = None
-    if config.get("write"):
+    has_source = bool(config.get("write"))
+    if has_source:
         params = {"topic": config["write"], "go": lambda: tally.received > 0}
-        source = NodeHandle(rt, "source", SeqSource, {**params, "stop": stop_file.exists})
+        source = NodeRecipe("source", SeqSource, {**params, "stop": stop_file.exists})
         children.append(ChildSpec(source))
 
     def counts() -> dict[str, Any]:
-        sent = source.node.sent if source is not None and source.node is not None else 0
-        stopped = bool(source is None or (source.node is not None and source.node.stopped))
+        running: NodeHandle | None = sup.instance("source") if has_source else None
+        node: Any = running.node if running is not None else None
+        sent = node.sent if node is not None else 0
+        stopped = bool(not has_source or (node is not None and node.stopped))
         return {"tally": tally.as_dict(), "published": sent, "stopped": stopped}
 
     reporter = {"path": config["tally"], "counts": counts}
-    children.append(ChildSpec(NodeHandle(rt, "reporter", _Reporter, reporter)))
+    children.append(ChildSpec(NodeRecipe("reporter", _Reporter, reporter)))
     sup = Supervisor(rt, "proc", children)
     rt.wait(sup.start_async())  # the durable subscription exists before the bridge opens
     raw: dict[str, Any] = {"connect": [config["connect"]], "import": [config["read"]]}

@@ -176,6 +176,13 @@ def test_a_recipe_that_builds_another_child_fails_its_start(rt: Runtime) -> None
         rt.wait(sup.start_async())
 
 
+def test_a_spec_holding_a_live_handle_is_refused(rt: Runtime) -> None:
+    """A child spec says how to start a child; a running object has no place in it."""
+    handle = NodeHandle(rt, "a", Worker)
+    with pytest.raises(UserError, match=r"/top/a: recipe: .* is not a start recipe"):
+        Supervisor(rt, "top", [ChildSpec(handle)])  # type: ignore[arg-type]
+
+
 def test_specs_and_recipes_are_plain_values() -> None:
     spec = ChildSpec(NodeRecipe("a", Worker, {"rate": 10}), shutdown_s=1.0)
     assert spec == ChildSpec(NodeRecipe("a", Worker, {"rate": 10}), shutdown_s=1.0)

@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from roboscale.errors import SpecError, UserError
-from roboscale.runtime.child import HasPid
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import CallbackHung, Runtime
-from roboscale.runtime.node import Node, NodeHandle, NodeRecipe
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import Recipe, Supervisor, SupervisorRecipe
 from roboscale.runtime.watchdog import WatchedRecipe
 from roboscale.safewrite import open_stream
@@ -223,10 +222,10 @@ class Target:
 
 def applicable(recipe: Any) -> set[Method]:
     """The methods that can strike a child started from `recipe` (a child spec's recipe)."""
-    if isinstance(recipe, NodeRecipe | NodeHandle):
+    if isinstance(recipe, NodeRecipe):
         has_deadline = recipe.callback_deadline_s is not None
         return {Method.EXCEPTION, Method.HANG} if has_deadline else {Method.EXCEPTION}
-    if isinstance(recipe, WatchedRecipe | HasPid):
+    if isinstance(recipe, WatchedRecipe):
         return {Method.SIGTERM, Method.SIGKILL}
     if isinstance(recipe, Recipe) and isinstance(getattr(recipe.start, "pid", None), property):
         return {Method.SIGTERM, Method.SIGKILL}  # it builds an OS-process child
@@ -242,8 +241,6 @@ def leaves(sup: Supervisor, above: tuple[str, ...] = ()) -> list[tuple[str, tupl
         names = (*above, spec.name)
         if isinstance(recipe, SupervisorRecipe):
             found.extend(_recipe_leaves(recipe, f"{sup.path}/{spec.name}", names))
-        elif isinstance(recipe, Supervisor):  # transitional: a spec holding a supervisor
-            found.extend(leaves(recipe, names))
         else:
             found.append((f"{sup.path}/{spec.name}", names, recipe))
     return found

@@ -75,9 +75,7 @@ class ChildSpec:
     significant; plus roslaunch's respawn_delay. Plain data, checked by `check_childspecs`
     when a supervisor is made (a bad value is reported, with every other one, then)."""
 
-    # Transitional: a live handle is still accepted (and restarted as is) until every call
-    # site passes a recipe.
-    recipe: ChildRecipe | ChildHandle
+    recipe: ChildRecipe
     restart: Restart = Restart.PERMANENT
     shutdown_s: float = 5.0  # graceful stop allowed this long, then killed
     restart_delay_s: float = 0.0  # wait this long before restarting it (respawn_delay)
@@ -163,7 +161,7 @@ def spec_problems(spec: object, path: str) -> list[str]:
     recipe = spec.recipe
     if is_recipe(recipe):
         problems += recipe.check(path)
-    elif not isinstance(recipe, ChildHandle):  # transitional: a handle is still accepted
+    else:
         problems.append(
             f"{path}: recipe: {recipe!r} is not a start recipe (NodeRecipe, SupervisorRecipe, "
             "Recipe, WatchedRecipe): a child spec carries how to start a child, not a child"

@@ -399,6 +399,7 @@ def _overflow(value: Overflow | str) -> Overflow:
 
 
 NodeFactory = Callable[[], Node]
+_new = object.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,7 +417,10 @@ class NodeRecipe:
     start_timeout_s: float = 5.0  # an async on_start must finish within this
 
     def build(self, runtime: Runtime) -> NodeHandle:
-        return NodeHandle.of(runtime, self)
+        # NodeHandle.of without its call: this runs at every restart.
+        handle: NodeHandle = _new(NodeHandle)
+        handle._bind(runtime, self, self.name.lstrip("/"), "")
+        return handle
 
     def check(self, path: str) -> list[str]:
         problems = name_problems(self.name, path)
@@ -455,21 +459,24 @@ class NodeHandle:
         recipe = NodeRecipe(
             name, factory, params or NO_ARGS, heartbeat_s, callback_deadline_s, start_timeout_s
         )
-        self._bind(runtime, recipe)
+        self._bind(runtime, recipe, name, "/" + name)
 
     @classmethod
     def of(cls, runtime: Runtime, recipe: NodeRecipe) -> NodeHandle:
-        """A fresh handle of a checked recipe (every restart: kept to a few attributes)."""
-        handle = cls.__new__(cls)
-        handle._bind(runtime, recipe)
+        """A fresh handle of a checked recipe; on every restart, so kept to a few stores
+        (the supervisor gives it its path in the tree)."""
+        handle = _new(cls)
+        handle._bind(runtime, recipe, recipe.name.lstrip("/"), "")
         return handle
 
-    def _bind(self, runtime: Runtime, recipe: NodeRecipe) -> None:
+    def _bind(self, runtime: Runtime, recipe: NodeRecipe, name: str, path: str) -> None:
         self.runtime = runtime
         self.recipe = recipe
-        self.name = recipe.name.lstrip("/")
-        self.path = "/" + self.name  # the supervisor sets its place in the tree
-        self.params: dict[str, Any] = dict(recipe.params)
+        self.name = name
+        self.path = path
+        params = recipe.params
+        # Its own copy; `dict()` of the shared empty mapping would iterate it in Python.
+        self.params: dict[str, Any] = {} if params is NO_ARGS else dict(params)
         self.node: Node | None = None
         self.on_exit: ExitCallback | None = None
         # topic -> durable inbox; the bus keeps each by path, for the next instance

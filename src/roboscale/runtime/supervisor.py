@@ -34,12 +34,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from roboscale.errors import UserError
 from roboscale.runtime.child import (
     ChildHandle,
-    ChildRecipe,
     ChildStartError,
     ExitCallback,
     ExitReason,
@@ -57,7 +56,6 @@ from roboscale.runtime.childspec import (
     Restart,
     check_childspecs,
     childspec_problems,
-    is_recipe,
     name_problems,
 )
 from roboscale.runtime.events import SupervisionEvent
@@ -120,9 +118,10 @@ class _Caps:
     """What a handle's class can do beyond ChildHandle (runtime/child.py), asked once per
     class: runtime_checkable isinstance checks are too slow for every restart."""
 
-    __slots__ = ("has_path", "start_async", "start_nowait", "stop_async")
+    __slots__ = ("has_path", "kind", "start_async", "start_nowait", "stop_async")
 
     def __init__(self, handle: object) -> None:
+        self.kind = type(handle)
         self.start_nowait = isinstance(handle, StartsWithoutWaiting)
         self.start_async = isinstance(handle, StartsOnLoop)
         self.stop_async = isinstance(handle, StopsOnLoop)
@@ -143,7 +142,6 @@ def _caps(handle: object) -> _Caps:
 class _Child:
     spec: ChildSpec
     name: str = ""
-    recipe: ChildRecipe | None = None
     handle: Any = None  # the running instance, or the last one; None before the first start
     caps: _Caps | None = None  # the handle's, known after its first build
     path: str = ""  # its place in the tree, made at its first build (then shared)
@@ -154,26 +152,6 @@ class _Child:
 
     def __post_init__(self) -> None:
         self.name = self.spec.name
-        recipe = self.spec.recipe
-        self.recipe = recipe if is_recipe(recipe) else _Reused(cast(ChildHandle, recipe))
-
-
-@dataclass(frozen=True, slots=True)
-class _Reused:
-    """Transitional: a spec made with a handle instead of a recipe restarts that same
-    handle, as before recipes. Removed once no call site makes such specs."""
-
-    handle: ChildHandle
-
-    @property
-    def name(self) -> str:
-        return self.handle.name
-
-    def build(self, runtime: Runtime) -> ChildHandle:
-        return self.handle
-
-    def check(self, path: str) -> list[str]:
-        return []
 
 
 class _ExitNotice:
@@ -412,11 +390,12 @@ class Supervisor:
         return self._finish_start(child, pending)
 
     def _build(self, child: _Child) -> Any:
-        assert child.recipe is not None
-        handle: Any = child.recipe.build(self.runtime)
+        handle: Any = child.spec.recipe.build(self.runtime)
         if handle.name != child.name:
             raise ChildStartError(child.name, f"its recipe built a child named {handle.name!r}")
-        caps = child.caps = _caps(handle)
+        caps = child.caps
+        if caps is None or caps.kind is not type(handle):  # a recipe builds one kind, usually
+            caps = child.caps = _caps(handle)
         if caps.has_path:  # paths name children in events and key durable inboxes
             if not child.path:
                 child.path = f"{self.path}/{child.name}"
@@ -644,7 +623,7 @@ class Supervisor:
 
 
 def _kind(child: _Child) -> str:
-    recipe = child.recipe if child.handle is None else None
+    recipe = child.spec.recipe if child.handle is None else None
     if isinstance(child.handle, Supervisor) or isinstance(recipe, SupervisorRecipe):
         return "supervisor"
     if isinstance(child.handle, HasInboxes) or isinstance(recipe, NodeRecipe):

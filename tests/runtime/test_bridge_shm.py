@@ -22,7 +22,7 @@ from tests.conftest import EVENT_TIMEOUT_S, require
 from roboscale.backends.base import free_port
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.zenoh_config import SHM_POOL, remove_orphaned_segments
 from roboscale.runtime.zlink import NativeLink
@@ -92,7 +92,7 @@ def linked(zenoh: None, bridge_path: str, request: pytest.FixtureRequest) -> Ite
     a, b = Runtime().start(), Runtime().start()
     port, got = free_port(), []
     try:
-        sup = Supervisor(b, "s", [ChildSpec(NodeHandle(b, "sizes", Sizes, {"got": got}))])
+        sup = Supervisor(b, "s", [ChildSpec(NodeRecipe("sizes", Sizes, {"got": got}))])
         b.wait(sup.start_async())
         endpoint, shm = f"tcp/127.0.0.1:{port}", request.param
         out = {"listen": [endpoint], "export": ["/big"], "shared_memory": shm}

@@ -16,7 +16,7 @@ from typing import Any
 
 from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
-from roboscale.runtime.node import Node, NodeHandle
+from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.zenoh_config import SHM_POOL
 
@@ -50,7 +50,7 @@ def wait(predicate: Any, what: str) -> None:
 endpoint, size = sys.argv[1], int(sys.argv[2])
 a, b = Runtime().start(), Runtime().start()
 got: list[int] = []
-sup = Supervisor(b, "s", [ChildSpec(NodeHandle(b, "sizes", Sizes, {"got": got}))])
+sup = Supervisor(b, "s", [ChildSpec(NodeRecipe("sizes", Sizes, {"got": got}))])
 b.wait(sup.start_async())
 out = Bridge(a, bridge_config({"listen": [endpoint], "export": ["/big"]})).open()
 into = Bridge(b, bridge_config({"connect": [endpoint], "import": ["/big"]})).open()

@@ -93,15 +93,18 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return int(done.value.code or 0), " ".join((out.out + out.err).split())
 
 
-# Two real sets of runs agree only if the machine was as quiet for one as for the other:
-# `make test-loaded`'s CPU hog on one of two cores makes their latencies differ for real
-# (1.57x at 500 Hz seen), so this runs with the full suite, not beside the hog.
+# Two real sets of runs of one spec, even interleaved, need not pass: on this 2-core VM an
+# idle CI run saw chain 500 Hz at 1.30x [1.11, 1.68] between them (and 1.57x beside
+# `make test-loaded`'s CPU hog), a real difference the gate reports as it should. What must
+# always hold is that no change at all is never called a regression: runs against their
+# own copy.
 @pytest.mark.slow
-def test_two_runs_of_one_spec_pass(
-    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+def test_a_set_of_runs_against_its_own_copy_passes(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base, again = runs
-    code, text = run_cli(["compare", str(base), str(again)], capsys)
+    base, _ = runs
+    copy = shutil.copytree(base, tmp_path / "copy")
+    code, text = run_cli(["compare", str(base), str(copy)], capsys)
     assert code == 0, text
     assert "no regression beyond 10% in 4 configurations" in text
 

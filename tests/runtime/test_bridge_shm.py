@@ -6,6 +6,7 @@ once the processes that made them are gone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -71,8 +72,14 @@ def mapped_segments(pid: int | str = "self") -> set[str]:
 
 
 def pools() -> set[str]:
-    """The transport's pools mapped in this process (by their sender and receiver)."""
-    return {path for path in mapped_segments() if os.stat(path).st_size >= SHM_POOL}
+    """The transport's pools mapped in this process (by their sender and receiver); a
+    segment whose file is already gone (unlinked while still mapped) is no pool to use."""
+    found = set()
+    for path in mapped_segments():
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_size >= SHM_POOL:
+                found.add(path)
+    return found
 
 
 class Sizes(Node):

@@ -101,7 +101,9 @@ def test_a_runtime_node_resumes_a_ros_topic_from_its_cursor_across_a_kill(
     window = [s for s in sent if s >= min(got)]
     lost = [s for s in window if s not in got]
     duplicated = sum(n - 1 for n in got.values())
-    assert len(window) > 150 and not lost, (len(window), lost[:10])
+    # The window holds at least the 20 taken before the kill and the 100 published while
+    # the importer was down (body() waits for both), whatever the talker's pace.
+    assert len(window) >= 120 and not lost, (len(window), lost[:10])
     assert duplicated <= 1  # at least once: the one in flight at the kill, not yet committed
     assert taken(out) == sorted(taken(out))  # in order (a message again: right after itself)
     # The late importer, a first start: everything retained, from the oldest, in order.

@@ -82,8 +82,9 @@ def same_value(typ: str, written: str, loaded: object) -> bool:
     text = written.strip().split("#")[0].strip()
     if typ in ros1def.INT_RANGES:  # rosbags reads 0x10 as 16
         return int(text, 0 if text.lstrip("+-").startswith("0x") else 10) == loaded
-    if typ in ros1def.FLOATS:
-        return float(text) == loaded
+    if typ in ros1def.FLOATS:  # rosbags reads 0x10 as 16.0 here too
+        hexadecimal = text.lstrip("+-").startswith("0x")
+        return (int(text, 0) if hexadecimal else float(text)) == loaded
     return True
 
 

@@ -157,12 +157,7 @@ class Host:
         self.rt.bus.topic(frames_topic(worker)).publish(data)
         self.sent += 1
         if self.cfg.kills.count and frame_id == self.cfg.kills.at_frame:
-            gap_s = self.cfg.kills.interval_ms / 1e3  # 0: all at once, as the paper's chaos runs
-            for k, victim in enumerate(pick_victims(self.cfg)):
-                if k and gap_s:
-                    self.rt.loop.call_later(k * gap_s, self.kill, victim, self.cfg.kills.method)
-                else:
-                    self.kill(victim, self.cfg.kills.method)
+            self._kill_from(pick_victims(self.cfg), 0)
         if self.sent % 10 == 0 or self.sent == self.cfg.frames:
             print(f"frame {self.sent}", flush=True)
 
@@ -182,6 +177,21 @@ class Host:
         for data in self.camera.unanswered(worker):
             topic.publish(data)  # the aggregator drops answers it already has
             self.resent += 1
+
+    def _kill_from(self, victims: list[int], k: int, due_ns: int = 0) -> None:
+        """Kill victims[k:], `kills.interval_ms` apart (0: all at once, as the paper's
+        chaos runs): each kill schedules the next one an interval after itself."""
+        now = time.monotonic_ns()
+        if now < due_ns:  # the loop's timers may fire up to a millisecond early (libuv)
+            self.rt.loop.call_later((due_ns - now) / 1e9, self._kill_from, victims, k, due_ns)
+            return
+        gap_ns = int(self.cfg.kills.interval_ms * 1e6)
+        while k < len(victims):
+            struck = self.kill(victims[k], self.cfg.kills.method) or time.monotonic_ns()
+            k += 1
+            if gap_ns and k < len(victims):
+                self.rt.loop.call_later(gap_ns / 1e9, self._kill_from, victims, k, struck + gap_ns)
+                return
 
     def kill(self, worker: int, method: str) -> int:
         """Kill a worker; its kill time in ns (0: it was not running)."""

@@ -70,10 +70,13 @@ def _start_sshd(host: Host, keys: Path) -> subprocess.Popen[bytes]:
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
     )
+    return start_sshd([*host.argv_prefix(), SSHD], config, f"sshd on {host.name}")
+
+
+def start_sshd(argv: list[str], config: Path, what: str) -> subprocess.Popen[bytes]:
+    """Start `argv -D -e -f config` and wait for sshd's own "Server listening" line."""
     proc = subprocess.Popen(
-        [*host.argv_prefix(), SSHD, "-D", "-e", "-f", str(config)],
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+        [*argv, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, start_new_session=True
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + LISTEN_TIMEOUT_S
@@ -86,7 +89,8 @@ def _start_sshd(host: Host, keys: Path) -> subprocess.Popen[bytes]:
         if not line:
             break
     proc.kill()
-    raise RuntimeError(f"sshd on {host.name} did not start: {seen.decode(errors='replace')}")
+    proc.wait()
+    raise RuntimeError(f"{what} did not start: {seen.decode(errors='replace')}")
 
 
 @contextlib.contextmanager

@@ -9,14 +9,14 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.lab.sshd_hosts import start_sshd
+
 SSHD = "/usr/sbin/sshd"
 ADDRESS = "127.0.0.2"
-LISTEN_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -49,22 +49,7 @@ def _client_config(path: Path, keys: Path, known_hosts: Path, key: str = "client
 
 
 def _start(config: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, start_new_session=True
-    )
-    assert proc.stderr is not None
-    deadline = time.monotonic() + LISTEN_TIMEOUT_S
-    seen = b""
-    while time.monotonic() < deadline:  # sshd -e says when it listens: wait for that line
-        line = proc.stderr.readline()
-        seen += line
-        if b"Server listening" in line:
-            return proc
-        if not line:
-            break
-    proc.kill()
-    proc.wait()
-    raise RuntimeError(f"sshd did not start: {seen.decode(errors='replace')}")
+    return start_sshd([SSHD], config, "sshd")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ EXTRAS := dev,dds,facetrack,data,notebook
 comma := ,
 EXTRAS_STAMP := $(VENV)/.extras
 
-.PHONY: demo test unit test-loaded lint system ros1 extras lock native clean
+.PHONY: demo test unit test-loaded fuzz lint system ros1 extras lock native clean
 
 BUILD_FILES := pyproject.toml setup.py src/roboscale/backends/_dds_take.c
 
@@ -99,6 +99,16 @@ test-loaded: system $(EXTRAS_STAMP)
 	trap 'kill $$hog 2>/dev/null; wait $$hog 2>/dev/null' EXIT INT TERM; \
 	echo "stress-ng --cpu 1 (pid $$hog) beside: pytest -m '$(FAST_TESTS)'"; \
 	$(BIN)/python -m pytest -q -m '$(FAST_TESTS)'
+
+# The fuzz tests on fresh random examples (CI replays fixed ones: tests/conftest.py),
+# FUZZ_ROUNDS times; a failure prints the example and the blob that reproduces it.
+FUZZ_ROUNDS ?= 5
+FUZZ_TESTS = $(shell grep -rl --include='test_*.py' '^from hypothesis' tests)
+fuzz: $(EXTRAS_STAMP)
+	for round in $$(seq $(FUZZ_ROUNDS)); do \
+		echo "fuzz round $$round of $(FUZZ_ROUNDS)"; \
+		HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q $(FUZZ_TESTS) || exit 1; \
+	done
 
 lint: $(EXTRAS_STAMP)
 	$(BIN)/ruff check src tests bench

@@ -13,8 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+# The parsers' fuzz tests (Hypothesis). CI replays a fixed set of examples per test
+# (derandomize), the same budget every run, so a landing never hangs on which inputs a
+# random search happened to draw; a developer's run draws new ones every time, and
+# `make fuzz` runs the fuzz tests on fresh random examples, several rounds. A failing
+# example is printed with its reproduce blob either way.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("dev", print_blob=True)
+hypothesis_settings.register_profile("fuzz", print_blob=True, database=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "dev"))
 
 # A shell without job control starts background jobs (`make test &`) with SIGINT
 # ignored, and exec passes that on: children the tests stop with SIGINT, as a user's

@@ -319,3 +319,36 @@ def test_a_remote_child_from_a_launch_file_is_seen_over_liveliness(
     finally:
         stop(node)
     assert alive == [True]
+
+
+def test_a_launch_removes_the_shared_memory_segments_no_process_holds(tmp_path: Path) -> None:
+    """A killed process node leaves its Zenoh pools in /dev/shm; the launch's end removes
+    what no live process holds, and says so, but never a segment a process still maps."""
+    import fcntl
+    import json
+    import os
+    import uuid
+
+    from roboscale.runtime.zenoh_config import SHM_DIR
+
+    tag = uuid.uuid4().hex
+    orphan, held = SHM_DIR / f"rs-test-{tag}-orphan.zenoh", SHM_DIR / f"rs-test-{tag}-held.zenoh"
+    for path in (orphan, held):
+        path.write_bytes(b"\0" * 64)
+        path.chmod(0o600)
+    holder = os.open(held, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_SH)  # what every process mapping a segment holds
+    events = tmp_path / "events.jsonl"
+
+    async def session(rt: Runtime, root: Supervisor) -> int:
+        return 0
+
+    try:
+        assert run_launch(write(tmp_path, GOOD), events=events, session=session) == 0
+        assert not orphan.exists() and held.exists()
+    finally:
+        os.close(holder)
+        for path in (orphan, held):
+            path.unlink(missing_ok=True)
+    kinds = [json.loads(line)["kind"] for line in events.read_text().splitlines()]
+    assert "shared_memory_swept" in kinds

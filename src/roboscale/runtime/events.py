@@ -64,7 +64,7 @@ def log_event(event: SupervisionEvent) -> None:
     """A subscriber that writes events to the `roboscale.runtime` logger."""
     level = (
         logging.INFO
-        if event.kind in {"started", "stopped", "restarted", "peer"}
+        if event.kind in {"started", "stopped", "restarted", "peer", "shared_memory_swept"}
         else logging.WARNING
     )
     _log.log(

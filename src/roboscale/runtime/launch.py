@@ -31,13 +31,14 @@ from roboscale.runtime import launchspec as ls
 from roboscale.runtime.bridge import Bridge
 from roboscale.runtime.bridgeconfig import BridgeConfig
 from roboscale.runtime.child import ChildRecipe, ChildStartError
-from roboscale.runtime.events import JsonLinesRecorder, log_event
+from roboscale.runtime.events import JsonLinesRecorder, SupervisionEvent, log_event
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.launchspec import LaunchFile, read_launch
 from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Recipe, Restart, Supervisor, SupervisorRecipe
 from roboscale.runtime.watchdog import Limits, WatchedRecipe
+from roboscale.runtime.zenoh_config import remove_orphaned_segments
 from roboscale.yamlfile import dotted
 
 if TYPE_CHECKING:  # built only when a launch file has them: imported when built
@@ -384,6 +385,17 @@ def run_launch(
             bridge.close()
         if tree is not None:
             tree.close()
+        _sweep_shared_memory(rt)
         rt.close()
         if recorder is not None:
             recorder.close()
+
+
+def _sweep_shared_memory(rt: Runtime) -> None:
+    """Remove the Zenoh segments the launch's ended processes left (a killed process
+    node leaves its pools: docs/runtime.md): Zenoh itself removes them only when the
+    user's next process first uses shared memory. Segments a live process holds stay."""
+    swept = remove_orphaned_segments()
+    if swept:
+        detail = f"removed {len(swept)} Zenoh shared-memory segments no process holds"
+        rt.emit(SupervisionEvent("shared_memory_swept", "launch", "", "", detail))

@@ -38,4 +38,4 @@ def test_quick_chaos_meets_its_goals(run_bench: RunBench, zenoh: None) -> None:
     assert chaos["kills"] == 2000 and chaos["by_method"]["sigkill"] > 0, chaos
     workers = report["raw"]["workers"]
     assert len(workers) == 100 and workers[0]["published"] > 0
-    assert all(goal["met"] for goal in report["goals"])
+    assert all(goal["met"] is True for goal in report["goals"]), report["goals"]  # not "not judged"

@@ -52,7 +52,7 @@ def test_the_whole_benchmark_writes_json(
     tiny += ["--launch-kills", "1", "--launch-loss-kills", "1"]
     report = run_bench("restart.py", tiny)
     assert report["results"]["not_available"] == {}
-    assert len(report["results"]["restart"]) == 5  # with the warm standby's row
+    assert len(report["results"]["restart"]) == 6  # with the warm standby's rows (notice, A/B)
     assert report["results"]["same_launch_file"]["p50_ratio"] > 0
     goals = {g["goal"]: g for g in report["goals"]}
     assert goals["durable lost, duplicated: runtime in-process"]["met"]

@@ -207,10 +207,11 @@ def count_seqs(published: list[int], received: list[int], kills: int) -> dict[st
 
 def bridge_durable_loss(kills: int, standby: bool = False) -> dict[str, Any]:
     """The same across processes: runtime + Zenoh bridge, zygote-forked subscriber SIGKILLed
-    (with `standby`: each restart handed to the zygote's warm standby). `overlaps` counts
+    (with `standby`: each restart handed to the zygote's warm standby, on the victim's
+    death notice). `overlaps` counts
     the lines of an instance written after a later instance had written: two live
     instances at once (must be 0)."""
-    from roboscale.runtime.process import ProcessNode
+    from roboscale.runtime.process import NOTICED, ProcessNode
     from roboscale.runtime.zygote import Zygote
 
     env = {
@@ -229,11 +230,15 @@ def bridge_durable_loss(kills: int, standby: bool = False) -> dict[str, Any]:
         z = st.enter_context(Zygote(["zenoh", "runtime_durable"], env=env))
         config = {"connect": listen, "cursor": str(work / "cursor"), "log": str(log)}
         node = ProcessNode(
-            "sink", "runtime_durable:sink", config, zygote=z, env=env, standby=standby
-        )
+            "sink", "runtime_durable:sink", config, zygote=z, env=env, standby=standby,
+            early_death=standby,  # on a standby: restarted on its death notice
+        )  # fmt: skip
         restarted = threading.Semaphore(0)
 
-        def on_exit(*_: object) -> None:
+        on_notice = [0]  # restarts decided on the death notice (not the exit report)
+
+        def on_exit(_name: str, _reason: object, detail: str) -> None:
+            on_notice[0] += detail == NOTICED
             node.start(on_exit)  # as a supervisor does, from the exit callback
             restarted.release()
 
@@ -269,7 +274,7 @@ def bridge_durable_loss(kills: int, standby: bool = False) -> dict[str, Any]:
     for pid, _ in taken:
         overlaps += rank[pid] < latest
         latest = max(latest, rank[pid])
-    return {**counts, "started_via": via, "overlaps": overlaps}
+    return {**counts, "started_via": via, "overlaps": overlaps, "on_notice": on_notice[0]}
 
 
 def _start_publisher(listen: str, stop: Path, count: Path) -> subprocess.Popen[bytes]:

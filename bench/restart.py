@@ -27,8 +27,8 @@
    messages a respawning rospy subscriber misses under each.
 
 With `--rounds N` only the close goals run (in-process against OTP, the warm standby
-against 1 ms, with its exit-report A/B): the systems interleaved N times, every goal
-judged by its interval over rounds, with the range of the per-round figures
+against 1 ms and roslaunch, with its exit-report A/B): the systems interleaved N times,
+every goal judged by its interval over rounds, with the range of the per-round figures
 (bench/restart_rounds.py). Every goal line gives its figure's 95 % interval and sample,
 and says "not judged" when the interval straddles the target or the sample is too short
 (bench/goals.py).

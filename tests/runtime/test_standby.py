@@ -5,20 +5,24 @@ made, and kill storms of `roboscale chaos` that never leave two live instances."
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
 import threading
+from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from tests.conftest import EVENT_TIMEOUT_S
 from tests.runtime.test_zygote import wait_until, write_targets
 
 from roboscale.runtime import standby
 from roboscale.runtime.chaos import ChaosMonkey, ChaosSpec, Method
 from roboscale.runtime.child import ExitReason
+from roboscale.runtime.cli import cmd_chaos
 from roboscale.runtime.deathnotice import DeathNoticeError
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
@@ -179,7 +183,7 @@ def test_kill_storms_never_leave_two_live_instances_of_a_node(
     started = 0
     for name in names:
         order, overlaps = instances(tmp_path / f"{name}.log")
-        assert overlaps == 0, name
+        assert overlaps == 0 and len(order) > 1, name
         started += len(order)
     assert started == report.kills + len(names)  # one instance per start, none lost
     assert events == []  # every instance held its notice
@@ -188,3 +192,35 @@ def test_kill_storms_never_leave_two_live_instances_of_a_node(
     exits = [json.loads(line) for line in kills.read_text().splitlines()]
     reasons = [e["reason"] for e in exits if e["event"] == "exit"]
     assert len(reasons) == report.kills and "crash" in reasons, reasons
+
+
+def test_roboscale_chaos_on_a_launch_file_of_standby_nodes_keeps_one_instance_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same through `roboscale chaos`: process children with `standby: true`."""
+    monkeypatch.setenv("PYTHONPATH", write_targets(tmp_path, TICKING)["PYTHONPATH"])
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg"))  # its status file
+    names = ["a", "b"]
+    children = "".join(
+        f"  - process: {n}\n    target: {TARGET}\n    standby: true\n"
+        f"    config: {{log: {tmp_path / f'{n}.log'}}}\n"
+        for n in names
+    )
+    launch = tmp_path / "standby.yaml"
+    launch.write_text(
+        "name: robot\nintensity: 10000\nperiod_s: 1\nzygote: {preload: [zyg_targets]}\n"
+        f"children:\n{children}"
+    )
+    given = dict.fromkeys(("target", "seed", "settle", "events"))
+    args = Namespace(**given, file=launch, log=tmp_path / "kills.jsonl")
+    args.rate, args.duration, args.method = "20", "2", "sigkill"
+    out = io.StringIO()
+    code = cmd_chaos(args, Console(file=out, width=120))
+    assert code == 0, out.getvalue()
+    assert "alive, every child running" in out.getvalue()
+    records = [json.loads(line) for line in (tmp_path / "kills.jsonl").read_text().splitlines()]
+    kills = [r for r in records if r["event"] == "kill"]
+    assert kills and len([r for r in records if r["event"] == "restart"]) == len(kills)
+    for name in names:
+        order, overlaps = instances(tmp_path / f"{name}.log")
+        assert overlaps == 0 and len(order) > 1, name

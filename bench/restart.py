@@ -347,8 +347,17 @@ def main() -> None:
     ]
     bridged = attempt("bridge durable", lambda: bridge_durable_loss(n["bridge_kills"]), missing)
     loss[1].update(bridged or {"kills": "not available"})
+    # The same on the warm standby, each restart decided on the death notice: a row of
+    # the table (never two live instances: "overlaps"), not a goal of its own.
+    warm_loss = attempt(
+        "bridge durable, warm standby",
+        lambda: bridge_durable_loss(n["bridge_kills"], standby=True),
+        missing,
+    )
+    loss.insert(2, {"system": "runtime + Zenoh bridge, warm standby (death notice)"})
+    loss[2].update(warm_loss or {"kills": "not available"})
     ros_l = attempt("ROS 1 loss", lambda: ros_loss(n["ros_loss_kills"]), missing)
-    loss[2].update(ros_l or {"kills": "not available"})
+    loss[3].update(ros_l or {"kills": "not available"})
     rows = [percentiles("runtime in-process node", inproc)]
     samples: dict[str, list[float]] = {"inproc": inproc}
     for key, result, name, field in (
@@ -370,7 +379,7 @@ def main() -> None:
             table(stage_rows(result["stages"]), ["stage", "n", "p10_us", "p50_us", "p90_us"])
     print("\ndurable topic at 1 kHz, subscriber killed (counted by sequence number):")
     cols = ["system", "kills", "published", "received", "lost", "duplicated", "out_of_order"]
-    table(loss, [*cols, "lost_per_kill"])
+    table(loss, [*cols, "lost_per_kill", "overlaps", "on_notice"])
     if loss[1].get("lost"):
         print(
             f"bridge: {loss[1]['lost_in_flight']} of {loss[1]['lost']} lost messages were each "

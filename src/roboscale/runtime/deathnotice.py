@@ -40,7 +40,6 @@ from typing import Any
 
 from roboscale.runtime.threads import ThreadScope
 
-MUTEX_BYTES = 64  # a pthread_mutex_t is 40 bytes on x86-64, 48 on aarch64
 ATTR_BYTES = 16  # a pthread_mutexattr_t is 4
 PTHREAD_PROCESS_SHARED = 1
 PTHREAD_MUTEX_ROBUST = 1
@@ -70,13 +69,13 @@ def _pthread() -> Any:
         if _lib is None:
             try:
                 lib = ctypes.CDLL(None)  # calls release the GIL (CDLL, not PyDLL)
-                void_fns = [
+                one_pointer = [
                     "pthread_mutex_lock",
                     "pthread_mutex_unlock",
                     "pthread_mutexattr_init",
                     "pthread_mutexattr_destroy",
                 ]
-                for name in void_fns:
+                for name in one_pointer:
                     fn = getattr(lib, name)
                     fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_int
                 for name in ("pthread_mutexattr_setpshared", "pthread_mutexattr_setrobust"):
@@ -105,7 +104,8 @@ def _check(rc: int, what: str) -> None:
 
 
 class _Mapped:
-    """One page of a memfd, mapped shared, with a mutex at its start."""
+    """One page of a memfd, mapped shared, with a mutex at its start (a pthread_mutex_t
+    is 40 bytes on x86-64, 48 on aarch64: a page holds it on any)."""
 
     def __init__(self, fd: int) -> None:
         self._map = mmap.mmap(fd, mmap.PAGESIZE)

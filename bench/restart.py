@@ -6,7 +6,10 @@
    - process nodes: SIGKILL until the replacement, forked from the zygote with a
      Zenoh session open, reports ready (restart_baselines.process_node_restart_us);
      and the same handed to the zygote's warm standby (forked, target imported, session
-     opened before the kill; each kill once the next standby is waiting);
+     opened before the kill; each kill once the next standby is waiting), restarted on
+     the victim's early death notice (runtime/deathnotice.py: a robust mutex its
+     callback thread held, released as that thread begins to die), and, for the A/B in
+     the same run, on the zygote's exit report as before the notice;
    - Erlang/OTP one_for_one, 100 workers, exit(Pid, kill) until the new init/1;
    - ROS 1 roslaunch respawn="true": SIGKILL until the new node publishes.
 2. Messages lost and duplicated on a durable topic published at 1 kHz while its
@@ -24,10 +27,11 @@
    messages a respawning rospy subscriber misses under each.
 
 With `--rounds N` only the close goals run (in-process against OTP, the warm standby
-against 1 ms): the systems interleaved N times, every goal judged by its interval over
-rounds, with the range of the per-round figures (bench/restart_rounds.py). Every goal
-line gives its figure's 95 % interval and sample, and says "not judged" when the
-interval straddles the target or the sample is too short (bench/goals.py).
+against 1 ms and roslaunch, with its exit-report A/B): the systems interleaved N times,
+every goal judged by its interval over rounds, with the range of the per-round figures
+(bench/restart_rounds.py). Every goal line gives its figure's 95 % interval and sample,
+and says "not judged" when the interval straddles the target or the sample is too short
+(bench/goals.py).
 
     .venv/bin/python bench/restart.py [--quick] [--json bench/out/restart.json] [--check]
         [--rounds 5]
@@ -203,10 +207,11 @@ def count_seqs(published: list[int], received: list[int], kills: int) -> dict[st
 
 def bridge_durable_loss(kills: int, standby: bool = False) -> dict[str, Any]:
     """The same across processes: runtime + Zenoh bridge, zygote-forked subscriber SIGKILLed
-    (with `standby`: each restart handed to the zygote's warm standby). `overlaps` counts
+    (with `standby`: each restart handed to the zygote's warm standby, on the victim's
+    death notice). `overlaps` counts
     the lines of an instance written after a later instance had written: two live
     instances at once (must be 0)."""
-    from roboscale.runtime.process import ProcessNode
+    from roboscale.runtime.process import NOTICED, ProcessNode
     from roboscale.runtime.zygote import Zygote
 
     env = {
@@ -225,11 +230,15 @@ def bridge_durable_loss(kills: int, standby: bool = False) -> dict[str, Any]:
         z = st.enter_context(Zygote(["zenoh", "runtime_durable"], env=env))
         config = {"connect": listen, "cursor": str(work / "cursor"), "log": str(log)}
         node = ProcessNode(
-            "sink", "runtime_durable:sink", config, zygote=z, env=env, standby=standby
-        )
+            "sink", "runtime_durable:sink", config, zygote=z, env=env, standby=standby,
+            early_death=standby,  # on a standby: restarted on its death notice
+        )  # fmt: skip
         restarted = threading.Semaphore(0)
 
-        def on_exit(*_: object) -> None:
+        on_notice = [0]  # restarts decided on the death notice (not the exit report)
+
+        def on_exit(_name: str, _reason: object, detail: str) -> None:
+            on_notice[0] += detail == NOTICED
             node.start(on_exit)  # as a supervisor does, from the exit callback
             restarted.release()
 
@@ -265,7 +274,7 @@ def bridge_durable_loss(kills: int, standby: bool = False) -> dict[str, Any]:
     for pid, _ in taken:
         overlaps += rank[pid] < latest
         latest = max(latest, rank[pid])
-    return {**counts, "started_via": via, "overlaps": overlaps}
+    return {**counts, "started_via": via, "overlaps": overlaps, "on_notice": on_notice[0]}
 
 
 def _start_publisher(listen: str, stop: Path, count: Path) -> subprocess.Popen[bytes]:
@@ -321,6 +330,11 @@ def main() -> None:
     zyg = attempt("process nodes", lambda: process_node_restart_us(n["process_kills"]), missing)
     warm = attempt(
         "process nodes, warm standby",
+        lambda: process_node_restart_us(n["process_kills"], standby=True, early=True),
+        missing,
+    )
+    warm_exit = attempt(
+        "process nodes, warm standby on the exit report",
         lambda: process_node_restart_us(n["process_kills"], standby=True),
         missing,
     )
@@ -333,13 +347,23 @@ def main() -> None:
     ]
     bridged = attempt("bridge durable", lambda: bridge_durable_loss(n["bridge_kills"]), missing)
     loss[1].update(bridged or {"kills": "not available"})
+    # The same on the warm standby, each restart decided on the death notice: a row of
+    # the table (never two live instances: "overlaps"), not a goal of its own.
+    warm_loss = attempt(
+        "bridge durable, warm standby",
+        lambda: bridge_durable_loss(n["bridge_kills"], standby=True),
+        missing,
+    )
+    loss.insert(2, {"system": "runtime + Zenoh bridge, warm standby (death notice)"})
+    loss[2].update(warm_loss or {"kills": "not available"})
     ros_l = attempt("ROS 1 loss", lambda: ros_loss(n["ros_loss_kills"]), missing)
-    loss[2].update(ros_l or {"kills": "not available"})
+    loss[3].update(ros_l or {"kills": "not available"})
     rows = [percentiles("runtime in-process node", inproc)]
     samples: dict[str, list[float]] = {"inproc": inproc}
     for key, result, name, field in (
         ("process", zyg, "runtime process node (zygote)", "restart_us"),
-        ("standby", warm, "runtime process node (warm standby)", "restart_us"),
+        ("standby", warm, "runtime process node (warm standby, death notice)", "restart_us"),
+        ("standby_exit", warm_exit, "same, on the exit report (A/B)", "restart_us"),
         ("otp", otp, f"Erlang/OTP {(otp or {}).get('otp_release')} one_for_one", "restart_us"),
         ("ros", ros, "roslaunch respawn (kill→publish)", "publish_us"),
     ):
@@ -348,12 +372,14 @@ def main() -> None:
             samples[key] = result[field]
     print("\nrestart time, kill until the new instance is ready (µs):")
     table(rows, ["system", "n", "p50_us", "p99_us", "max_us", "mean_us"])
-    if warm:
-        print("\nwarm standby, stage by stage (µs, each from the step before):")
-        table(stage_rows(warm["stages"]), ["stage", "n", "p10_us", "p50_us", "p90_us"])
+    for result, how in ((warm, "on the death notice"), (warm_exit, "on the exit report")):
+        if result:
+            print(f"\nwarm standby restarted {how}, stage by stage (µs, each from the step")
+            print(f"before; {result['noticed']} of {result['kills']} decided on the notice):")
+            table(stage_rows(result["stages"]), ["stage", "n", "p10_us", "p50_us", "p90_us"])
     print("\ndurable topic at 1 kHz, subscriber killed (counted by sequence number):")
     cols = ["system", "kills", "published", "received", "lost", "duplicated", "out_of_order"]
-    table(loss, [*cols, "lost_per_kill"])
+    table(loss, [*cols, "lost_per_kill", "overlaps", "on_notice"])
     if loss[1].get("lost"):
         print(
             f"bridge: {loss[1]['lost_in_flight']} of {loss[1]['lost']} lost messages were each "
@@ -364,7 +390,7 @@ def main() -> None:
         print(f"not available: {what}: {why}")
     same = _same_launch_file(n, missing)
     report["raw"] = {"inprocess_us": inproc, "process": zyg, "otp": otp, "ros_respawn": ros}
-    report["raw"]["standby"] = warm
+    report["raw"] |= {"standby": warm, "standby_exit_report": warm_exit}
     report["results"] = {"restart": rows, "durable_loss": loss, "not_available": missing}
     report["results"]["same_launch_file"] = same
     finish(report, [*goals(samples, loss), *_same_launch_goal(same)], args)
@@ -400,6 +426,7 @@ def goals(samples: dict[str, list[float]], loss: list[dict[str, Any]]) -> list[d
         if samples.get("standby")
         else judge.not_measured(STANDBY_GOAL, PROCESS_TARGET),
         _ratio("process-node restart p50 / roslaunch p50", samples, "standby", "ros"),
+        _ratio("restart p50, death notice / exit report (A/B)", samples, "standby", "standby_exit"),
     ]
     for row in loss[:2]:
         goal = f"durable lost, duplicated: {row['system']}"

@@ -81,13 +81,15 @@ def otp_restart_us(kills: int = 200, workers: int = 100) -> dict[str, Any]:
 
 
 def process_node_restart_us(
-    kills: int = 50, zygote: bool = True, standby: bool = False
+    kills: int = 50, zygote: bool = True, standby: bool = False, early: bool = False
 ) -> dict[str, Any]:
     """SIGKILL of a ProcessNode (Zenoh session open) until its replacement is ready.
 
     Restarted from inside on_exit, as a supervisor does; with `zygote=False` each
     restart is a fresh interpreter, the cost the zygote exists to avoid; with `standby`
-    each restart is handed to the zygote's warm standby (forked, session already open).
+    each restart is handed to the zygote's warm standby (forked, session already open);
+    with `early` too, the node is restarted on its death notice (runtime/deathnotice.py),
+    as a supervisor restarts a permanent child, rather than on the zygote's exit report.
     `stages`: each restart's steps in µs (RESTART_STAGES), from one host clock: the kill,
     the victim's pidfd readable (watched by this thread, otherwise idle until the
     restart), the stamps of the zygote and its client (`ForkedChild.stamps`), on_exit.
@@ -112,7 +114,7 @@ def process_node_restart_us(
     with contextlib.ExitStack() as stack:
         preload = ["zenoh", "process_target"]  # the target module too: children skip its import
         z = stack.enter_context(Zygote(preload, env=env)) if zygote else None
-        node = ProcessNode("bench", "process_target:zenoh_node", zygote=z, env=env, standby=standby)
+        node = ProcessNode("bench", target, zygote=z, env=env, standby=standby, early_death=early)
 
         def on_exit(_name: str, _reason: ExitReason, _detail: str) -> None:
             nonlocal on_standby
@@ -141,20 +143,25 @@ def process_node_restart_us(
                 raise UserError(f"process node not restarted within {RESPAWN_WAIT_S:g} s")
             new = node.process
             assert new is not None
-            marks = {"kill": t_kill[0], "dead": dead, **_prefixed(old.stamps, "exit")}
+            marks = {"kill": t_kill[0], "dead": dead, **_prefixed(old.stamps, "exit", "notice")}
             marks |= {"on_exit": t_on_exit[0], **_prefixed(new.stamps, "ready", "handed")}
-            stages.append(restart_stages(marks, samples[-1]))
+            stages.append(restart_stages(marks, samples[-1], early))
         via = node.started_via
-    result = {"kills": kills, "started_via": via, "on_standby": on_standby}
+    noticed = int(sum(s["via_notice"] for s in stages))  # restarted on the death notice
+    result = {"kills": kills, "started_via": via, "on_standby": on_standby, "noticed": noticed}
     return {**result, "restart_us": samples, "stages": stages}
 
 
 # A restart's steps, each timed from the one before it (µs); "ready" is start() returning.
+# The supervisor's decision (on_exit) follows whichever came first: the death notice (a
+# node restarted on it) or the zygote's exit report via the client's reader. The steps of
+# the other way, when stamped by then, are shown for comparison.
 RESTART_STAGES = [
+    ("notice", "kill", "SIGKILL → the death notice (its waiter awake)"),
     ("dead", "kill", "SIGKILL → the victim is dead (its pidfd readable)"),
-    ("exit_zygote", "dead", "→ the zygote reaped it"),
+    ("exit_zygote", "dead", "dead → the zygote reaped it"),
     ("exit_seen", "exit_zygote", "→ the client's reader has the exit"),
-    ("on_exit", "exit_seen", "→ the supervisor's on_exit runs (decision)"),
+    ("on_exit", "", "notice or exit at the reader → on_exit runs (the decision)"),
     ("handed_over", "on_exit", "→ the hand-over written to the standby"),
     ("ready_target", "handed_over", "→ the standby serving (its ready(), its own clock)"),
     ("ready_seen", "ready_target", "→ the client's reader has READY"),
@@ -166,15 +173,20 @@ def _prefixed(stamps: dict[str, int], *prefixes: str) -> dict[str, int]:
     return {k: v for k, v in stamps.items() if k.startswith(prefixes)}
 
 
-def restart_stages(marks: dict[str, int], total_us: float) -> dict[str, float]:
-    """Each stage of one restart in µs (those whose stamps exist), and the total."""
+def restart_stages(marks: dict[str, int], total_us: float, early: bool) -> dict[str, float]:
+    """Each stage of one restart in µs (those whose stamps exist), and the total. With
+    `early`, on_exit followed the death notice unless the exit report came first."""
     marks = {**marks, "ready": marks["kill"] + int(total_us * 1000)}
+    if "notice_seen" in marks:
+        marks["notice"] = marks["notice_seen"]
+    first = [k for k in ("notice", "exit_seen") if k in marks]
+    trigger = min(first, key=lambda k: marks[k]) if early and first else "exit_seen"
     out = {
-        name: (marks[name] - marks[since]) / 1000
+        name: (marks[name] - marks[since or trigger]) / 1000
         for name, since, _ in RESTART_STAGES
-        if name in marks and since in marks
+        if name in marks and (since or trigger) in marks
     }
-    return {**out, "total": total_us}
+    return {**out, "total": total_us, "via_notice": float(trigger == "notice")}
 
 
 def stage_rows(stages: list[dict[str, float]]) -> list[dict[str, Any]]:

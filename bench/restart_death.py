@@ -4,7 +4,10 @@ A process-node restart cannot start the next instance before the old one is dead
 two live instances), so the death is the floor of every restart. This forks children of
 one zygote-like parent (zenoh imported, no thread, no session, `gc.freeze()`), each made
 to differ in one thing, kills each with SIGKILL and times the kill until its pidfd is
-readable (the kernel's "exited, thread group empty", the earliest a monitor can know).
+readable (the kernel's "exited, thread group empty", the earliest a monitor can know),
+and until its death notice (runtime/deathnotice.py: a robust mutex its main thread
+holds, released as that thread enters do_exit, before the memory is freed) wakes a
+waiting thread of the parent: the early notice a restart now waits for instead.
 Variants are interleaved, kill by kill, so that every one sees the machine alike:
 
 - `bare`: a fork of the parent, nothing more;
@@ -25,6 +28,7 @@ Each row gives the child's threads, resident memory and mappings as it was kille
 from __future__ import annotations
 
 import ctypes
+import errno
 import gc
 import json
 import os
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from common import finish, header, parser, table
+from roboscale.runtime.deathnotice import NoticeMutex, NoticePage
 from roboscale.runtime.forkserver import die_with_parent
 from roboscale.runtime.zenoh_config import THREAD_LAYOUT, THREADS_ENV, zenoh_config, zenoh_settings
 
@@ -71,9 +76,11 @@ VARIANTS = [
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
-def _child(v: Variant, report_fd: int, parent: int) -> None:
-    """In the forked child: become the variant, report what it is, wait to be killed."""
+def _child(v: Variant, report_fd: int, parent: int, notice_fd: int) -> None:
+    """In the forked child: become the variant, hold its notice, report, wait to be killed."""
     die_with_parent(parent)
+    notice = NoticePage(notice_fd)
+    notice.hold()
     held = b"\x01" * (v.child_mb * MB)  # written, so resident
     block_r, _block_w = os.pipe()
     for _ in range(v.threads):
@@ -98,23 +105,26 @@ def _child(v: Variant, report_fd: int, parent: int) -> None:
     }
     os.write(report_fd, (json.dumps(facts) + "\n").encode())
     os.read(block_r, 1)  # forever: killed here
-    del held, session
+    del held, session, notice
 
 
 def kill_once(v: Variant) -> dict[str, Any]:
-    """Fork one child of `v`, SIGKILL it; the kill-to-pidfd-readable time and its facts."""
+    """Fork one child of `v`, SIGKILL it; the kill-to-pidfd-readable and kill-to-notice
+    times and its facts."""
     inherited = b"\x02" * (v.inherited_mb * MB)
     report_r, report_w = os.pipe()
     parent = os.getpid()
+    mutex = NoticeMutex()
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
             os.close(report_r)
-            _child(v, report_w, parent)
+            _child(v, report_w, parent, os.dup(mutex.fd))
         finally:
             os._exit(code)
     os.close(report_w)
+    mutex.given()
     if not v.parent_keeps:
         del inherited  # the child holds the last reference to those pages
     pidfd = os.pidfd_open(pid)
@@ -128,21 +138,36 @@ def kill_once(v: Variant) -> dict[str, Any]:
                 raise RuntimeError(f"{v.name}: the child died before its report")
             line += chunk
         facts = json.loads(line)
+        noticed: list[int] = []
+        waiter = threading.Thread(target=_wait_notice, args=(mutex, noticed))
+        waiter.start()  # blocked in the lock before the kill (the child holds it)
         time.sleep(SETTLE_S)
         t0 = time.monotonic_ns()
         os.kill(pid, signal.SIGKILL)
         select.select([pidfd], [], [])
         facts["death_us"] = (time.monotonic_ns() - t0) / 1000
+        waiter.join(30.0)
+        facts["notice_us"] = (noticed[0] - t0) / 1000 if noticed else None
         return facts
     finally:
         os.close(pidfd)
         os.close(report_r)
         os.waitpid(pid, 0)
+        mutex.close()
+
+
+def _wait_notice(mutex: NoticeMutex, noticed: list[int]) -> None:
+    """The parent's waiter: the monotonic ns at which the child's death released it."""
+    if mutex.wait(30.0) == errno.EOWNERDEAD:
+        noticed.append(time.monotonic_ns())
+        mutex.release()
 
 
 def summary(v: Variant, runs: list[dict[str, Any]]) -> dict[str, Any]:
     deaths = sorted(r["death_us"] for r in runs)
     deciles = statistics.quantiles(deaths, n=10) if len(deaths) > 1 else deaths * 9
+    notices = sorted(r["notice_us"] for r in runs if r.get("notice_us") is not None)
+    notice_deciles = statistics.quantiles(notices, n=10) if len(notices) > 1 else notices * 9
     return {
         "variant": v.name,
         "threads": max(r["threads"] for r in runs),
@@ -152,6 +177,10 @@ def summary(v: Variant, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "p10_us": round(deciles[0], 1),
         "p50_us": round(statistics.median(deaths), 1),
         "p90_us": round(deciles[-1], 1),
+        "notice_n": len(notices),
+        "notice_p10_us": round(notice_deciles[0], 1) if notices else None,
+        "notice_p50_us": round(statistics.median(notices), 1) if notices else None,
+        "notice_p90_us": round(notice_deciles[-1], 1) if notices else None,
     }
 
 
@@ -170,10 +199,12 @@ def main() -> None:
             runs[v.name].append(kill_once(v))
     report["loadavg_end"] = os.getloadavg()
     rows = [summary(v, runs[v.name]) for v in VARIANTS]
-    print(f"\nSIGKILL until the pidfd is readable, {args.kills} kills each, interleaved (µs):")
+    print("\nSIGKILL until the pidfd is readable (p*_us) and until the death notice woke the")
+    print(f"parent's waiter (notice_*), {args.kills} kills each, interleaved (µs):")
     print(f"load average {report['loadavg_start'][0]:.2f} at the start, "
           f"{report['loadavg_end'][0]:.2f} at the end")  # fmt: skip
-    table(rows, ["variant", "threads", "rss_mb", "maps", "n", "p10_us", "p50_us", "p90_us"])
+    cols = ["variant", "threads", "rss_mb", "maps", "n", "p10_us", "p50_us", "p90_us"]
+    table(rows, [*cols, "notice_p10_us", "notice_p50_us", "notice_p90_us"])
     report["raw"] = runs
     report["results"] = rows
     finish(report, [], args)

@@ -113,7 +113,9 @@ def sink(config: dict[str, Any], ready: Callable[[], None], rt: Runtime | None =
     bridge_cfg["delivery"] = delivery
     bridge = Bridge(rt, bridge_config(bridge_cfg), cursors={"/data": Path(config["cursor"])})
     bridge.open()
-    ready()
+    # On the loop's thread, which runs the node's callbacks and commits the cursor: the
+    # death notice it takes there is released only once that thread is dying.
+    rt.call(ready)
     _serve_until_term()
     bridge.close()
     rt.wait(sup.stop_async())

@@ -52,7 +52,7 @@ def test_the_whole_benchmark_writes_json(
     tiny += ["--launch-kills", "1", "--launch-loss-kills", "1"]
     report = run_bench("restart.py", tiny)
     assert report["results"]["not_available"] == {}
-    assert len(report["results"]["restart"]) == 5  # with the warm standby's row
+    assert len(report["results"]["restart"]) == 6  # with the warm standby's rows (notice, A/B)
     assert report["results"]["same_launch_file"]["p50_ratio"] > 0
     goals = {g["goal"]: g for g in report["goals"]}
     assert goals["durable lost, duplicated: runtime in-process"]["met"]
@@ -63,10 +63,11 @@ def test_the_whole_benchmark_writes_json(
 def test_warm_standby_hand_overs_under_kills_keep_one_instance_and_the_durable_contract(
     zenoh: None,
 ) -> None:
-    """Each restart handed to the zygote's warm standby: never two live instances (no
-    instance writes after a later one began), and the durable contract as without it."""
+    """Each restart handed to the zygote's warm standby, decided on the victim's death
+    notice (before its memory is freed): never two live instances (no instance writes
+    after a later one began), and the durable contract as without it."""
     result = restart.bridge_durable_loss(12, standby=True)
     assert result["published"] > 0 and result["started_via"] == "zygote standby"
-    assert result["overlaps"] == 0
+    assert result["overlaps"] == 0 and result["on_notice"] > 0  # on the death notice
     assert (result["duplicated"], result["out_of_order"]) == (0, 0)
     assert result["lost"] == result["lost_in_flight"] <= 12, result.get("first_lost")

@@ -19,6 +19,7 @@ def test_every_variant_is_killed_and_described(zenoh: None, run_bench: RunBench)
     rows = {row["variant"]: row for row in report["results"]}
     assert list(rows) == [v.name for v in restart_death.VARIANTS]
     assert all(row["n"] == 2 and row["p50_us"] > 0 for row in rows.values())
+    assert all(row["notice_n"] == 2 for row in rows.values())  # every death noticed
     assert rows["16 threads"]["threads"] == 17  # what each variant differs in is real
     assert rows["heap 64 MB (child)"]["rss_mb"] > rows["bare"]["rss_mb"] + 60
     default, one_pool = rows["session, default layout"], rows["session, one pool layout"]

@@ -143,3 +143,12 @@ class HasPid(Protocol):
 
     @property
     def pid(self) -> int | None: ...
+
+
+@runtime_checkable
+class HearsDeathEarly(Protocol):
+    """An OS-process child that can report its end at an early death notice, before its
+    exit status is known (runtime/deathnotice.py). A supervisor allows it only for a
+    child it restarts whatever that status is (permanent)."""
+
+    early_death: bool

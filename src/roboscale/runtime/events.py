@@ -38,6 +38,7 @@ EVENT_KINDS = frozenset(
         "peer",  # a Zenoh peer was admitted to the bridge's session, or left it
         "insecure",  # a bridge reaches beyond loopback without authentication (opted in)
         "thread_failed",  # a thread the runtime owns ended on an exception (detail says it)
+        "death_notice",  # a process node's early death notice fell back to its exit report
     }
 )
 

@@ -24,6 +24,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from roboscale.runtime import deathnotice
+
 PR_SET_PDEATHSIG = 1
 # Held to one thread so that preloading numpy starts no BLAS thread pool before fork.
 SINGLE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -101,30 +103,73 @@ def run_standby(spec: str, announce_fd: int) -> int:
         announce.send(json.dumps({**me, "error": f"{type(exc).__name__}: {exc}"}).encode())
         return 1
     own, theirs = socket.socketpair()
+    json.loads(json.dumps({"config": {}, "log": None}))  # its pages too, before the order
+    deathnotice.warm_instance()
     socket.send_fds(announce, [json.dumps(me).encode()], [theirs.fileno()])
     theirs.close()
     announce.close()
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = own.recv(65536)
-        if not chunk:
-            return 0
-        line += chunk
-    order = json.loads(line)
+    got = _await_order(own)
+    if got is None:
+        return 0
+    order, notice = got
     if order.get("log"):
         _log_to(order["log"])
     lock = threading.Lock()
     said = [False]
 
     def ready() -> None:
+        """Holds the death notice in the calling thread (call it from the thread that
+        runs the node's callbacks: a Runtime's loop, `rt.call(ready)`), then READY."""
         with lock:
             if not said[0]:
                 said[0] = True
-                _report(own.fileno(), f"READY {time.monotonic_ns()}")
+                at = time.monotonic_ns()
+                _report(own.fileno(), f"READY {at} {_hold_notice(notice)}")
 
     config = order.get("config") or {}
     result = fn(config, ready) if prepare is None else fn(config, ready, prepared)  # type: ignore[call-arg]
     return result if isinstance(result, int) else 0
+
+
+def _await_order(
+    own: socket.socket,
+) -> tuple[dict[str, Any], deathnotice.NoticePage | str] | None:
+    """The hand-over (None at EOF: never needed), and the death notice's page the client
+    offered first ("NOTICE" and its fd), mapped at once; or why there is none."""
+    buffer = b""
+    notice: deathnotice.NoticePage | str = "no notice was offered"
+    while True:
+        chunk, fds, _flags, _addr = socket.recv_fds(own, 65536, 1)
+        for fd in fds:
+            if isinstance(notice, str):
+                try:
+                    notice = deathnotice.NoticePage(fd)
+                except deathnotice.DeathNoticeError as exc:
+                    notice = str(exc)
+            else:
+                os.close(fd)
+        if not chunk:
+            return None
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line != b"NOTICE":
+                return json.loads(line), notice
+
+
+_held: list[deathnotice.NoticePage] = []  # mapped for the process's life (on a robust list)
+
+
+def _hold_notice(notice: deathnotice.NoticePage | str) -> str:
+    """Lock the death notice in this thread: "notice", or "nonotice WHY"."""
+    if isinstance(notice, str):
+        return f"nonotice {notice}"
+    try:
+        notice.hold()
+    except deathnotice.DeathNoticeError as exc:
+        return f"nonotice {exc}"
+    _held.append(notice)
+    return "notice"
 
 
 def _log_to(path: str) -> None:
@@ -399,6 +444,7 @@ def serve(preload: Sequence[str], parent_pid: int, announce: int = -1) -> int:
         server.emit({"event": "fatal", "detail": detail})
         return 1
     import_ms = (time.perf_counter() - t0) * 1000
+    deathnotice.warm()  # its standbys' ready() locks the notice at once
     # Objects that exist now are never collected: a GC pass in a child would write to
     # every page of the inherited heap and undo copy-on-write (as Instagram found).
     gc.freeze()

@@ -153,7 +153,7 @@ class _Builder:
             recipe = Recipe(
                 child.process, ProcessNode, (child.process, child.target, dict(child.config)),
                 {"zygote": self.zygote(), "env": dict(child.env),
-                 "ready_timeout_s": child.ready_timeout_s},
+                 "ready_timeout_s": child.ready_timeout_s, "standby": child.standby},
             )  # fmt: skip
         elif isinstance(child, ls.CommandChild):
             cwd = Path(child.cwd) if child.cwd is not None else None

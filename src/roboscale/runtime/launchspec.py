@@ -18,6 +18,7 @@ XML both become, validated before anything runs (OTP's `check_childspecs`).
       - process: detector           # a Python target in its own process (the zygote's)
         target: mypkg.detect:main
         config: {model: small}
+        standby: true               # optional: restarts go to a warm standby (needs zygote)
       - command: talker             # an OS process
         argv: [rosrun, pkg, talker]
         ready_line: "ready"         # optional regex on its output meaning "ready"
@@ -166,6 +167,7 @@ class ProcessChild(_Child):
     env: dict[str, str] = {}
     ready_timeout_s: Positive = 10.0
     watchdog: Watchdog | None = None
+    standby: bool = False  # restarts handed to the zygote's warm standby of its target
 
     _n = field_validator("process")(_leaf_name)
 

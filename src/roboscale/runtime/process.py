@@ -23,34 +23,25 @@ from inside the callback.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import queue
 import re
-import selectors
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from roboscale import lifeline
 from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason
-from roboscale.runtime.threads import ThreadScope
+from roboscale.runtime.procservice import Launch, Proc, monitor, notifier
 from roboscale.runtime.zygote import ExitStatus, Zygote, ZygoteError
-from roboscale.safewrite import open_stream
 
 # Signals that mean "killed from outside"; any other fatal signal is a crash.
 OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-TAIL_LINES = 20
 PROBE_INTERVAL_S = 0.02
 KILL_WAIT_S = 5.0
 
@@ -64,7 +55,7 @@ def exit_reason(status: ExitStatus) -> tuple[ExitReason, str]:
 
 
 class Running(Protocol):
-    """A started process as the handles see it: a zygote's ForkedChild or a `_Proc`."""
+    """A started process as the handles see it: a zygote's ForkedChild or a `Proc`."""
 
     pid: int
     error: str
@@ -72,259 +63,24 @@ class Running(Protocol):
     settled: threading.Event
     ready: threading.Event
     exited: threading.Event
+    dead: threading.Event  # its early death notice (`runtime/deathnotice.py`); never for a Proc
     on_end: Callable[[], None] | None
+    on_dead: Callable[[], None] | None
     stamps: dict[str, int]  # monotonic ns of its life's steps (`ForkedChild.stamps`)
 
     def send_signal(self, sig: int) -> None: ...
 
 
-@dataclass
-class _Proc:
-    """A direct child process; its events are set by the monitor thread."""
-
-    popen: subprocess.Popen[bytes]
-    ready_line: re.Pattern[str] | None
-    log: IO[bytes] | None
-    pid: int = 0
-    error: str = ""
-    status: ExitStatus | None = None
-    settled: threading.Event = field(default_factory=threading.Event)
-    ready: threading.Event = field(default_factory=threading.Event)
-    exited: threading.Event = field(default_factory=threading.Event)
-    on_end: Callable[[], None] | None = None
-    stamps: dict[str, int] = field(default_factory=dict)  # "exit_seen": reaped here
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
-    partial: bytes = b""
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def send_signal(self, sig: int) -> None:
-        with self.lock:  # the monitor reaps under this lock: the pid is still ours here
-            if self.status is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.pid, sig)
-
-    def output(self, chunk: bytes) -> None:
-        if self.log is not None:
-            self.log.write(chunk)
-            self.log.flush()
-        *lines, self.partial = (self.partial + chunk).split(b"\n")
-        for raw in lines:
-            line = raw.decode(errors="replace").rstrip()
-            self.tail.append(line)
-            if self.ready_line is not None and self.ready_line.search(line):
-                self.ready.set()
-                self.settled.set()
-
-
-@dataclass
-class _Launch:
-    argv: list[str]
-    env: dict[str, str]
-    cwd: Path | None
-    ready_line: re.Pattern[str] | None
-    log: Path | None
-    ready_pipe: bool
-    future: Future[_Proc] = field(default_factory=Future)
-
-
-class _Monitor:
-    """One thread: forks direct children, reads their output, waits on their pidfds."""
-
-    def __init__(self) -> None:
-        self._sel = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = os.pipe()
-        self._requests: queue.SimpleQueue[_Launch] = queue.SimpleQueue()
-        self._sel.register(self._wake_r, selectors.EVENT_READ, ("wake", None))
-        # A process-wide service: its scope surfaces a failure (every process node would
-        # be left unwatched) rather than letting the thread end silently.
-        self.threads = ThreadScope("process monitor", on_error=_report_thread_failure)
-        self.threads.spawn(self._loop, name="process-monitor")
-
-    def launch(self, request: _Launch) -> _Proc:
-        self._requests.put(request)
-        os.write(self._wake_w, b"x")
-        return request.future.result()
-
-    def _loop(self) -> None:
-        while True:
-            for key, _ in self._sel.select():
-                if self._sel.get_map().get(key.fd) is not key:
-                    # Unregistered by an earlier key of this round: a child reaped (its
-                    # pidfd first) takes its output and ready pipes with it, and their fd
-                    # numbers may already serve a new child.
-                    continue
-                kind, proc = key.data
-                if kind == "wake":
-                    os.read(self._wake_r, 4096)
-                    self._serve_requests()
-                elif kind == "out":
-                    self._read_output(proc, key.fd)
-                elif kind == "ready":
-                    self._read_ready(proc, key.fd)
-                else:
-                    self._reap(proc, key.fd)
-
-    def _serve_requests(self) -> None:
-        while True:
-            try:
-                req = self._requests.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                req.future.set_result(self._start(req))
-            except OSError as exc:
-                req.future.set_exception(exc)
-
-    def _start(self, req: _Launch) -> _Proc:
-        ready_r, ready_w = os.pipe() if req.ready_pipe else (-1, -1)
-        argv = [*req.argv, "--ready-fd", str(ready_w)] if req.ready_pipe else req.argv
-        log = os.fdopen(open_stream(req.log, append=True), "ab") if req.log is not None else None
-        try:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env={**req.env, **lifeline.child_env()},
-                cwd=req.cwd,
-                pass_fds=(ready_w,) if req.ready_pipe else (),
-                start_new_session=True,
-            )
-        except OSError:
-            for fd in (ready_r, ready_w):
-                if fd >= 0:
-                    os.close(fd)
-            if log is not None:
-                log.close()
-            raise
-        if req.ready_pipe:
-            os.close(ready_w)
-        proc = _Proc(popen, req.ready_line, log, pid=popen.pid)
-        assert popen.stdout is not None
-        self._sel.register(popen.stdout.fileno(), selectors.EVENT_READ, ("out", proc))
-        if req.ready_pipe:
-            self._sel.register(ready_r, selectors.EVENT_READ, ("ready", proc))
-        self._sel.register(os.pidfd_open(popen.pid), selectors.EVENT_READ, ("pid", proc))
-        return proc
-
-    def _read_output(self, proc: _Proc, fd: int) -> None:
-        chunk = _read(fd)
-        if chunk:
-            proc.output(chunk)
-        else:
-            self._sel.unregister(fd)
-            if proc.popen.stdout is not None:
-                proc.popen.stdout.close()
-
-    def _read_ready(self, proc: _Proc, fd: int) -> None:
-        chunk = _read(fd)
-        for line in chunk.decode(errors="replace").splitlines():
-            if line == "READY":
-                proc.ready.set()
-            elif line.startswith("ERROR "):
-                proc.error = line[6:]
-            proc.settled.set()
-        if not chunk:
-            self._sel.unregister(fd)
-            os.close(fd)
-
-    def _reap(self, proc: _Proc, pidfd: int) -> None:
-        # Whatever the child wrote just before it died counts (READY, its last words).
-        for key in list(self._sel.get_map().values()):
-            if key.data[1] is proc and key.data[0] in ("out", "ready"):
-                reader = self._read_output if key.data[0] == "out" else self._read_ready
-                while key.fd in self._sel.get_map() and _readable(key.fd):
-                    reader(proc, key.fd)
-        proc.stamps["exit_seen"] = time.monotonic_ns()
-        with proc.lock:
-            # The pid is held until reaped, so the group kill cannot hit a stranger.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            code = proc.popen.wait()
-            proc.status = ExitStatus(None, -code) if code < 0 else ExitStatus(code, None)
-        self._sel.unregister(pidfd)
-        os.close(pidfd)
-        self._close_streams(proc)
-        proc.exited.set()
-        proc.settled.set()
-        if proc.on_end is not None:
-            proc.on_end()
-
-    def _close_streams(self, proc: _Proc) -> None:
-        for key in list(self._sel.get_map().values()):
-            if key.data[1] is proc:
-                self._sel.unregister(key.fd)
-                if key.data[0] == "ready":
-                    os.close(key.fd)
-        if proc.popen.stdout is not None:
-            proc.popen.stdout.close()
-        if proc.log is not None:
-            proc.log.close()
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:
-        return b""
-
-
-def _readable(fd: int) -> bool:
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        return bool(sel.select(0))
-
-
-class _Notifier:
-    """Delivers on_exit callbacks on one thread of their own, in order."""
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self.threads = ThreadScope("exit notifier", on_error=_report_thread_failure)
-        self.threads.spawn(self._loop, name="exit-notifier")
-
-    def post(self, call: Callable[[], None]) -> None:
-        self._queue.put(call)
-
-    def _loop(self) -> None:
-        while True:
-            call = self._queue.get()
-            try:
-                call()
-            except Exception as exc:  # a receiver's bug must not stop later notifications
-                print(f"roboscale: on_exit callback failed: {exc!r}", file=sys.stderr)
-
-
-def _report_thread_failure(name: str, error: BaseException) -> None:
-    print(f"roboscale: thread {name} failed: {error!r}", file=sys.stderr)
-
-
-_shared_lock = threading.Lock()
-_shared: dict[str, Any] = {}
-
-
-def _service(name: str, factory: Callable[[], Any]) -> Any:
-    """One monitor and one notifier per process (re-created in a forked child)."""
-    with _shared_lock:
-        pid, obj = _shared.get(name, (0, None))
-        if pid != os.getpid():
-            obj = factory()
-            _shared[name] = (os.getpid(), obj)
-        return obj
-
-
-def _monitor() -> _Monitor:
-    monitor: _Monitor = _service("monitor", _Monitor)
-    return monitor
-
-
-def _notifier() -> _Notifier:
-    notifier: _Notifier = _service("notifier", _Notifier)
-    return notifier
-
-
 class _ProcessChild:
-    """start/stop/alive over a `Running` process; subclasses say how to launch it."""
+    """start/stop/alive over a `Running` process; subclasses say how to launch it.
+
+    `early_death`: report an unrequested exit at the instance's early death notice
+    (`runtime/deathnotice.py`: its callback thread is dying, its memory not yet freed),
+    before its exit status is known. Only for a child restarted whatever that status
+    (a supervisor sets it for permanent children); others wait for the exit report.
+    The exit report that follows a notice finds the exit reported: never twice."""
+
+    early_death = False
 
     def __init__(self, name: str, ready_timeout_s: float) -> None:
         self.name = name
@@ -337,7 +93,7 @@ class _ProcessChild:
     @property
     def pid(self) -> int | None:
         run = self._run
-        return run.pid if run is not None and not run.exited.is_set() else None
+        return run.pid if run is not None and _running(run) else None
 
     @property
     def process(self) -> Running | None:
@@ -346,18 +102,22 @@ class _ProcessChild:
 
     def alive(self) -> bool:
         run = self._run
-        return run is not None and not run.exited.is_set()
+        return run is not None and _running(run)
 
     def start(self, on_exit: ExitCallback) -> None:
         if self.alive():
             raise ChildStartError(self.name, "already running")
         run = self._launch()
         run.on_end = lambda: self._ended(run)
+        if self.early_death:
+            run.on_dead = lambda: self._noticed(run)
         self._await_ready(run)
         with self._lock:
             self._run, self._on_exit, self._armed = run, on_exit, True
         if run.exited.is_set():
             self._ended(run)  # it died between ready and arming: still reported once
+        elif run.dead.is_set() and self.early_death:
+            self._noticed(run)
 
     def stop(self, timeout_s: float) -> None:
         with self._lock:
@@ -413,7 +173,26 @@ class _ProcessChild:
             if run.error:
                 detail += f" ({run.error})"
             name = self.name
-            _notifier().post(lambda: on_exit(name, reason, detail))
+            notifier().post(lambda: on_exit(name, reason, detail))
+
+    def _noticed(self, run: Running) -> None:
+        """Its death notice: the thread that ran its callbacks is in do_exit, so none of
+        them runs again and the next instance may start. The status is not known yet.
+        Called on the notice's own waiter thread, which has nothing else to do: on_exit
+        runs there (no hop to the notifier; a restart from inside it is fine too)."""
+        with self._lock:
+            report = self._armed and run is self._run
+            self._armed = self._armed and not report
+            on_exit = self._on_exit
+        if report and on_exit is not None:
+            on_exit(self.name, ExitReason.CRASH, NOTICED)
+
+
+NOTICED = "died (its death notice; the exit status follows from the zygote)"
+
+
+def _running(run: Running) -> bool:
+    return not run.exited.is_set() and not run.dead.is_set()
 
 
 class ProcessNode(_ProcessChild):
@@ -431,9 +210,11 @@ class ProcessNode(_ProcessChild):
         log: Path | None = None,
         ready_timeout_s: float = 10.0,
         standby: bool = False,
+        early_death: bool = False,
     ) -> None:
         super().__init__(name, ready_timeout_s)
         self.standby = standby  # restart on the zygote's warm standby of this target
+        self.early_death = early_death
         self.target = target
         self.config = config or {}
         self.zygote = zygote
@@ -456,7 +237,7 @@ class ProcessNode(_ProcessChild):
         argv = [self.python, "-m", "roboscale.runtime.forkserver", "run", self.target]
         argv += [json.dumps(self.config), "--parent-pid", str(os.getpid())]
         env = {**os.environ, **self.env}
-        return _launch_direct(self.name, _Launch(argv, env, None, None, self.log, True))
+        return _launch_direct(self.name, Launch(argv, env, None, None, self.log, True))
 
 
 class CommandChild(_ProcessChild):
@@ -490,7 +271,7 @@ class CommandChild(_ProcessChild):
         if setpriv is not None:  # dies with us; survives exec, unlike a Python hook
             argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
         env = {**os.environ, **self.env}
-        request = _Launch(argv, env, self.cwd, self.ready_line, self.log, False)
+        request = Launch(argv, env, self.cwd, self.ready_line, self.log, False)
         return _launch_direct(self.name, request)
 
     def _is_ready(self, run: Running) -> bool:
@@ -508,9 +289,9 @@ class CommandChild(_ProcessChild):
             return False
 
 
-def _launch_direct(name: str, request: _Launch) -> _Proc:
+def _launch_direct(name: str, request: Launch) -> Proc:
     lifeline.ensure()  # here, not on the monitor thread, which must not wait on it
     try:
-        return _monitor().launch(request)
+        return monitor().launch(request)
     except OSError as exc:
         raise ChildStartError(name, f"cannot run {request.argv[0]}: {exc}") from None

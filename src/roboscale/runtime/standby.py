@@ -1,13 +1,48 @@
 """The warm standbys a zygote's client holds (`runtime/zygote.py`): which one waits for
 each target, which is being made, which were handed over. State only, under one lock;
-the zygote's reader thread and `Zygote.spawn` do the I/O."""
+the zygote's reader thread and `Zygote.spawn` do the I/O.
+
+Warm standby: with `spawn(..., standby=True)` the client keeps, per target, one child
+already forked, with the target imported and its optional `prepare()` run (`main.prepare
+= lambda: open_session()`; the target is then called `main(config, ready, prepared)`).
+Prepared, the standby announces itself on a datagram socket the client gave the zygote
+(`--announce-fd`), passing one end of a socket pair of its own, and blocks on the other.
+A spawn then hands the config over with one write to that socket, and the standby's
+READY comes back on it: the zygote is on no step of a hand-over (it forks standbys when
+asked, reaps them, and reports their exits as any child's). The next standby is asked
+for once the handed-over child settled (ready, error or exit). A standby runs none of the
+target before its hand-over, so it is never a second live instance of its node, whatever
+kills it; and a hand-over only follows the previous instance's end: its exit as the
+zygote reported it (after it reaped it and killed its group), or its death notice.
+A killed standby is made again, one whose target fails is not (the next start forks
+and reports why).
+
+A hand-over carries the instance's death notice (`runtime/deathnotice.py`): a robust
+mutex the client made when the standby announced itself and sent it then (a "NOTICE"
+line and the memfd, SCM_RIGHTS), locked by the instance in `ready()`; READY says
+"notice" if it holds it.
+The client's waiter then reports the death as soon as the holding thread dies, before
+the zygote can reap it; a node restarted on that notice (`ProcessNode.early_death`)
+no longer waits for the exit report, which is then recognised by its pid and not
+reported again. The zygote still reaps the old process and kills its group.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from roboscale.runtime.deathnotice import (
+    DeathNoticeError,
+    DeathWatch,
+    NoticeMutex,
+    NoticeReporter,
+    Waiter,
+)
 
 if TYPE_CHECKING:
     from roboscale.runtime.zygote import ForkedChild
@@ -23,6 +58,10 @@ class Standby:
     child: ForkedChild | None = None  # once handed over
     buffer: bytes = b""
     lock: threading.Lock = field(default_factory=threading.Lock)  # send against close
+    # The death notice its instance will hold (made when it announced; None: it could
+    # not be made), offered to it at once, and the waiter that owns it from then on.
+    notice: NoticeMutex | None = None
+    waiter: Waiter | None = None
 
     def send(self, data: bytes) -> bool:
         """The hand-over: one write. False when it died (or is being closed)."""
@@ -33,9 +72,28 @@ class Standby:
             except OSError:
                 return False
 
+    def offer_notice(self) -> None:
+        """Its death notice's page, sent as soon as it announced ("NOTICE" and the fd):
+        it maps it before any hand-over. Nothing is sent if none could be made."""
+        with self.lock:
+            notice = self.notice
+            if notice is not None and notice.fd >= 0:
+                with contextlib.suppress(OSError):  # it died: its EOF follows
+                    socket.send_fds(self.sock, [b"NOTICE\n"], [notice.fd])
+                notice.given()
+
+    def take_waiter(self) -> Waiter | None:
+        """Its notice's waiter, now the caller's to arm or cancel."""
+        with self.lock:
+            waiter, self.waiter = self.waiter, None
+            return waiter
+
     def close(self) -> None:
         with self.lock:
             self.sock.close()
+            if self.waiter is not None:  # never handed over: its waiter ends
+                self.waiter.cancel()
+                self.waiter = None
 
 
 class StandbyBook:
@@ -154,3 +212,42 @@ class StandbyBook:
             self._handed.clear()
             self._making.clear()
             self._promised.clear()
+
+
+# ----------------------------------------------------------------- death notices (reader)
+
+FELL_BACK = "no death notice ({}): the exit report stands"
+
+
+def prepare_notice(standby: Standby, deaths: DeathWatch, report: NoticeReporter) -> None:
+    """A standby announced itself: make its death notice, offer it the page (it maps it
+    while it waits) and start the waiter that owns the mutex from now on (a thread start
+    is off any restart's path here)."""
+    try:
+        notice = NoticeMutex()
+    except DeathNoticeError as exc:
+        report(standby.target, FELL_BACK.format(exc))
+        return
+    standby.notice = notice
+    standby.offer_notice()
+    standby.waiter = deaths.prepare(notice, f"{standby.target} (pid {standby.pid})")
+
+
+def arm_notice(standby: Standby, child: ForkedChild, said: str, report: NoticeReporter) -> None:
+    """Its instance said READY holding the notice ("notice"), or why not ("nonotice ...")."""
+    waiter = standby.take_waiter()
+    if waiter is None:
+        return  # none was made (reported then)
+    if said != "notice":
+        waiter.cancel()
+        report(child.name, FELL_BACK.format(said.removeprefix("nonotice ") or "none held"))
+        return
+    waiter.arm(lambda: _noticed(child))
+
+
+def _noticed(child: ForkedChild) -> None:
+    """Its waiter woke: the thread that held the notice is in do_exit."""
+    child.stamps["notice_seen"] = time.monotonic_ns()
+    child.dead.set()
+    if child.on_dead is not None:
+        child.on_dead()

@@ -44,6 +44,7 @@ from roboscale.runtime.child import (
     ExitReason,
     HasInboxes,
     HasPath,
+    HearsDeathEarly,
     StartsOnLoop,
     StartsWithoutWaiting,
     StopsOnLoop,
@@ -118,7 +119,7 @@ class _Caps:
     """What a handle's class can do beyond ChildHandle (runtime/child.py), asked once per
     class: runtime_checkable isinstance checks are too slow for every restart."""
 
-    __slots__ = ("has_path", "kind", "start_async", "start_nowait", "stop_async")
+    __slots__ = ("early_death", "has_path", "kind", "start_async", "start_nowait", "stop_async")
 
     def __init__(self, handle: object) -> None:
         self.kind = type(handle)
@@ -126,6 +127,7 @@ class _Caps:
         self.start_async = isinstance(handle, StartsOnLoop)
         self.stop_async = isinstance(handle, StopsOnLoop)
         self.has_path = isinstance(handle, HasPath)
+        self.early_death = isinstance(handle, HearsDeathEarly)
 
 
 _CAPS: dict[type, _Caps] = {}
@@ -400,6 +402,8 @@ class Supervisor:
             if not child.path:
                 child.path = f"{self.path}/{child.name}"
             handle.path = child.path
+        if caps.early_death:  # its exit status decides nothing for a permanent child
+            handle.early_death = child.spec.restart is Restart.PERMANENT
         child.handle = handle
         return handle
 

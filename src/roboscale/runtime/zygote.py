@@ -37,19 +37,7 @@ whatever they start in sessions of their own ends with the client too.
 A target is `def main(config: dict, ready: Callable[[], None]) -> int | None`.
 List its module in the preloads too, so that children do not import it each time.
 
-Warm standby: with `spawn(..., standby=True)` the client keeps, per target, one child
-already forked, with the target imported and its optional `prepare()` run (`main.prepare
-= lambda: open_session()`; the target is then called `main(config, ready, prepared)`).
-Prepared, the standby announces itself on a datagram socket the client gave the zygote
-(`--announce-fd`), passing one end of a socket pair of its own, and blocks on the other.
-A spawn then hands the config over with one write to that socket, and the standby's
-READY comes back on it: the zygote is on no step of a hand-over (it forks standbys when
-asked, reaps them, and reports their exits as any child's). The next standby is asked
-for once the handed-over child settled (ready, error or exit). A standby runs none of the
-target before its hand-over, so it is never a second live instance of its node, whatever
-kills it; and a hand-over only follows the previous instance's exit as the zygote
-reported it, after it reaped it and killed its group. A killed standby is made again,
-one whose target fails is not (the next start forks and reports why).
+Warm standby (`spawn(..., standby=True)`): `runtime/standby.py`.
 The same runner serves fresh interpreters: `python -m roboscale.runtime.forkserver
 run TARGET CONFIG_JSON --ready-fd N`.
 """
@@ -66,56 +54,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from roboscale import lifeline
+from roboscale.runtime.deathnotice import DeathWatch
+from roboscale.runtime.events import EventSubscriber, SupervisionEvent, log_event
+from roboscale.runtime.forkedchild import ExitStatus, ForkedChild
 from roboscale.runtime.forkserver import SINGLE_THREAD_ENV, ZygoteError
-from roboscale.runtime.standby import Standby, StandbyBook
+from roboscale.runtime.standby import Standby, StandbyBook, arm_notice, prepare_notice
 from roboscale.safewrite import open_stream
 
 __all__ = ["ExitStatus", "ForkedChild", "Zygote", "ZygoteError"]
-
-
-@dataclass
-class ExitStatus:
-    """How a process ended: an exit code, or the signal that killed it."""
-
-    code: int | None
-    signal: int | None
-
-    def describe(self) -> str:
-        if self.signal is not None:
-            return f"killed by {signal.Signals(self.signal).name}"
-        return f"exit code {self.code}"
-
-
-@dataclass
-class ForkedChild:
-    """One child of the zygote, as its client sees it. Events are set by the reader thread."""
-
-    name: str
-    pid: int = 0
-    error: str = ""
-    status: ExitStatus | None = None
-    forked: threading.Event = field(default_factory=threading.Event)  # pid known, or failed
-    settled: threading.Event = field(default_factory=threading.Event)  # ready, error or exit
-    ready: threading.Event = field(default_factory=threading.Event)
-    exited: threading.Event = field(default_factory=threading.Event)
-    on_end: Callable[[], None] | None = None
-    zygote: Zygote | None = None
-    standby: bool = False  # handed to a warm standby, not forked for this start
-    refill: str = ""  # the target whose next standby is made once this child settles
-    # Monotonic ns of its life's steps: "handed_over" (by this client), "ready_target"
-    # (the standby's ready(), its own clock), "ready_zygote" and "exit_zygote" (the
-    # zygote's), "ready_seen" and "exit_seen" (this client's reader).
-    stamps: dict[str, int] = field(default_factory=dict)
-
-    def send_signal(self, sig: int) -> None:
-        if self.zygote is not None and not self.exited.is_set():
-            self.zygote.signal(self.pid, sig)
 
 
 class Zygote:
@@ -129,6 +80,7 @@ class Zygote:
         log: Path | None = None,
         env: dict[str, str] | None = None,
         start_timeout_s: float = 30.0,
+        on_event: EventSubscriber = log_event,
     ) -> None:
         self.preload = list(preload)
         self.env = {**os.environ, **(env or {}), **SINGLE_THREAD_ENV}
@@ -149,6 +101,8 @@ class Zygote:
         self._announce: socket.socket | None = None  # where standbys announce themselves
         self._book = StandbyBook()
         self.standbys = self._book.last  # target -> pid of its last standby (0: failed)
+        self.on_event = on_event  # "death_notice" events: a notice that fell back
+        self._deaths = DeathWatch(self._notice_event)  # one waiter per handed-over instance
 
     def start(self) -> None:
         # The reader thread forks the zygote: PR_SET_PDEATHSIG follows the thread that
@@ -288,6 +242,7 @@ class Zygote:
             self._reader.join(timeout_s)
         if proc.stdout is not None:
             proc.stdout.close()
+        self._deaths.close(timeout_s)  # every child is dead: each waiter woke or wakes
 
     def _send(self, req: dict[str, Any]) -> None:
         proc = self._proc
@@ -437,6 +392,7 @@ class Zygote:
                 promised.settled.set()
             return
         standby = Standby(target, pid, socks[0])
+        prepare_notice(standby, self._deaths, self._notice_event)  # before any order
         sel.register(standby.sock, selectors.EVENT_READ, standby)
         surplus, order = self._book.announced(standby)
         if surplus is not None:  # one waits per target: EOF ends the older one
@@ -459,13 +415,16 @@ class Zygote:
             word, _, rest = raw.decode(errors="replace").partition(" ")
             if child is None or word not in ("READY", "ERROR"):
                 continue  # nothing counts before a hand-over
+            stamp, _, notice = rest.partition(" ")
             if word == "READY":
                 child.stamps["ready_seen"] = time.monotonic_ns()
-                child.stamps["ready_target"] = int(rest) if rest.isdigit() else 0
+                child.stamps["ready_target"] = int(stamp) if stamp.isdigit() else 0
                 child.ready.set()
             else:
                 child.error = rest
             child.settled.set()
+            if word == "READY":
+                arm_notice(standby, child, notice, self._notice_event)
             self._refill(child)
 
     def _standby_exited(
@@ -485,6 +444,11 @@ class Zygote:
             elif ev["code"] != 0:  # 0: told to go (EOF on its socket), not a failure
                 self._book.mark_failed(target)
         return promised
+
+    # ----------------------------------------------------------------- death notices
+
+    def _notice_event(self, who: str, detail: str) -> None:
+        self.on_event(SupervisionEvent("death_notice", f"zygote {self.pid}", who, detail=detail))
 
     def _drop(self, standby: Standby, sel: selectors.BaseSelector) -> None:
         self._book.dropped(standby)

@@ -1,0 +1,55 @@
+"""A child of the zygote as its client sees it (`runtime/zygote.py`), and how a process ended."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roboscale.runtime.zygote import Zygote
+
+
+@dataclass
+class ExitStatus:
+    """How a process ended: an exit code, or the signal that killed it."""
+
+    code: int | None
+    signal: int | None
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by {signal.Signals(self.signal).name}"
+        return f"exit code {self.code}"
+
+
+@dataclass
+class ForkedChild:
+    """One child of the zygote, as its client sees it. Events are set by the reader thread."""
+
+    name: str
+    pid: int = 0
+    error: str = ""
+    status: ExitStatus | None = None
+    forked: threading.Event = field(default_factory=threading.Event)  # pid known, or failed
+    settled: threading.Event = field(default_factory=threading.Event)  # ready, error or exit
+    ready: threading.Event = field(default_factory=threading.Event)
+    exited: threading.Event = field(default_factory=threading.Event)
+    # Its early death notice (runtime/deathnotice.py): set by its waiter before the exit.
+    dead: threading.Event = field(default_factory=threading.Event)
+    on_end: Callable[[], None] | None = None
+    on_dead: Callable[[], None] | None = None
+    zygote: Zygote | None = None
+    standby: bool = False  # handed to a warm standby, not forked for this start
+    refill: str = ""  # the target whose next standby is made once this child settles
+    # Monotonic ns of its life's steps: "handed_over" (by this client), "ready_target"
+    # (the standby's ready(), its own clock), "ready_zygote" and "exit_zygote" (the
+    # zygote's), "ready_seen" and "exit_seen" (this client's reader), "notice_seen"
+    # (its death notice's waiter).
+    stamps: dict[str, int] = field(default_factory=dict)
+
+    def send_signal(self, sig: int) -> None:
+        if self.zygote is not None and not self.exited.is_set():
+            self.zygote.signal(self.pid, sig)

@@ -41,11 +41,11 @@
 With `--rounds N` only the close latency goals run: the bridge (native, then python
 link) and rospy pairs interleaved N times, so every system is measured in every minute
 alike (`--baseline-src DIR` adds the native pair of another checkout's src, e.g. the code
-before a change, after this code's in every round: an A/B; `--floor` adds raw Zenoh in
-Rust); goals on the pooled p50s, judged over rounds, with the range of the per-round
-ratios (bench/scale_rounds.py). Every goal line gives its figure's 95 % interval and
-sample, and says "not judged" when the interval straddles the target or the sample is
-too short (bench/goals.py).
+before a change, after this code's in every round: an A/B; `--floor` adds the floors
+zenoh_min + event loop and raw Zenoh in Rust); goals on the pooled p50s, judged over
+rounds, with the range of the per-round ratios (bench/scale_rounds.py). Every goal line
+gives its figure's 95 % interval and sample, and says "not judged" when the interval
+straddles the target or the sample is too short (bench/goals.py).
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
         [--rounds 5 [--baseline-src DIR] [--floor]] [--sizes 11,4250]
@@ -411,7 +411,8 @@ def main() -> None:
         p.add_argument(
             "--floor",
             action="store_true",
-            help="with --rounds: also raw Zenoh in Rust in every round (built first)",
+            help="with --rounds: also the floors in every round, Zenoh's minimal binding "
+            "+ event loop and raw Zenoh in Rust (built first)",
         )
         p.add_argument(
             "--sizes",

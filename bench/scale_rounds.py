@@ -36,8 +36,9 @@ def baseline_name(src: str) -> str:
 def systems(baseline_src: str | None, rust: Path | None = None) -> list[tuple[str, Pair]]:
     """The pairs of each round; with `baseline_src` (another checkout's `src`, e.g. the
     code before a change) its native bridge pair too, right after this code's: an A/B
-    in the same minutes; with `rust` (the program scale.zenoh_rs_program built) raw Zenoh
-    in Rust last, the floor of any runtime on Zenoh, in the same minutes."""
+    in the same minutes; with `rust` (the program scale.zenoh_rs_program built) the two
+    floors last: Zenoh through the minimal binding to one event loop per process (no
+    runtime code), and raw Zenoh in Rust (no Python)."""
     out = list(SYSTEMS)
     if baseline_src is not None:
 
@@ -51,7 +52,7 @@ def systems(baseline_src: str | None, rust: Path | None = None) -> list[tuple[st
         def floor(count: int) -> scale.EchoRun:
             return scale.zenoh_rs_pair(count, program)
 
-        out.append((scale.RUST, floor))
+        out += [(scale.NATIVE_FLOOR, scale.zenoh_native_pair), (scale.RUST, floor)]
     return out
 
 

@@ -57,7 +57,7 @@ def test_scale_rounds_pair_the_rounds_both_systems_finished() -> None:
     assert all(g["sample"] == "n = 150 / 150, 3 rounds" for g in lines)
 
 
-def test_scale_rounds_add_a_baseline_checkout_after_this_one_and_the_rust_floor_last(
+def test_scale_rounds_add_a_baseline_checkout_after_this_one_and_the_floors_last(
     tmp_path: Path,
 ) -> None:
     names = [name for name, _ in scale_rounds.systems(str(tmp_path), tmp_path / "echo-rs")]
@@ -66,6 +66,7 @@ def test_scale_rounds_add_a_baseline_checkout_after_this_one_and_the_rust_floor_
         scale_rounds.baseline_name(str(tmp_path)),
         scale.PY_LINK,
         scale.ROSPY,
+        scale.NATIVE_FLOOR,
         scale.RUST,
     ]
     assert [name for name, _ in scale_rounds.systems(None)] == [

@@ -542,6 +542,8 @@ def goals(idle: dict[str, Any] | None, echoes: dict[str, EchoRun | None]) -> lis
     ]
     inproc = echoes.get("runtime in-process")
     for size in INPROC_GOAL_SIZES:
+        if size not in SIZES:
+            continue  # not among the sizes asked for (--sizes)
         goal, target = f"in-process echo p50, {size} B (µs)", judge.at_most(INPROC_P50_GOAL_US)
         samples = inproc.rtt_us.get(size) if inproc else None
         out.append(

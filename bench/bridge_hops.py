@@ -48,7 +48,7 @@ def trace_into(out: Path) -> None:
     marks: dict[str, int] = {}
     clock = time.perf_counter_ns
     row, on_samples = zlink.Drain.row, bridge.Bridge._on_samples
-    drain = bus.Inbox.drain
+    drain, hand_now = bus.Inbox.drain, bus.Inbox.hand_now
 
     def add(step: str, ns: int) -> None:
         size = marks.get("size")
@@ -59,16 +59,27 @@ def trace_into(out: Path) -> None:
         marks["recv"] = clock()  # the only mark this (drain) thread writes
         return row(self, sample)
 
-    def traced_on_samples(self: bridge.Bridge, batch: list[tuple[str, bytes, bytes]]) -> None:
+    def traced_on_samples(
+        self: bridge.Bridge, batch: list[tuple[str, bytes, bytes]], first: int = 0
+    ) -> None:
         marks["loop"] = start = clock()
         marks["size"] = len(batch[0][1])
         add("zenoh_to_loop", start - marks.get("recv", start))
-        on_samples(self, batch)
+        on_samples(self, batch, first)
 
     def traced_drain(self: bus.Inbox) -> None:
         marks["drain"] = start = clock()
         add("to_drain", start - marks.get("loop", start))
         drain(self)
+
+    def traced_hand_now(self: bus.Inbox, seq: int, msg: Any) -> bool:
+        # A sample handed over at once is timed as a drain's start (no drain follows; when
+        # it is not handed over, the drain marks its own start again).
+        marks["drain"] = start = clock()
+        handed: bool = hand_now(self, seq, msg)
+        if handed:
+            add("to_drain", start - marks.get("loop", start))
+        return handed
 
     def traced_export(self: Any, msg: Any) -> None:
         start = clock()
@@ -91,6 +102,7 @@ def trace_into(out: Path) -> None:
     zlink.Drain.row = traced_row  # type: ignore[method-assign]
     bridge.Bridge._on_samples = traced_on_samples  # type: ignore[method-assign]
     bus.Inbox.drain = traced_drain  # type: ignore[method-assign]
+    bus.Inbox.hand_now = traced_hand_now  # type: ignore[method-assign]
     bridge._Export.__call__ = traced_export  # type: ignore[method-assign]
     atexit.register(write)
 

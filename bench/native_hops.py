@@ -16,8 +16,10 @@ one round trip, in order:
                        (Zenoh's transmit task, TCP over loopback, its receive task)
     echo wake-up       the extension queued the row and wrote the eventfd → the loop thread
                        runs `_on_native` (a thread wake-up)
-    echo to callback   take, decode, inject, until the inbox drains (the node's callback)
-    echo callback      drain start → the Echo node's publish reaches the export tap
+    echo to callback   take, decode, inject, until the inbox drains or hands the sample
+                       over at once (`Inbox.hand_now`): the node's callback
+    echo callback      drain or hand-over start → the Echo node's publish reaches the
+                       export tap
     echo encode, echo put, wire → ping, ping wake-up, ping to callback: the same way back
 
 It also counts each thread's context switches (voluntary + nonvoluntary,
@@ -106,7 +108,7 @@ def trace_into(out: Path) -> None:
     base: dict[str, int] = {}
     end: dict[str, int] = {}
     close = bridge.Bridge.close
-    on_native, drain = bridge.Bridge._on_native, bus.Inbox.drain
+    on_native, drain, hand_now = bridge.Bridge._on_native, bus.Inbox.drain, bus.Inbox.hand_now
 
     class Stamped:
         """The inbox, with the stamps of the row it hands over."""
@@ -134,6 +136,13 @@ def trace_into(out: Path) -> None:
         if current[0] in received:
             received[current[0]][2] = clock()
         drain(self)
+
+    def traced_hand_now(self: bus.Inbox, seq: int, msg: Any) -> bool:
+        # The sample handed over at once, no drain (when it is not, the drain stamps again).
+        if current[0] in received:
+            received[current[0]][2] = clock()
+        handed: bool = hand_now(self, seq, msg)
+        return handed
 
     def traced_export(self: Any, msg: Any) -> None:
         tap = clock()
@@ -164,6 +173,7 @@ def trace_into(out: Path) -> None:
 
     bridge.Bridge._on_native = traced_on_native  # type: ignore[method-assign]
     bus.Inbox.drain = traced_drain  # type: ignore[method-assign]
+    bus.Inbox.hand_now = traced_hand_now  # type: ignore[method-assign]
     bridge.Bridge.close = traced_close  # type: ignore[method-assign]
     bridge._Export.__call__ = traced_export  # type: ignore[method-assign]
     atexit.register(write)

@@ -34,24 +34,30 @@
    Context switches per round trip (bench/switches.py): every thread of the echo process
    while the ping ran, and the ping process (waited for: its start-up included), each
    divided by the round trips timed (warm-up and probes count in the switches, not in
-   the division: an upper bound by a few percent).
+   the division: an upper bound by a few percent). CPU time per round trip the same way
+   (user + system, every thread; over all the sizes a pair ran, so `--sizes 11` for the
+   small messages' own): what a latency bought with CPU would show there.
 
 With `--rounds N` only the close latency goals run: the bridge (native, then python
 link) and rospy pairs interleaved N times, so every system is measured in every minute
-alike; goals on the pooled p50s, judged over rounds, with the range of the per-round
-ratios (bench/scale_rounds.py). Every goal line gives its figure's 95 % interval and
-sample, and says "not judged" when the interval straddles the target or the sample is
-too short (bench/goals.py).
+alike (`--baseline-src DIR` adds the native pair of another checkout's src, e.g. the code
+before a change, after this code's in every round: an A/B; `--floor` adds the floors
+zenoh_min + event loop and raw Zenoh in Rust); goals on the pooled p50s, judged over
+rounds, with the range of the per-round ratios (bench/scale_rounds.py). Every goal line
+gives its figure's 95 % interval and sample, and says "not judged" when the interval
+straddles the target or the sample is too short (bench/goals.py).
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
-        [--rounds 5]
+        [--rounds 5 [--baseline-src DIR] [--floor]] [--sizes 11,4250]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -202,10 +208,17 @@ class EchoRun:
     rtt_us: dict[int, list[float]]
     echo_switches: int  # every thread of the echo process, while the ping ran
     ping_switches: int  # the ping process, its start-up included
+    echo_cpu_s: float = 0.0  # CPU time (user + system) of the echo process, while the ping ran
+    ping_cpu_s: float = 0.0  # the ping process's, its start-up included
 
     def per_round_trip(self) -> dict[str, float]:
         n = max(1, sum(len(v) for v in self.rtt_us.values()))
-        return {"cs_echo_per_rt": self.echo_switches / n, "cs_ping_per_rt": self.ping_switches / n}
+        return {
+            "cs_echo_per_rt": self.echo_switches / n,
+            "cs_ping_per_rt": self.ping_switches / n,
+            "cpu_echo_us_per_rt": self.echo_cpu_s * 1e6 / n,
+            "cpu_ping_us_per_rt": self.ping_cpu_s * 1e6 / n,
+        }
 
 
 def inprocess_echo(count: int, size: int) -> list[float]:
@@ -263,9 +276,24 @@ def measured_pair(
 ) -> EchoRun:
     """An echo program, then its ping program: round trips and context switches."""
     with echo_process(echo, env) as pid, switches.Watch(pid) as echo_side:
-        before_ping = switches.of_children()
+        before_ping, cpu_before = switches.of_children(), (cpu_of(pid), children_cpu())
         rtt = ping(pinger, count, env)
-    return EchoRun(rtt, echo_side.total(), switches.of_children() - before_ping)
+        echo_cpu = cpu_of(pid) - cpu_before[0]
+    ping_switches = switches.of_children() - before_ping
+    return EchoRun(rtt, echo_side.total(), ping_switches, echo_cpu, children_cpu() - cpu_before[1])
+
+
+def cpu_of(pid: int) -> float:
+    """User + system CPU seconds of a live process, all its threads (/proc/PID/stat; the
+    kernel's tick, 10 ms: over a whole ping run, a few percent)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of the children this process has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def endpoint_pair(
@@ -335,14 +363,19 @@ def zenoh_native_pair(count: int) -> EchoRun:
     return endpoint_pair([sys.executable, str(BASELINES / "zenoh_native_echo.py")], count)
 
 
-def runtime_pair(count: int, path: str = "auto") -> EchoRun:
+def runtime_pair(count: int, path: str = "auto", src: str | None = None) -> EchoRun:
     """The runtime's echo over the bridge; `path` native (an error where not built),
-    python or auto ($ROBOSCALE_BRIDGE_PATH)."""
+    python or auto ($ROBOSCALE_BRIDGE_PATH); `src`: run the runtime of that source tree
+    (another checkout's `src`, its extension included) instead of this one."""
     from roboscale.runtime import zlink  # ImportError: reported as missing
 
     if path == "native" and zlink.native_module() is None:
         raise UserError("the bridge's native path was not built", hint="make native")
     env = {**os.environ, zlink.PATH_ENV: path}
+    if src is not None:
+        if not (Path(src) / "roboscale" / "runtime").is_dir():
+            raise UserError(f"--baseline-src {src}: no roboscale/runtime in it")
+        env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
     return endpoint_pair([sys.executable, str(BASELINES / "runtime_echo.py")], count, env=env)
 
 
@@ -370,17 +403,41 @@ def stop_group_term(proc: subprocess.Popen[Any]) -> None:
 def main() -> None:
     def rounds_option(p: Any) -> None:
         p.add_argument("--rounds", type=int, help="only the close latency goals, N rounds")
+        p.add_argument(
+            "--baseline-src",
+            help="with --rounds: also the bridge pair of another checkout's src folder "
+            "(the code before a change), interleaved: an A/B in the same minutes",
+        )
+        p.add_argument(
+            "--floor",
+            action="store_true",
+            help="with --rounds: also the floors in every round, Zenoh's minimal binding "
+            "+ event loop and raw Zenoh in Rust (built first)",
+        )
+        p.add_argument(
+            "--sizes",
+            type=sizes_option,
+            help=f"payload sizes of the echo pairs, comma-separated (default {SIZES})",
+        )
 
     args, n = counted_args(__doc__ or "", FULL, QUICK, rounds_option)
+    if args.sizes:
+        SIZES[:] = args.sizes
     report = header()
     report["counts"] = n
+    report["sizes"] = SIZES
     report["load_average"] = {"start": os.getloadavg()}  # 1, 5, 15 min; and at the end
     print(f"load average: {os.getloadavg()[0]:.2f}", flush=True)
     if args.rounds:
+        # scale_rounds imports this module as `scale`: the same one, not a second copy
+        # of this script's globals (--sizes).
+        sys.modules.setdefault("scale", sys.modules[__name__])
         import scale_rounds
 
         report["rounds"] = args.rounds
-        lines = scale_rounds.run(args.rounds, n["echoes"], report)
+        report["baseline_src"] = args.baseline_src
+        rust = zenoh_rs_program() if args.floor else None
+        lines = scale_rounds.run(args.rounds, n["echoes"], report, args.baseline_src, rust)
         finish(loaded(report), lines, args, ["by_round"])
         return
     missing: dict[str, str] = {}
@@ -413,6 +470,16 @@ def main() -> None:
     finish(loaded(report), goals(idle, echoes), args)
 
 
+def sizes_option(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: payload sizes in bytes, e.g. 11,4250")
+    return sizes
+
+
 def loaded(report: dict[str, Any]) -> dict[str, Any]:
     """The report with the load average at the end of the measurements (printed)."""
     report["load_average"]["end"] = os.getloadavg()
@@ -422,7 +489,7 @@ def loaded(report: dict[str, Any]) -> dict[str, Any]:
 
 
 ECHO_COLUMNS = ["system", "bytes", "n", "p50_us", "p99_us", "max_us", "mean_us"]
-ECHO_COLUMNS += ["cs_echo_per_rt", "cs_ping_per_rt"]
+ECHO_COLUMNS += ["cs_echo_per_rt", "cs_ping_per_rt", "cpu_echo_us_per_rt", "cpu_ping_us_per_rt"]
 
 
 def echo_runs(count: int, rust: Path | None, missing: dict[str, str]) -> dict[str, EchoRun | None]:
@@ -475,6 +542,8 @@ def goals(idle: dict[str, Any] | None, echoes: dict[str, EchoRun | None]) -> lis
     ]
     inproc = echoes.get("runtime in-process")
     for size in INPROC_GOAL_SIZES:
+        if size not in SIZES:
+            continue  # not among the sizes asked for (--sizes)
         goal, target = f"in-process echo p50, {size} B (µs)", judge.at_most(INPROC_P50_GOAL_US)
         samples = inproc.rtt_us.get(size) if inproc else None
         out.append(
@@ -482,6 +551,8 @@ def goals(idle: dict[str, Any] | None, echoes: dict[str, EchoRun | None]) -> lis
         )
     bridge, rospy = echoes.get(BRIDGE), echoes.get(ROSPY)
     for size, bound in RATIO_GOALS.items():
+        if size not in SIZES:
+            continue  # not among the sizes asked for (--sizes)
         goal, target = f"between processes p50 / rospy p50, {size} B", judge.at_most(bound)
         ours = bridge.rtt_us.get(size) if bridge else None
         anchor = rospy.rtt_us.get(size) if rospy else None

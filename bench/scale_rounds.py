@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import goals as judge
@@ -28,13 +29,47 @@ SYSTEMS: list[tuple[str, Pair]] = [
 ]
 
 
-def run(rounds: int, count: int, report: dict[str, Any]) -> list[dict[str, Any]]:
+def baseline_name(src: str) -> str:
+    return f"{scale.BRIDGE}, baseline {src}"
+
+
+def systems(baseline_src: str | None, rust: Path | None = None) -> list[tuple[str, Pair]]:
+    """The pairs of each round; with `baseline_src` (another checkout's `src`, e.g. the
+    code before a change) its native bridge pair too, right after this code's: an A/B
+    in the same minutes; with `rust` (the program scale.zenoh_rs_program built) the two
+    floors last: Zenoh through the minimal binding to one event loop per process (no
+    runtime code), and raw Zenoh in Rust (no Python)."""
+    out = list(SYSTEMS)
+    if baseline_src is not None:
+
+        def old(count: int) -> scale.EchoRun:
+            return scale.runtime_pair(count, "native", src=baseline_src)
+
+        out.insert(1, (baseline_name(baseline_src), old))
+    if rust is not None:
+        program = rust
+
+        def floor(count: int) -> scale.EchoRun:
+            return scale.zenoh_rs_pair(count, program)
+
+        out += [(scale.NATIVE_FLOOR, scale.zenoh_native_pair), (scale.RUST, floor)]
+    return out
+
+
+def run(
+    rounds: int,
+    count: int,
+    report: dict[str, Any],
+    baseline_src: str | None = None,
+    rust: Path | None = None,
+) -> list[dict[str, Any]]:
     """Measure, print the pooled table, fill `report`; the goals."""
-    runs: dict[str, list[scale.EchoRun | None]] = {name: [] for name, _ in SYSTEMS}
+    measured = systems(baseline_src, rust)
+    runs: dict[str, list[scale.EchoRun | None]] = {name: [] for name, _ in measured}
     missing: dict[str, str] = {}
     for n in range(1, rounds + 1):
         print(f"round {n} of {rounds}", flush=True)
-        for name, pair in SYSTEMS:
+        for name, pair in measured:
             runs[name].append(attempt(f"{name}, round {n}", lambda p=pair: p(count), missing))
     rows = [row for name in runs for row in pooled(name, runs[name])]
     print(f"\necho round trip over {rounds} interleaved rounds (µs, pooled):")
@@ -60,6 +95,10 @@ def pooled(name: str, runs: list[scale.EchoRun | None]) -> list[dict[str, Any]]:
                 "bytes": size,
                 "cs_echo_per_rt": statistics.fmean(s["cs_echo_per_rt"] for s in switches),
                 "cs_ping_per_rt": statistics.fmean(s["cs_ping_per_rt"] for s in switches),
+                **{
+                    cpu: statistics.fmean(s[cpu] for s in switches)
+                    for cpu in ("cpu_echo_us_per_rt", "cpu_ping_us_per_rt")
+                },
                 # None for a round that failed: rounds stay aligned across systems.
                 "round_p50s_us": [
                     round(statistics.median(r.rtt_us[size]), 1)
@@ -76,6 +115,8 @@ def goals(runs: dict[str, list[scale.EchoRun | None]]) -> list[dict[str, Any]]:
     """Per size of a goal, the bridge's p50 over rospy's from the rounds both finished."""
     out = []
     for size, bound in scale.RATIO_GOALS.items():
+        if size not in scale.SIZES:
+            continue  # not among the sizes asked for (--sizes)
         target = judge.at_most(bound)
         goal = f"between processes p50 / rospy p50, {size} B ({len(runs[scale.ROSPY])} rounds)"
         pairs = zip(runs[scale.BRIDGE], runs[scale.ROSPY], strict=True)

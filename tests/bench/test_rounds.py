@@ -3,11 +3,16 @@ round's figure and their range, on synthetic rounds (no timing)."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 import restart_rounds  # bench/*.py, importable through tests/bench/conftest.py
 import scale
 import scale_rounds
+from roboscale.errors import UserError
 
 
 def around(centre: float, n: int, seed: int) -> list[float]:
@@ -50,3 +55,59 @@ def test_scale_rounds_pair_the_rounds_both_systems_finished() -> None:
     # The 4 MiB goal (at most 0.2x) is missed by every round.
     assert lines[-1]["met"] is False and lines[-1]["by_round"].endswith("0 of 3 met)")
     assert all(g["sample"] == "n = 150 / 150, 3 rounds" for g in lines)
+
+
+def test_scale_rounds_add_a_baseline_checkout_after_this_one_and_the_floors_last(
+    tmp_path: Path,
+) -> None:
+    names = [name for name, _ in scale_rounds.systems(str(tmp_path), tmp_path / "echo-rs")]
+    assert names == [
+        scale.BRIDGE,
+        scale_rounds.baseline_name(str(tmp_path)),
+        scale.PY_LINK,
+        scale.ROSPY,
+        scale.NATIVE_FLOOR,
+        scale.RUST,
+    ]
+    assert [name for name, _ in scale_rounds.systems(None)] == [
+        scale.BRIDGE,
+        scale.PY_LINK,
+        scale.ROSPY,
+    ]
+
+
+def test_a_baseline_checkout_without_the_runtime_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no roboscale/runtime"):
+        scale.runtime_pair(1, "python", src=str(tmp_path))
+
+
+def test_goals_of_sizes_not_measured_are_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scale, "SIZES", [11, 4250])
+
+    def run(seed: int) -> scale.EchoRun:
+        return scale.EchoRun({s: around(100, 50, seed) for s in scale.SIZES}, 0, 0)
+
+    runs: dict[str, list[scale.EchoRun | None]] = {
+        scale.BRIDGE: [run(1)],
+        scale.PY_LINK: [None],
+        scale.ROSPY: [run(2)],
+    }
+    lines = scale_rounds.goals(runs)
+    assert [g["goal"].split(", ")[1] for g in lines] == ["11 B (1 rounds)", "4250 B (1 rounds)"]
+
+
+def test_sizes_are_payload_sizes_in_bytes() -> None:
+    assert scale.sizes_option("11,4250") == [11, 4250]
+    for bad in ("", "11,x", "0", "-5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="payload sizes in bytes"):
+            scale.sizes_option(bad)
+
+
+def test_cpu_and_switches_are_per_round_trip_timed() -> None:
+    run = scale.EchoRun({11: [1.0] * 100, 4250: [1.0] * 100}, 600, 1200, 0.02, 0.04)
+    assert run.per_round_trip() == {
+        "cs_echo_per_rt": 3.0,
+        "cs_ping_per_rt": 6.0,
+        "cpu_echo_us_per_rt": 100.0,
+        "cpu_ping_us_per_rt": 200.0,
+    }

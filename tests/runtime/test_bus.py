@@ -121,11 +121,13 @@ def test_plain_subscription_is_bounded_too(rt: Runtime) -> None:
 
 
 def test_a_caller_collecting_ready_inboxes_delivers_in_its_own_loop_turn(rt: Runtime) -> None:
-    """The bridge's path: inject with a `ready` list, then drain; no extra loop turn."""
+    """The bridge's path: inject with a `ready` list, then drain; no extra loop turn. Two
+    subscriptions of the topic: neither is handed the message before both have it."""
     got: list[Any] = []
 
     class Sink(Node):
         def on_start(self) -> None:
+            self.subscribe("/in", got.append)
             self.subscribe("/in", got.append)
 
     start(rt, NodeRecipe("sink", Sink))
@@ -138,7 +140,57 @@ def test_a_caller_collecting_ready_inboxes_delivers_in_its_own_loop_turn(rt: Run
             inbox.drain()
         return before, list(got)
 
-    assert rt.call(inject) == ([], ["m"])
+    assert rt.call(inject) == ([], ["m", "m"])
+
+
+class Relay(Node):
+    """Takes /in; on "a" it publishes "b" on /in itself, from inside its callback."""
+
+    def on_start(self) -> None:
+        self.got: list[Any] = self.get_param("got")
+        self.out = self.publisher("/in")
+        self.inbox = self.subscribe("/in", self.take)
+
+    def take(self, msg: Any) -> None:
+        self.got.append(msg)
+        if msg == "a":
+            self.out.publish("b")
+
+
+def test_the_only_idle_inbox_of_a_topic_is_handed_the_message_at_once(rt: Runtime) -> None:
+    """With `ready`, a topic's only inbox, idle and inline, gets the message in the
+    injecting call (nothing collected); what its callback publishes on the same topic
+    comes after it, in a later turn."""
+    got: list[Any] = []
+    start(rt, NodeRecipe("relay", Relay, {"got": got}))
+
+    def inject() -> tuple[list[Any], list[Inbox]]:
+        ready: list[Inbox] = []
+        rt.bus.topic("/in").inject("a", ready)
+        return list(got), ready
+
+    assert rt.call(inject) == (["a"], [])
+    wait_until(lambda: got == ["a", "b"])
+    inbox = rt.bus.topic("/in").inboxes[0]
+    assert (inbox.delivered, inbox.last_seq) == (2, 2)
+
+
+def test_a_message_waiting_in_the_inbox_keeps_its_place(rt: Runtime) -> None:
+    """An inbox holding a message is not handed the next one at once: it is queued
+    behind, and both come in order."""
+    got: list[Any] = []
+    start(rt, NodeRecipe("relay", Relay, {"got": got}))
+
+    def inject() -> tuple[list[Any], list[Inbox]]:
+        topic = rt.bus.topic("/in")
+        topic.publish("first")  # queued for a later turn (a local publish)
+        ready: list[Inbox] = []
+        topic.inject("second", ready)
+        return list(got), ready
+
+    before, ready = rt.call(inject)
+    assert before == [] and ready == []  # already due to drain: not collected twice
+    wait_until(lambda: got == ["first", "second"])
 
 
 class Committing(Node):

@@ -3,6 +3,7 @@ wire.py's, and a drain thread's failure surfacing as an event."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime import zlink
 from roboscale.runtime.bridge import BridgeConfig, bridge_config
+from roboscale.runtime.bridgeconfig import bridge_settings
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.security import Security, Tls
@@ -127,3 +129,45 @@ def test_a_drain_thread_that_fails_surfaces_as_an_event(
     finally:
         a.close()
         b.close()
+
+
+@pytest.mark.zenoh
+def test_a_full_native_queue_holds_zenoh_back_and_loses_nothing() -> None:
+    """A queue of 2 rows and 40 messages sent before the loop takes any: Zenoh's thread
+    waits for room (back-pressure), each `take` lets it go on, and every message arrives
+    once and in order."""
+    module = native()
+    port = free_port()
+    settings = bridge_settings(bridge_config({"listen": [f"tcp/127.0.0.1:{port}"]}))
+    receiver = module.Session(settings)
+    sender = module.Session(bridge_settings(bridge_config({"connect": [f"tcp/127.0.0.1:{port}"]})))
+    try:
+        inbox = receiver.inbox("rs", 2)
+        inbox.import_topic("/t", 0)
+        pub = sender.publisher("rs/t", 7, True)
+        rows: list[Any] = []
+
+        def probed() -> bool:  # until the subscriber is matched: one probe arrives
+            pub.send(b"probe", 0, 0)
+            time.sleep(0.05)
+            rows.extend(inbox.take(64))
+            return bool(rows)
+
+        wait_until(probed, timeout_s=30.0)
+        last_probe = pub.send(b"probe", 0, 0)  # a marker: what follows it is counted
+        payloads = [bytes([n]) * 11 for n in range(40)]
+        seqs = [pub.send(p, 0, 0) for p in payloads]
+        got: list[tuple[int, bytes]] = []
+
+        def all_taken() -> bool:
+            got.extend((r[4], r[5]) for r in inbox.take(64) if r[4] > last_probe)
+            return len(got) >= len(payloads)
+
+        wait_until(all_taken, timeout_s=30.0)
+        assert got == list(zip(seqs, payloads, strict=True))
+        assert inbox.counters()[:2] == (0, 0)
+        inbox.close()
+        pub.undeclare()
+    finally:
+        sender.close()
+        receiver.close()

@@ -11,8 +11,8 @@
 //! tests/runtime/test_zlink.py fuzzes both against each other.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, LockResult, Mutex, MutexGuard, RwLock, WaitTimeoutResult};
 use std::time::Duration;
 
 use pyo3::exceptions::PyRuntimeError;
@@ -98,7 +98,7 @@ struct State {
 /// imported (key without the prefix -> the index the loop knows the topic by).
 struct Queue {
     state: Mutex<State>,
-    room: Condvar,
+    room: Room,
     capacity: usize,
     eventfd: i32,
     strip: usize,
@@ -158,6 +158,36 @@ impl Queue {
         drop(state);
         if first {
             self.wake();
+        }
+    }
+}
+
+/// The condition "the queue has room again", told only to a network thread that waits for
+/// it: std's `Condvar::notify_all` makes a futex system call even when no thread waits,
+/// and `take` tells it on every wake-up of the loop (one system call per message).
+#[derive(Default)]
+struct Room {
+    condvar: Condvar,
+    waiting: AtomicUsize, // threads in `wait_timeout`; changed with the state's lock held
+}
+
+impl Room {
+    fn wait_timeout<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        timeout: Duration,
+    ) -> LockResult<(MutexGuard<'a, T>, WaitTimeoutResult)> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let woken = self.condvar.wait_timeout(guard, timeout);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        woken
+    }
+
+    /// After the lock was released: a waiter counted itself with the lock held, before
+    /// waiting, so one that could miss this call had not seen a full queue.
+    fn notify_all(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.condvar.notify_all();
         }
     }
 }
@@ -311,7 +341,7 @@ impl Session {
         };
         let queue = Arc::new(Queue {
             state: Mutex::new(state),
-            room: Condvar::new(),
+            room: Room::default(),
             capacity: capacity.max(1),
             eventfd,
             strip: prefix.len(),

@@ -347,18 +347,32 @@ class Bridge:
         self.close()
 
     # -- receiving ----------------------------------------------------------------------------
-    def _on_samples(self, batch: list[tuple[str, bytes, bytes]]) -> None:
+    def _on_samples(self, batch: list[tuple[str, bytes, bytes]], start: int = 0) -> None:
         """On the loop (python link): a batch of samples, headers not checked yet."""
         bus, imported = self.runtime.bus, self.imported
         ready: list[Inbox] = []
+        n = start
         try:
-            for name, payload, attachment in batch:
+            for n, (name, payload, attachment) in enumerate(  # noqa: B007  (n: for except)
+                batch[start:] if start else batch, start
+            ):
                 if name not in imported:
                     self.ignored += 1
                     continue
                 self.take(bus.topic(name), payload, attachment, imported[name], ready)
+        except BaseException:
+            self._later(self._on_samples, batch, n + 1)
+            raise
         finally:
             self._drain_now(ready)
+
+    def _later(self, fn: Any, rows: Any, start: int) -> None:
+        """An exception no callback guard stops (a late CallbackHung, just after a callback
+        that was handed its sample at once, `Inbox.hand_now`) struck while the sample
+        `start - 1` was handed on: the samples after it go on in a later loop turn (as
+        `Inbox.drain` leaves what it had not handed over queued)."""
+        if start < len(rows):
+            self.runtime.loop.call_soon(fn, rows, start)
 
     def _drain_now(self, ready: list[Inbox]) -> None:
         """Deliver in this loop turn, not the next (no publisher is on this stack)."""
@@ -430,12 +444,22 @@ class Bridge:
             if malformed != self._native_counts[0]:
                 self._malformed("bridge", malformed - self._native_counts[0], error)
             self._native_counts = (malformed, ignored)
+        self._deliver_rows(rows)
+
+    def _deliver_rows(self, rows: list[Any], start: int = 0) -> None:
+        """On the loop (native link): rows from `start` on, decoded and handed on."""
         by_index, deliver = self._by_index, self.deliver
         ready: list[Inbox] = []
+        n = start
         try:
-            for index, codec, tag, publisher, seq, payload in rows:
+            for n, (index, codec, tag, publisher, seq, payload) in enumerate(  # noqa: B007
+                rows[start:] if start else rows, start
+            ):
                 topic, durable = by_index[index]
                 deliver(topic, codec, tag, publisher, seq, payload, durable, ready)
+        except BaseException:
+            self._later(self._deliver_rows, rows, n + 1)
+            raise
         finally:
             self._drain_now(ready)
 

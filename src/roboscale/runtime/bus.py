@@ -9,7 +9,10 @@ a publish never runs a subscriber's callback inside the publisher's own call
 stack (an echo pair cannot recurse) and per-subscription order holds.
 The bridge, which injects from a loop callback with no publisher on its stack,
 collects the inboxes instead (`ready`) and drains them in the same loop turn
-(plain imports; a durable import's resequenced messages drain a turn later).
+(plain imports; a durable import's resequenced messages drain a turn later); a message
+for the only inbox of its topic, idle and inline, it hands over at once (`hand_now`):
+the same delivery as that drain, with fewer steps of Python per message, which is what
+a round trip between processes pays most for (docs/runtime.md, "Issue 26's echo goal").
 
 A durable inbox is keyed by its subscriber's stable path, not by a node
 instance: it stays subscribed while the node is down, buffers what arrives,
@@ -129,6 +132,8 @@ class Inbox:
         if seq <= self.last_seq and self.durable_key is not None:
             self.duplicates += 1
             return
+        if ready is not None and self.hand_now(seq, msg):
+            return
         items = self.items
         if items is _NOTHING_QUEUED:
             items = self.items = deque()
@@ -145,6 +150,31 @@ class Inbox:
                 self.topic.bus.schedule(self)
             else:
                 ready.append(self)
+
+    def hand_now(self, seq: int, msg: Any) -> bool:
+        """Hand `msg` to the callback at once, as `drain` would in this loop turn, when
+        nothing waits before it: this inbox is its topic's only one (another's callback
+        could publish on the topic before that inbox is offered this message), holds
+        nothing, is not due to drain, and its node takes inline callbacks now. False:
+        the caller queues it."""
+        node, fn = self.node, self.fn
+        if (
+            self.items
+            or node is None
+            or fn is None
+            or self.busy is not None
+            or self.scheduled
+            or self.mode is not Mode.INLINE
+            or len(self.topic.inboxes) != 1
+        ):
+            return False
+        self.last_seq = seq
+        self.delivered += 1
+        if self.on_handover is not None:
+            self.on_handover(seq)
+        if node.deliver(fn, msg, self.deadline_s) and self.on_done is not None:
+            self.on_done(seq)
+        return True
 
     def _schedule(self) -> None:
         if self.items and not self.scheduled and self.node is not None and self.busy is None:

@@ -46,6 +46,18 @@ def ticking(config, ready, prepared=None):
         os.write(log, f"{me} tick {n}\\n".encode())
         time.sleep(0.002)
 ticking.prepare = lambda: "warm"
+
+def early_ready(config, ready, prepared=None):
+    import threading
+    log = os.open(config["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(log, f"{os.getpid()} start\\n".encode())
+    holder = threading.Thread(target=ready)  # its death notice's holder: ends at once
+    holder.start()
+    holder.join()
+    for n in range(100_000):
+        os.write(log, f"{os.getpid()} tick {n}\\n".encode())
+        time.sleep(0.002)
+early_ready.prepare = lambda: "warm"
 """
 
 
@@ -224,3 +236,32 @@ def test_roboscale_chaos_on_a_launch_file_of_standby_nodes_keeps_one_instance_ea
     for name in names:
         order, overlaps = instances(tmp_path / f"{name}.log")
         assert overlaps == 0 and len(order) > 1, name
+
+
+def test_a_notice_from_a_thread_that_ended_kills_the_instance_it_came_from(
+    zygote: tuple[Zygote, list[SupervisionEvent]], tmp_path: Path
+) -> None:
+    """The notice follows the thread that called ready(): here one that ends while its
+    process goes on. Reported as the instance's death, so that instance must not live on
+    beside the next one: it is killed."""
+    z, _ = zygote
+    target = "zyg_targets:early_ready"
+    z.keep_standby(target)
+    assert wait_until(lambda: z.standbys.get(target))
+    node = ProcessNode(
+        "n", target, {"log": str(tmp_path / "n.log")}, zygote=z, standby=True, early_death=True
+    )
+    noticed = threading.Event()
+    details: list[str] = []
+
+    def on_exit(_name: str, _reason: ExitReason, detail: str) -> None:
+        details.append(detail)
+        noticed.set()
+
+    node.start(on_exit)
+    old = node.process
+    assert old is not None and noticed.wait(EVENT_TIMEOUT_S)
+    assert old.exited.wait(EVENT_TIMEOUT_S)  # without the kill it would tick on for minutes
+    assert old.status is not None and old.status.signal == signal.SIGKILL
+    flushed()
+    assert details == [NOTICED]

@@ -179,12 +179,19 @@ class _ProcessChild:
         """Its death notice: the thread that ran its callbacks is in do_exit, so none of
         them runs again and the next instance may start. The status is not known yet.
         Called on the notice's own waiter thread, which has nothing else to do: on_exit
-        runs there (no hop to the notifier; a restart from inside it is fine too)."""
+        runs there (no hop to the notifier; a restart from inside it is fine too).
+
+        The notice follows the thread, not the process: a target whose ready() thread
+        ended while the process lives would leave a second live instance. So the old
+        instance's group is killed first (the zygote signals only a pid it has not
+        reaped); for a process already dying that changes nothing, and its own
+        subprocesses end now rather than when the zygote reaps it."""
         with self._lock:
             report = self._armed and run is self._run
             self._armed = self._armed and not report
             on_exit = self._on_exit
         if report and on_exit is not None:
+            run.send_signal(signal.SIGKILL)
             on_exit(self.name, ExitReason.CRASH, NOTICED)
 
 

@@ -24,6 +24,9 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::Wait;
 
+mod payload;
+use payload::{Contiguous, Payload, LEND_FROM};
+
 const HEADER_SIZE: usize = 22; // <BBIQQ: version, codec, tag, publisher id, seq
 const VERSION: u8 = 2;
 
@@ -69,11 +72,36 @@ fn pack_header(codec: u8, tag: u32, publisher: u64, seq: u64) -> [u8; HEADER_SIZ
     out
 }
 
+/// A row's payload: a small one as Zenoh gave it (copied into a bytes by `take`), a
+/// large one already contiguous, lent to Python as a `Payload` (payload.rs).
+enum RowPayload {
+    Small(ZBytes),
+    Large(Contiguous),
+}
+
+impl RowPayload {
+    /// On Zenoh's thread, without the GIL: a large payload is made contiguous here.
+    fn of(bytes: &ZBytes) -> Self {
+        if bytes.len() >= LEND_FROM {
+            RowPayload::Large(Contiguous::new(bytes.clone()))
+        } else {
+            RowPayload::Small(bytes.clone())
+        }
+    }
+
+    fn into_py(self, py: Python<'_>) -> PyResult<PyObject> {
+        match self {
+            RowPayload::Small(bytes) => Ok(PyBytes::new(py, &bytes.to_bytes()).into_any().unbind()),
+            RowPayload::Large(bytes) => Ok(Py::new(py, Payload::new(bytes))?.into_any()),
+        }
+    }
+}
+
 /// A checked sample of an imported topic, waiting for the loop.
 struct Row {
     topic: u32,
     header: Header,
-    payload: ZBytes,
+    payload: RowPayload,
     received: u64, // CLOCK_MONOTONIC ns when Zenoh's thread handed the sample over
 }
 
@@ -119,6 +147,11 @@ impl Queue {
         let received = monotonic_ns();
         let key = sample.key_expr().as_str().get(self.strip..).unwrap_or("");
         let topic = self.topics.read().unwrap_or_else(|e| e.into_inner()).get(key).copied();
+        // Outside the lock: a large payload that came in pieces is copied together here.
+        let payload = match topic {
+            Some(_) => RowPayload::of(sample.payload()),
+            None => RowPayload::Small(ZBytes::new()),
+        };
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let Some(topic) = topic else {
             state.ignored += 1;
@@ -151,7 +184,7 @@ impl Queue {
         if sample.payload().as_shm().is_some() {
             state.shm += 1;
         }
-        state.rows.push_back(Row { topic, header, payload: sample.payload().clone(), received });
+        state.rows.push_back(Row { topic, header, payload, received });
         // Only the first row of an empty queue wakes the loop: `take` empties it or wakes
         // the loop again itself, so no row is left without a wake pending.
         let first = state.rows.len() == 1;
@@ -442,8 +475,9 @@ impl Publisher {
     }
 }
 
-/// A row as the loop takes it: (topic index, codec, tag, publisher id, seq, payload).
-type PyRow<'py> = (u32, u8, u32, u64, u64, Bound<'py, PyBytes>);
+/// A row as the loop takes it: (topic index, codec, tag, publisher id, seq, payload), the
+/// payload a bytes, or from LEND_FROM bytes on a `Payload` (a buffer over the sample's).
+type PyRow = (u32, u8, u32, u64, u64, PyObject);
 
 #[pymethods]
 impl Inbox {
@@ -458,7 +492,7 @@ impl Inbox {
     }
 
     /// Up to `max` waiting rows, oldest first.
-    fn take<'py>(&self, py: Python<'py>, max: usize) -> Vec<PyRow<'py>> {
+    fn take(&self, py: Python<'_>, max: usize) -> PyResult<Vec<PyRow>> {
         let mut counter: u64 = 0;
         unsafe { libc::read(self.queue.eventfd, (&mut counter as *mut u64).cast(), 8) };
         let taken: Vec<Row> = {
@@ -474,11 +508,11 @@ impl Inbox {
             self.queue.last_received.store(last.received, Ordering::Relaxed);
         }
         self.queue.room.notify_all();
-        let row = |r: &Row| {
+        let row = |r: Row| {
             let (codec, tag, publisher, seq) = r.header;
-            (r.topic, codec, tag, publisher, seq, PyBytes::new(py, &r.payload.to_bytes()))
+            Ok((r.topic, codec, tag, publisher, seq, r.payload.into_py(py)?))
         };
-        taken.iter().map(row).collect()
+        taken.into_iter().map(row).collect()
     }
 
     /// When Zenoh's thread handed over the last row taken (CLOCK_MONOTONIC ns, 0 before
@@ -534,6 +568,8 @@ fn _zbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Inbox>()?;
     m.add_class::<Queryable>()?;
     m.add_class::<Peers>()?;
+    m.add_class::<Payload>()?;
+    m.add("LEND_FROM", LEND_FROM)?;
     m.add_function(wrap_pyfunction!(unpack_header, m)?)?;
     m.add("ZENOH", "1.10.2")
 }

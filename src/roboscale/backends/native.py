@@ -7,7 +7,9 @@ the process's one event loop (placement "pair"): a message is a tuple
 whose topics cross processes and hosts through the runtime's Zenoh bridge
 (explicit endpoints: the echoer listens, its sender connects). A message is one
 bytes object, the 16-byte header (seq, stamp) then the body: the bridge sends bytes
-as they are, and the echoer forwards the same object.
+as they are. Subscriptions are typed `memoryview`: a frame arrives as a read-only view
+of the received sample (no copy into a bytes on the native link), and the echoer
+forwards that view.
 The sender paces from its own thread (asyncio timers have 1 ms granularity on
 epoll, too coarse for 10 kHz), so each send crosses into the loop with
 `call_soon_threadsafe`; the echoer's callback and the reply run on the loop.
@@ -157,13 +159,18 @@ class NativeProcSession(NativeSession):
 
     def subscribe(self, topic: str, kind: MessageKind, callback: Callback, queue: int) -> None:
         def on_frame(msg: Any) -> None:
-            if type(msg) is not bytes or len(msg) < HEADER.size:
+            if type(msg) is not memoryview or len(msg) < HEADER.size:
                 self._malformed += 1
                 return
             callback(HEADER.unpack_from(msg)[0], msg)
 
         node = self._node()
-        self.runtime.call(lambda: node.subscribe(topic, on_frame, queue_size=queue or 1 << 30))
+        # A frame arrives as a read-only view of the sample's bytes: no copy into a bytes.
+        self.runtime.call(
+            lambda: node.subscribe(
+                topic, on_frame, msg_type=memoryview, queue_size=queue or 1 << 30
+            )
+        )
         if self._bridge is not None:
             self.runtime.call(self._bridge.add_topics, (), [topic])
             return

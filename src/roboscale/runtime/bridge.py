@@ -46,7 +46,7 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
 from roboscale.runtime.security import check_reach
-from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_header
+from roboscale.runtime.wire import Malformed, Received, WireCodec, pack_header, unpack_header
 from roboscale.runtime.zenoh_config import shared_memory_blocked
 
 __all__ = ["Bridge", "BridgeConfig", "bridge_config", "bridge_settings", "session_config"]
@@ -397,7 +397,7 @@ class Bridge:
         tag: int,
         publisher: int,
         seq: int,
-        payload: bytes,
+        payload: Received,
         durable: _DurableImport | None,
         ready: list[Inbox] | None = None,
         owner: int | None = None,

@@ -1,0 +1,150 @@
+"""Received payloads without a copy into a Python bytes (native link), on both links: a
+topic typed `memoryview` gets a read-only view of the sample; a view keeps its bytes
+alive and unchanged after later samples, the bridges and the sessions are gone."""
+
+from __future__ import annotations
+
+import gc
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from roboscale.backends.base import free_port
+from roboscale.runtime import zlink
+from roboscale.runtime.bridge import Bridge, bridge_config
+from roboscale.runtime.executor import Runtime
+from roboscale.runtime.node import Node, NodeRecipe
+from roboscale.runtime.supervisor import ChildSpec, Supervisor
+
+from .conftest import wait_until
+
+LARGE = 300 * 1024  # over the native link's LEND_FROM (16 KiB): lent, not copied
+
+
+def frame(n: int, size: int = LARGE) -> bytes:
+    """A payload whose every byte depends on `n` (a reused buffer would show)."""
+    return bytes((n + i) % 251 for i in range(251)) * (size // 251) + bytes([n % 256])
+
+
+class Sink(Node):
+    def on_start(self) -> None:
+        views: list[Any] = self.params["views"]
+        raw: list[Any] = self.params["raw"]
+        plain: list[Any] = self.params["plain"]
+        self.subscribe("/view", views.append, msg_type=memoryview, queue_size=10_000)
+        self.subscribe("/any", raw.append, queue_size=10_000)
+        self.subscribe("/plain", plain.append, msg_type=dict, queue_size=10_000)
+
+
+@pytest.fixture
+def pair(zenoh: None, bridge_path: str) -> Iterator[tuple[Runtime, Runtime, str]]:
+    a, b = Runtime().start(), Runtime().start()
+    yield a, b, f"tcp/127.0.0.1:{free_port()}"
+    a.close()
+    b.close()
+
+
+def sink(rt: Runtime) -> tuple[list[Any], list[Any], list[Any]]:
+    views: list[Any] = []
+    raw: list[Any] = []
+    plain: list[Any] = []
+    params = {"views": views, "raw": raw, "plain": plain}
+    sup = Supervisor(rt, "s", [ChildSpec(NodeRecipe("sink", Sink, params))])
+    rt.wait(sup.start_async())
+    return views, raw, plain
+
+
+TOPICS = ["/view", "/any", "/plain"]
+
+
+def bridges(a: Runtime, b: Runtime, endpoint: str) -> tuple[Bridge, Bridge]:
+    out = Bridge(a, bridge_config({"listen": [endpoint], "export": TOPICS}))
+    into = Bridge(b, bridge_config({"connect": [endpoint], "import": TOPICS}))
+    return out.open(), into.open()
+
+
+def connect(a: Runtime, views: list[Any]) -> None:
+    """Probe until the sessions carry a sample (probes still in flight arrive later:
+    `real` leaves them out)."""
+
+    def probe() -> bool:
+        a.call(lambda: a.bus.topic("/view").publish(PROBE))
+        return bool(views)
+
+    wait_until(probe)
+
+
+PROBE = b"probe"
+
+
+def real(views: list[Any]) -> list[Any]:
+    return [v for v in views if bytes(v) != PROBE]
+
+
+@pytest.mark.zenoh
+def test_large_payloads_reach_a_view_topic_as_a_read_only_view_and_others_as_before(
+    pair: tuple[Runtime, Runtime, str], bridge_path: str
+) -> None:
+    a, b, endpoint = pair
+    views, raw, plain = sink(b)
+    out, into = bridges(a, b, endpoint)
+    try:
+        connect(a, views)
+        small = b"s" * 100
+        a.call(lambda: a.bus.topic("/view").publish(frame(1)))
+        a.call(lambda: a.bus.topic("/view").publish(small))
+        a.call(lambda: a.bus.topic("/any").publish(frame(2)))
+        a.call(lambda: a.bus.topic("/plain").publish({"image": frame(3), "n": 3}))
+        wait_until(lambda: len(real(views)) == 2 and len(raw) == 1 and len(plain) == 1)
+        large_view, small_view = real(views)
+        assert type(large_view) is memoryview and large_view.readonly
+        assert bytes(large_view) == frame(1) and bytes(small_view) == small
+        if bridge_path == "native":  # the view is over the sample's bytes, not a copy
+            assert type(large_view.obj).__name__ == "Payload"
+            assert len(large_view.obj) == len(frame(1)) >= zlink.native_module().LEND_FROM  # type: ignore[union-attr]
+        assert type(raw[0]) is bytes and raw[0] == frame(2)
+        assert plain == [{"image": frame(3), "n": 3}]
+        assert into.stats()["malformed"] == 0
+    finally:
+        into.close()
+        out.close()
+
+
+@pytest.mark.zenoh
+def test_a_view_keeps_its_bytes_after_later_samples_and_the_sessions_are_gone(
+    pair: tuple[Runtime, Runtime, str], bridge_path: str
+) -> None:
+    a, b, endpoint = pair
+    views, _, _ = sink(b)
+    out, into = bridges(a, b, endpoint)
+    try:
+        connect(a, views)
+        a.call(lambda: a.bus.topic("/view").publish(frame(0)))
+        wait_until(lambda: len(real(views)) == 1)
+        first = real(views)[0]
+        views.clear()
+        # Zenoh reuses its receive buffers and the sender its shared memory pool (16 MB,
+        # 55 of these frames): 120 more frames go through while the first view is held.
+        for batch in range(6):
+            for n in range(1 + 20 * batch, 21 + 20 * batch):
+                a.call(lambda n=n: a.bus.topic("/view").publish(frame(n)))
+            wait_until(lambda: len(real(views)) == 20)
+            assert bytes(real(views)[-1]) == frame(20 + 20 * batch)
+            views.clear()
+    finally:
+        into.close()
+        out.close()
+    views.clear()
+    a.close()  # both runtimes and their sessions end; the view is all that is left
+    b.close()
+    gc.collect()
+    assert bytes(first) == frame(0)
+    with pytest.raises(TypeError):
+        first[0] = 1  # read-only
+    with pytest.raises((TypeError, BufferError)):
+        struct.pack_into("B", first.obj, 0, 1)  # nor writable through its owner
+    first.release()
+    with pytest.raises(ValueError):
+        bytes(first)  # a released view refuses, it never reads freed bytes

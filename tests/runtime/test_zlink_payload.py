@@ -148,3 +148,52 @@ def test_a_view_keeps_its_bytes_after_later_samples_and_the_sessions_are_gone(
     first.release()
     with pytest.raises(ValueError):
         bytes(first)  # a released view refuses, it never reads freed bytes
+
+
+class Relay(Node):
+    """Forwards every view it receives, as the lab's echoer does."""
+
+    def on_start(self) -> None:
+        back = self.publisher("/back")
+        self.subscribe("/view", back.publish, msg_type=memoryview, queue_size=10_000)
+
+
+class BackSink(Node):
+    def on_start(self) -> None:
+        got: list[Any] = self.params["got"]
+        self.subscribe("/back", got.append, msg_type=memoryview, queue_size=10_000)
+
+
+@pytest.mark.zenoh
+def test_views_are_published_as_they_are_and_mutable_owners_are_copied_at_publish(
+    pair: tuple[Runtime, Runtime, str], bridge_path: str
+) -> None:
+    a, b, endpoint = pair
+    back: list[Any] = []
+    for rt, name, cls, params in ((b, "relay", Relay, {}), (a, "back", BackSink, {"got": back})):
+        sup = Supervisor(rt, name, [ChildSpec(NodeRecipe(name, cls, params))])
+        rt.wait(sup.start_async())
+    out = Bridge(a, bridge_config({"listen": [endpoint], "export": ["/view"], "import": ["/back"]}))
+    into = Bridge(
+        b, bridge_config({"connect": [endpoint], "import": ["/view"], "export": ["/back"]})
+    )
+    with out, into:
+        connect(a, back)
+        whole, sliced = frame(1), frame(2)
+        mutable = bytearray(frame(3))
+        words = frame(4)[:300_000]  # a view of 4-byte items: copied
+
+        def publish() -> None:
+            topic = a.bus.topic("/view")
+            topic.publish(memoryview(whole))  # lent
+            topic.publish(memoryview(sliced)[16:])  # a slice of a bytes: lent
+            topic.publish(memoryview(mutable).toreadonly())  # a mutable owner: copied
+            mutable[:] = bytes(len(mutable))  # changed after publish: never seen
+            topic.publish(memoryview(words).cast("I").toreadonly())
+
+        a.call(publish)
+        # Each came in to the relay as a view of the sample and went back out as it was.
+        wait_until(lambda: len(real(back)) == 4)
+        got = [bytes(v) for v in real(back)]
+        assert got == [frame(1), frame(2)[16:], frame(3), words]
+        assert into.stats()["malformed"] == 0 and out.stats()["malformed"] == 0

@@ -445,12 +445,14 @@ impl Session {
 #[pymethods]
 impl Publisher {
     /// Put one payload with the next header of this publisher; returns its seq. The payload
-    /// is lent without a copy and the GIL released (BLOCK may wait for the link).
-    fn send(&self, py: Python<'_>, payload: Bound<'_, PyBytes>, codec: u8, tag: u32) -> PyResult<u64> {
+    /// (a bytes, or a read-only memoryview of an immutable owner: payload::lend_any) is lent
+    /// without a copy and the GIL released (BLOCK may wait for the link).
+    fn send(&self, py: Python<'_>, payload: Bound<'_, PyAny>, codec: u8, tag: u32) -> PyResult<u64> {
         let publisher = self.publisher.as_ref().ok_or_else(|| error("put", "undeclared"))?;
+        let payload = payload::lend_any(&payload)?;
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let header = pack_header(codec, tag, self.id, seq);
-        let put = publisher.put(lend(payload)).attachment(&header[..]);
+        let put = publisher.put(payload).attachment(&header[..]);
         py.allow_threads(|| put.wait()).map_err(|e| error("put", e))?;
         Ok(seq)
     }

@@ -140,3 +140,74 @@ impl Payload {
         self.bytes.lent()
     }
 }
+
+/// Python bytes-like objects lent to Zenoh without a copy where their owner is immutable.
+///
+/// - a bytes: lent as is (its buffer never moves or changes while it lives);
+/// - a read-only, contiguous memoryview whose base object (`.obj`) is a bytes or a
+///   `Payload`: the view's bytes, lent with that base object as their owner (a view can be
+///   released, its base cannot be freed while Zenoh holds it); a view of a whole `Payload`
+///   that is still the sample's own bytes is forwarded as that sample's `ZBytes` (a shared
+///   memory payload then goes on as the same shared memory, no copy at all);
+/// - anything else (a mutable owner such as a bytearray): one copy, made here.
+///
+/// pyo3 defers the decref of an owner dropped without the GIL (by Zenoh's thread) to the
+/// next time a thread holds it.
+pub fn lend_any(object: &Bound<'_, PyAny>) -> PyResult<ZBytes> {
+    if let Ok(bytes) = object.downcast::<pyo3::types::PyBytes>() {
+        return Ok(lend_slice(bytes.clone().into_any(), bytes.as_bytes()).into());
+    }
+    if let Ok(view) = object.downcast::<pyo3::types::PyMemoryView>() {
+        if let Some(lent) = lend_view(view)? {
+            return Ok(lent);
+        }
+    }
+    let copied = object.py().get_type::<pyo3::types::PyBytes>().call1((object,))?;
+    let copied = copied.downcast_into::<pyo3::types::PyBytes>()?;
+    Ok(lend_slice(copied.clone().into_any(), copied.as_bytes()).into())
+}
+
+fn lend_view(view: &Bound<'_, pyo3::types::PyMemoryView>) -> PyResult<Option<ZBytes>> {
+    let Ok(buffer) = pyo3::buffer::PyBuffer::<u8>::get(view.as_any()) else {
+        return Ok(None); // another item format: copied by the caller
+    };
+    if !buffer.readonly() || !buffer.is_c_contiguous() {
+        return Ok(None);
+    }
+    let (ptr, len) = (buffer.buf_ptr() as *const u8, buffer.len_bytes());
+    drop(buffer); // the view keeps its own export of the base object
+    let base = view.getattr("obj")?;
+    if let Ok(payload) = base.downcast::<Payload>() {
+        let held = &payload.get().bytes;
+        if let (Held::Sample(sample), true) = (&held.held, ptr == held.ptr && len == held.len) {
+            return Ok(Some(sample.clone()));
+        }
+    } else if !base.is_exact_instance_of::<pyo3::types::PyBytes>() {
+        return Ok(None);
+    }
+    // The view's bytes lie within its base's buffer, which lives as long as the base.
+    let slice = unsafe { std::slice::from_raw_parts(ptr, len) };
+    Ok(Some(lend_slice(base, slice).into()))
+}
+
+/// `slice`, owned by `owner` (an immutable Python object holding it), as a Zenoh buffer.
+fn lend_slice(owner: Bound<'_, PyAny>, slice: &[u8]) -> bytes::Bytes {
+    let (ptr, len) = (slice.as_ptr(), slice.len());
+    bytes::Bytes::from_owner(Lent { _owner: owner.unbind(), ptr, len })
+}
+
+struct Lent {
+    _owner: Py<PyAny>,
+    ptr: *const u8,
+    len: usize,
+}
+
+// The bytes are immutable and owned by `_owner`, which pyo3 lets any thread hold.
+unsafe impl Send for Lent {}
+unsafe impl Sync for Lent {}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}

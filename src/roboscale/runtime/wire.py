@@ -226,8 +226,10 @@ class WireCodec:
         self.typestore = typestore
         self._tags: dict[type, tuple[Codec, int]] = {}  # class -> its codec and tag
 
-    def encode(self, msg: Any) -> tuple[Codec, int, bytes]:
-        """(codec, type tag, payload) of a message; Unencodable if no safe codec fits."""
+    def encode(self, msg: Any) -> tuple[Codec, int, bytes | memoryview]:
+        """(codec, type tag, payload) of a message; Unencodable if no safe codec fits. A
+        read-only contiguous memoryview goes as is (the native link lends it to Zenoh when
+        its base object is immutable, `_zbridge`'s lend_any); other payloads are bytes."""
         if isinstance(msg, bytes):
             return Codec.RAW, 0, msg
         cls = type(msg)
@@ -236,6 +238,8 @@ class WireCodec:
             known = self._tags[cls] = self._classify(msg)
         codec, tag = known
         if codec is Codec.RAW:
+            if cls is memoryview and msg.readonly and msg.c_contiguous:
+                return codec, 0, msg
             return codec, 0, bytes(msg)
         if codec is Codec.TYPED:
             return codec, tag, bytes(msg.to_bytes())

@@ -113,7 +113,7 @@ def secured(security: Security | None) -> bool:
 
 
 class Publisher(Protocol):
-    def send(self, payload: bytes, codec: int, tag: int) -> int: ...
+    def send(self, payload: bytes | memoryview, codec: int, tag: int) -> int: ...
     def put(self, payload: bytes, attachment: bytes) -> None: ...
     def undeclare(self) -> None: ...
 
@@ -186,8 +186,10 @@ class _PythonPublisher:
     def __init__(self, pub: Any, publisher_id: int) -> None:
         self.pub, self.id, self.seq = pub, publisher_id, 0
 
-    def send(self, payload: bytes, codec: int, tag: int) -> int:
+    def send(self, payload: bytes | memoryview, codec: int, tag: int) -> int:
         self.seq += 1
+        if type(payload) is not bytes:
+            payload = bytes(payload)  # zenoh-python puts bytes
         self.pub.put(payload, attachment=HEADER.pack(VERSION, codec, tag, self.id, self.seq))
         return self.seq
 

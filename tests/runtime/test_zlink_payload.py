@@ -197,3 +197,41 @@ def test_views_are_published_as_they_are_and_mutable_owners_are_copied_at_publis
         got = [bytes(v) for v in real(back)]
         assert got == [frame(1), frame(2)[16:], frame(3), words]
         assert into.stats()["malformed"] == 0 and out.stats()["malformed"] == 0
+
+
+@pytest.mark.zenoh
+def test_a_backlog_is_copied_out_of_the_senders_pool_and_arrives_whole(zenoh: None) -> None:
+    """Rows waiting behind SHM_HELD_ROWS others are copied on Zenoh's thread (the sender's
+    pool chunk released), the first ones lent: all arrive, in order, byte for byte."""
+    module = zlink.native_module()
+    if module is None:
+        from tests.conftest import require
+
+        from .conftest import NOT_BUILT
+
+        require(False, NOT_BUILT)
+    from roboscale.runtime.bridge import bridge_settings
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    a = module.Session(bridge_settings(bridge_config({"listen": [endpoint]})))  # type: ignore[union-attr]
+    b = module.Session(bridge_settings(bridge_config({"connect": [endpoint]})))  # type: ignore[union-attr]
+    inbox = b.inbox("rs", 1000)
+    inbox.import_topic("/x", 0)
+    pub = a.publisher("rs/x", 1, True)
+    try:
+        wait_until(lambda: pub.send(PROBE, 0, 0) and bool(inbox.take(1000)))
+        wait_until(lambda: not inbox.take(1000) and not inbox.take(1000))
+        for n in range(40):
+            pub.send(frame(n), 0, 0)  # nothing taken meanwhile: a backlog of 40
+        rows: list[Any] = []
+        wait_until(
+            lambda: rows.extend(r for r in inbox.take(1000) if len(r[5]) > 5) or len(rows) >= 40
+        )
+        assert [bytes(r[5]) for r in rows] == [frame(n) for n in range(40)]
+        assert [r[4] for r in rows] == sorted(r[4] for r in rows)  # in order
+        if inbox.shm_received() > 0:  # through shared memory: the deep ones were copied
+            assert not all(r[5].lent for r in rows)
+    finally:
+        inbox.close()
+        a.close()
+        b.close()

@@ -11,7 +11,7 @@
 //! tests/runtime/test_zlink.py fuzzes both against each other.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
@@ -25,7 +25,7 @@ use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::Wait;
 
 mod payload;
-use payload::{Contiguous, Payload, LEND_FROM};
+use payload::{Contiguous, Payload, LEND_FROM, SHM_HELD_ROWS};
 
 const HEADER_SIZE: usize = 22; // <BBIQQ: version, codec, tag, publisher id, seq
 const VERSION: u8 = 2;
@@ -80,10 +80,13 @@ enum RowPayload {
 }
 
 impl RowPayload {
-    /// On Zenoh's thread, without the GIL: a large payload is made contiguous here.
-    fn of(bytes: &ZBytes) -> Self {
+    /// On Zenoh's thread, without the GIL: a large payload is made contiguous here, and
+    /// copied out of the sender's shared memory when `depth` rows already wait (payload.rs:
+    /// a backlog must not hold the sender's pool, or its next payloads go over TCP).
+    fn of(bytes: &ZBytes, depth: usize) -> Self {
         if bytes.len() >= LEND_FROM {
-            RowPayload::Large(Contiguous::new(bytes.clone()))
+            let release = depth >= SHM_HELD_ROWS && bytes.as_shm().is_some();
+            RowPayload::Large(if release { Contiguous::copied(bytes) } else { Contiguous::new(bytes.clone()) })
         } else {
             RowPayload::Small(bytes.clone())
         }
@@ -132,6 +135,7 @@ struct Queue {
     strip: usize,
     topics: RwLock<HashMap<String, u32>>,
     last_received: AtomicU64, // `received` of the last row taken (diagnosis)
+    depth: AtomicUsize,       // rows waiting, as of the last push or take (no lock to read)
 }
 
 impl Queue {
@@ -149,7 +153,7 @@ impl Queue {
         let topic = self.topics.read().unwrap_or_else(|e| e.into_inner()).get(key).copied();
         // Outside the lock: a large payload that came in pieces is copied together here.
         let payload = match topic {
-            Some(_) => RowPayload::of(sample.payload()),
+            Some(_) => RowPayload::of(sample.payload(), self.depth.load(Ordering::Relaxed)),
             None => RowPayload::Small(ZBytes::new()),
         };
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -185,6 +189,7 @@ impl Queue {
             state.shm += 1;
         }
         state.rows.push_back(Row { topic, header, payload, received });
+        self.depth.store(state.rows.len(), Ordering::Relaxed);
         // Only the first row of an empty queue wakes the loop: `take` empties it or wakes
         // the loop again itself, so no row is left without a wake pending.
         let first = state.rows.len() == 1;
@@ -350,6 +355,7 @@ impl Session {
             strip: prefix.len(),
             topics: RwLock::new(HashMap::new()),
             last_received: AtomicU64::new(0),
+            depth: AtomicUsize::new(0),
         });
         let pushed = queue.clone();
         let declared = py.allow_threads(|| {
@@ -501,6 +507,7 @@ impl Inbox {
             let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
             let n = state.rows.len().min(max);
             let taken = state.rows.drain(..n).collect();
+            self.queue.depth.store(state.rows.len(), Ordering::Relaxed);
             if !state.rows.is_empty() {
                 self.queue.wake(); // more than `max` waited: the loop comes back for them
             }

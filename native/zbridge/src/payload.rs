@@ -23,6 +23,13 @@ use zenoh::bytes::ZBytes;
 /// bytes).
 pub const LEND_FROM: usize = 16 * 1024;
 
+/// A shared memory payload is lent only while fewer rows than this wait for the loop;
+/// behind that, each is copied out on Zenoh's thread and its chunk released at once. A
+/// chunk held is a chunk of the sender's pool (16 MB: 54 frames of 307,200 B) that its
+/// next payloads cannot use: they then go over TCP, at 4-7x the cost on both sides, just
+/// when the receiver is behind (bench/out/zcopy/backlog-*.json).
+pub const SHM_HELD_ROWS: usize = 8;
+
 /// What keeps the bytes of a payload alive: the sample's own, or a contiguous copy.
 enum Held {
     Sample(#[allow(dead_code)] ZBytes), // only held: `ptr` points into it
@@ -55,6 +62,11 @@ impl Contiguous {
         if single {
             return Contiguous { held: Held::Sample(bytes), ptr, len };
         }
+        Contiguous::copied(&bytes)
+    }
+
+    /// A private contiguous copy (the sample's bytes are not held).
+    pub fn copied(bytes: &ZBytes) -> Self {
         let copied: Box<[u8]> = bytes.to_bytes().into_owned().into_boxed_slice();
         let (ptr, len) = (copied.as_ptr(), copied.len());
         Contiguous { held: Held::Copied(copied), ptr, len }

@@ -49,7 +49,9 @@ QUEUE = 16_384  # samples waiting for the loop at most (native link); then back-
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 
 # A sample as the loop gets it. Python link: (topic name, payload, attachment), header
-# unchecked. Native link: (topic index, codec, tag, publisher id, seq, payload), checked.
+# unchecked. Native link: (topic index, codec, tag, publisher id, seq, payload), checked;
+# its payload a bytes, or from `_zbridge.LEND_FROM` bytes a `_zbridge.Payload` (a read-only
+# buffer over the sample's own bytes: wire.Received, decoded by wire.WireCodec.decode).
 RawRows = Callable[[list[tuple[str, bytes, bytes]]], None]
 Answer = Callable[[str, "str | None", bytes], list[tuple[bytes, bytes]]]
 

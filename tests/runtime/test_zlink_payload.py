@@ -9,7 +9,10 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roboscale.backends.base import free_port
 from roboscale.runtime import zlink
@@ -17,8 +20,11 @@ from roboscale.runtime.bridge import Bridge, bridge_config
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
+from roboscale.runtime.wire import Codec, Malformed, WireCodec
 
 from .conftest import wait_until
+from .test_wire import Point
+from .test_wire_fuzz import plain
 
 LARGE = 300 * 1024  # over the native link's LEND_FROM (16 KiB): lent, not copied
 
@@ -235,3 +241,34 @@ def test_a_backlog_is_copied_out_of_the_senders_pool_and_arrives_whole(zenoh: No
         inbox.close()
         a.close()
         b.close()
+
+
+def _decoded(codec: int, tag: int, data: Any, msg_type: type) -> Any:
+    try:
+        msg = WireCodec().decode(codec, tag, data, msg_type, 150)
+    except Malformed as e:
+        return ("Malformed", str(e))
+    return bytes(msg) if isinstance(msg, memoryview) else msg
+
+
+payloads = st.binary(max_size=200) | plain.map(lambda v: msgpack.packb(v, use_bin_type=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([0, 1, 2, 3, 4, 5, 255]),
+    st.integers(0, 2**32 - 1),
+    payloads,
+    st.sampled_from((object, bytes, memoryview, int, str, dict, list, tuple, Point)),
+)
+def test_a_payload_decodes_from_a_buffer_exactly_as_from_bytes(
+    codec: int, tag: int, data: bytes, msg_type: type
+) -> None:
+    """What a lent buffer decodes to (or the error it is refused with) is what the same
+    bytes decode to: the checks do not depend on how the payload arrived."""
+    view = memoryview(data).toreadonly()  # the buffer protocol, as `_zbridge.Payload` serves it
+    from_view = _decoded(codec, tag, view, msg_type)
+    assert from_view == _decoded(codec, tag, data, msg_type)
+    if msg_type is memoryview and codec == Codec.RAW and len(data) <= 150:
+        got = WireCodec().decode(codec, tag, view, msg_type, 150)
+        assert type(got) is memoryview and got.readonly and got.obj is data  # no copy

@@ -9,6 +9,9 @@
 //!
 //! The wire checks are those of runtime/wire.py (`unpack_header`), message for message;
 //! tests/runtime/test_zlink.py fuzzes both against each other.
+//!
+//! Large received payloads reach Python without a copy, as a read-only buffer over the
+//! sample's bytes, and a publish lends a read-only view of an immutable owner (payload.rs).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -86,7 +89,11 @@ impl RowPayload {
     fn of(bytes: &ZBytes, depth: usize) -> Self {
         if bytes.len() >= LEND_FROM {
             let release = depth >= SHM_HELD_ROWS && bytes.as_shm().is_some();
-            RowPayload::Large(if release { Contiguous::copied(bytes) } else { Contiguous::new(bytes.clone()) })
+            RowPayload::Large(if release {
+                Contiguous::copied(bytes)
+            } else {
+                Contiguous::new(bytes.clone())
+            })
         } else {
             RowPayload::Small(bytes.clone())
         }

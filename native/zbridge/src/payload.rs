@@ -102,11 +102,7 @@ impl Payload {
 #[pymethods]
 impl Payload {
     /// A read-only view; the view holds this object (and through it the bytes) alive.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
         if view.is_null() {
             return Err(PyBufferError::new_err("_zbridge.Payload: no view to fill"));
         }

@@ -17,8 +17,8 @@ epoll, too coarse for 10 kHz). In `native` each send crosses into the loop with
 process, a plain export) runs the export itself on the pacing thread: the codec, the
 header and the Rust put, as a node publishing from its own loop runs them, without the
 thread hop to the loop that no robot node pays and no other backend's sender pays here
-(the zenoh, ros1 and dds senders put from the pacing thread): 40-45 µs of each round
-trip's median (docs/runtime.md, "Zero copy into Python").
+(the zenoh, ros1 and dds senders put from the pacing thread): 12-53 µs of the sender's
+leg at the median in 5 of 6 trials (docs/runtime.md, "Zero copy into Python").
 """
 
 from __future__ import annotations

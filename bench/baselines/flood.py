@@ -75,8 +75,8 @@ class Tally:
             self.received += 1
             self.last_ns = now
 
-    def note_payload(self, payload: bytes | str) -> None:
-        head = payload[:HEAD]
+    def note_payload(self, payload: bytes | str | memoryview) -> None:
+        head = bytes(payload[:HEAD]) if isinstance(payload, memoryview) else payload[:HEAD]
         try:
             step, seq = int(head[:8]), int(head[8:])
         except ValueError:
@@ -255,7 +255,8 @@ def runtime_sub(endpoint: str) -> None:
 
     class Counter(Node):
         def on_start(self) -> None:
-            self.subscribe(TOPIC, tally.note_payload)
+            # A view of each sample: no copy into a bytes (the native link lends large ones).
+            self.subscribe(TOPIC, tally.note_payload, msg_type=memoryview)
 
     rt, sup, _, bridge = runtime_side({"listen": [endpoint], "import": [TOPIC]}, Counter)
     serve_reports(tally)

@@ -9,6 +9,9 @@
 //!
 //! The wire checks are those of runtime/wire.py (`unpack_header`), message for message;
 //! tests/runtime/test_zlink.py fuzzes both against each other.
+//!
+//! Large received payloads reach Python without a copy, as a read-only buffer over the
+//! sample's bytes, and a publish lends a read-only view of an immutable owner (payload.rs).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -23,6 +26,9 @@ use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, QueryTarget};
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::Wait;
+
+mod payload;
+use payload::{Contiguous, Payload, LEND_FROM, SHM_HELD_ROWS};
 
 const HEADER_SIZE: usize = 22; // <BBIQQ: version, codec, tag, publisher id, seq
 const VERSION: u8 = 2;
@@ -69,11 +75,43 @@ fn pack_header(codec: u8, tag: u32, publisher: u64, seq: u64) -> [u8; HEADER_SIZ
     out
 }
 
+/// A row's payload: a small one as Zenoh gave it (copied into a bytes by `take`), a
+/// large one already contiguous, lent to Python as a `Payload` (payload.rs).
+enum RowPayload {
+    Small(ZBytes),
+    Large(Contiguous),
+}
+
+impl RowPayload {
+    /// On Zenoh's thread, without the GIL: a large payload is made contiguous here, and
+    /// copied out of the sender's shared memory when `depth` rows already wait (payload.rs:
+    /// a backlog must not hold the sender's pool, or its next payloads go over TCP).
+    fn of(bytes: &ZBytes, depth: usize) -> Self {
+        if bytes.len() >= LEND_FROM {
+            let release = depth >= SHM_HELD_ROWS && bytes.as_shm().is_some();
+            RowPayload::Large(if release {
+                Contiguous::copied(bytes)
+            } else {
+                Contiguous::new(bytes.clone())
+            })
+        } else {
+            RowPayload::Small(bytes.clone())
+        }
+    }
+
+    fn into_py(self, py: Python<'_>) -> PyResult<PyObject> {
+        match self {
+            RowPayload::Small(bytes) => Ok(PyBytes::new(py, &bytes.to_bytes()).into_any().unbind()),
+            RowPayload::Large(bytes) => Ok(Py::new(py, Payload::new(bytes))?.into_any()),
+        }
+    }
+}
+
 /// A checked sample of an imported topic, waiting for the loop.
 struct Row {
     topic: u32,
     header: Header,
-    payload: ZBytes,
+    payload: RowPayload,
     received: u64, // CLOCK_MONOTONIC ns when Zenoh's thread handed the sample over
 }
 
@@ -104,6 +142,7 @@ struct Queue {
     strip: usize,
     topics: RwLock<HashMap<String, u32>>,
     last_received: AtomicU64, // `received` of the last row taken (diagnosis)
+    depth: AtomicUsize,       // rows waiting, as of the last push or take (no lock to read)
 }
 
 impl Queue {
@@ -119,6 +158,11 @@ impl Queue {
         let received = monotonic_ns();
         let key = sample.key_expr().as_str().get(self.strip..).unwrap_or("");
         let topic = self.topics.read().unwrap_or_else(|e| e.into_inner()).get(key).copied();
+        // Outside the lock: a large payload that came in pieces is copied together here.
+        let payload = match topic {
+            Some(_) => RowPayload::of(sample.payload(), self.depth.load(Ordering::Relaxed)),
+            None => RowPayload::Small(ZBytes::new()),
+        };
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let Some(topic) = topic else {
             state.ignored += 1;
@@ -151,7 +195,8 @@ impl Queue {
         if sample.payload().as_shm().is_some() {
             state.shm += 1;
         }
-        state.rows.push_back(Row { topic, header, payload: sample.payload().clone(), received });
+        state.rows.push_back(Row { topic, header, payload, received });
+        self.depth.store(state.rows.len(), Ordering::Relaxed);
         // Only the first row of an empty queue wakes the loop: `take` empties it or wakes
         // the loop again itself, so no row is left without a wake pending.
         let first = state.rows.len() == 1;
@@ -347,6 +392,7 @@ impl Session {
             strip: prefix.len(),
             topics: RwLock::new(HashMap::new()),
             last_received: AtomicU64::new(0),
+            depth: AtomicUsize::new(0),
         });
         let pushed = queue.clone();
         let declared = py.allow_threads(|| {
@@ -442,12 +488,14 @@ impl Session {
 #[pymethods]
 impl Publisher {
     /// Put one payload with the next header of this publisher; returns its seq. The payload
-    /// is lent without a copy and the GIL released (BLOCK may wait for the link).
-    fn send(&self, py: Python<'_>, payload: Bound<'_, PyBytes>, codec: u8, tag: u32) -> PyResult<u64> {
+    /// (a bytes, or a read-only memoryview of an immutable owner: payload::lend_any) is lent
+    /// without a copy and the GIL released (BLOCK may wait for the link).
+    fn send(&self, py: Python<'_>, payload: Bound<'_, PyAny>, codec: u8, tag: u32) -> PyResult<u64> {
         let publisher = self.publisher.as_ref().ok_or_else(|| error("put", "undeclared"))?;
+        let payload = payload::lend_any(&payload)?;
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let header = pack_header(codec, tag, self.id, seq);
-        let put = publisher.put(lend(payload)).attachment(&header[..]);
+        let put = publisher.put(payload).attachment(&header[..]);
         py.allow_threads(|| put.wait()).map_err(|e| error("put", e))?;
         Ok(seq)
     }
@@ -472,8 +520,9 @@ impl Publisher {
     }
 }
 
-/// A row as the loop takes it: (topic index, codec, tag, publisher id, seq, payload).
-type PyRow<'py> = (u32, u8, u32, u64, u64, Bound<'py, PyBytes>);
+/// A row as the loop takes it: (topic index, codec, tag, publisher id, seq, payload), the
+/// payload a bytes, or from LEND_FROM bytes on a `Payload` (a buffer over the sample's).
+type PyRow = (u32, u8, u32, u64, u64, PyObject);
 
 #[pymethods]
 impl Inbox {
@@ -488,13 +537,14 @@ impl Inbox {
     }
 
     /// Up to `max` waiting rows, oldest first.
-    fn take<'py>(&self, py: Python<'py>, max: usize) -> Vec<PyRow<'py>> {
+    fn take(&self, py: Python<'_>, max: usize) -> PyResult<Vec<PyRow>> {
         let mut counter: u64 = 0;
         unsafe { libc::read(self.queue.eventfd, (&mut counter as *mut u64).cast(), 8) };
         let taken: Vec<Row> = {
             let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
             let n = state.rows.len().min(max);
             let taken = state.rows.drain(..n).collect();
+            self.queue.depth.store(state.rows.len(), Ordering::Relaxed);
             if !state.rows.is_empty() {
                 self.queue.wake(); // more than `max` waited: the loop comes back for them
             }
@@ -504,11 +554,11 @@ impl Inbox {
             self.queue.last_received.store(last.received, Ordering::Relaxed);
         }
         self.queue.room.notify_all();
-        let row = |r: &Row| {
+        let row = |r: Row| {
             let (codec, tag, publisher, seq) = r.header;
-            (r.topic, codec, tag, publisher, seq, PyBytes::new(py, &r.payload.to_bytes()))
+            Ok((r.topic, codec, tag, publisher, seq, r.payload.into_py(py)?))
         };
-        taken.iter().map(row).collect()
+        taken.into_iter().map(row).collect()
     }
 
     /// When Zenoh's thread handed over the last row taken (CLOCK_MONOTONIC ns, 0 before
@@ -564,6 +614,8 @@ fn _zbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Inbox>()?;
     m.add_class::<Queryable>()?;
     m.add_class::<Peers>()?;
+    m.add_class::<Payload>()?;
+    m.add("LEND_FROM", LEND_FROM)?;
     m.add_function(wrap_pyfunction!(unpack_header, m)?)?;
     m.add("ZENOH", "1.10.2")
 }

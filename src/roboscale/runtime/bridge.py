@@ -46,7 +46,14 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
 from roboscale.runtime.security import check_reach
-from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_header
+from roboscale.runtime.wire import (
+    Malformed,
+    Received,
+    WireCodec,
+    as_bytes,
+    pack_header,
+    unpack_header,
+)
 from roboscale.runtime.zenoh_config import shared_memory_blocked
 
 __all__ = ["Bridge", "BridgeConfig", "bridge_config", "bridge_settings", "session_config"]
@@ -72,6 +79,7 @@ class _Export:
             return
         self.seq += 1
         attachment = pack_header(codec, tag, self.bridge.publisher_id, self.seq)
+        data = as_bytes(data)  # retained: its own bytes, not a view of the sender's
         self.retention.add(self.seq, data, attachment)  # retained before sent: never missed
         self.pub.put(data, attachment)
 
@@ -411,7 +419,7 @@ class Bridge:
         tag: int,
         publisher: int,
         seq: int,
-        payload: bytes,
+        payload: Received,
         durable: _DurableImport | None,
         ready: list[Inbox] | None = None,
         owner: int | None = None,

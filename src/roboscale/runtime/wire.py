@@ -26,6 +26,10 @@ data in a format whose decoder builds values and never runs code named by the da
   (`check_size`); msgpack with per-item limits (`MSGPACK_LIMITS`) and at most
   `MSGPACK_CONTAINERS` lists and maps in one message, so that a small payload never
   becomes millions of objects.
+- A received payload is bytes, or (native link, large payloads) a read-only buffer over
+  the sample's own bytes (`_zbridge.Payload`, no copy). A topic typed `memoryview` gets
+  a read-only memoryview of it, with no copy (on the python link, a view of the bytes);
+  msgpack decodes from the buffer in place; every other topic gets bytes, as before.
 - A sample that does not decode (`Malformed`: short or foreign header, the retired
   pickle codec, a codec or type its topic does not take, a payload over its limit, a
   decoder error) is counted and dropped by the bridge.
@@ -36,7 +40,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -64,6 +68,18 @@ ALLOWED = (
     "bytes; plain data (None, bool, int, float, str, bytes, list, tuple, dict); "
     "an object whose class has to_bytes() and from_bytes(); a rosbags message (CDR)"
 )
+
+
+class Received(Protocol):
+    """A received payload: bytes, or a read-only buffer over the sample (`_zbridge.Payload`)."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+
+def as_bytes(data: Received) -> bytes:
+    """The payload as bytes: itself, or one copy of a lent buffer."""
+    return data if type(data) is bytes else bytes(data)
 
 
 class Codec(enum.IntEnum):
@@ -109,7 +125,7 @@ def _no_extensions(code: int, data: bytes) -> Any:
     raise ValueError(f"msgpack extension type {code} is not accepted")
 
 
-def check_size(data: bytes, limit: int) -> None:
+def check_size(data: Received, limit: int) -> None:
     """Malformed if a payload is longer than its topic's maximum."""
     if len(data) > limit:
         raise Malformed(f"payload of {len(data)} bytes, over this topic's maximum of {limit}")
@@ -162,7 +178,7 @@ class _ContainerBudget:
         return value
 
 
-def unpack_plain(data: bytes) -> Any:
+def unpack_plain(data: Received) -> Any:
     """Plain data of a msgpack payload, within MSGPACK_LIMITS; ValueError (or another
     msgpack error) if it is not plain data or too big. (Keywords spelled out: a `**`
     mapping costs msgpack's call 0.5 µs.)"""
@@ -210,8 +226,10 @@ class WireCodec:
         self.typestore = typestore
         self._tags: dict[type, tuple[Codec, int]] = {}  # class -> its codec and tag
 
-    def encode(self, msg: Any) -> tuple[Codec, int, bytes]:
-        """(codec, type tag, payload) of a message; Unencodable if no safe codec fits."""
+    def encode(self, msg: Any) -> tuple[Codec, int, bytes | memoryview]:
+        """(codec, type tag, payload) of a message; Unencodable if no safe codec fits. A
+        read-only contiguous memoryview goes as is (the native link lends it to Zenoh when
+        its base object is immutable, `_zbridge`'s lend_any); other payloads are bytes."""
         if isinstance(msg, bytes):
             return Codec.RAW, 0, msg
         cls = type(msg)
@@ -220,6 +238,8 @@ class WireCodec:
             known = self._tags[cls] = self._classify(msg)
         codec, tag = known
         if codec is Codec.RAW:
+            if cls is memoryview and msg.readonly and msg.c_contiguous:
+                return codec, 0, msg
             return codec, 0, bytes(msg)
         if codec is Codec.TYPED:
             return codec, tag, bytes(msg.to_bytes())
@@ -250,7 +270,7 @@ class WireCodec:
         )
 
     def decode(
-        self, codec: int, tag: int, data: bytes, msg_type: type, limit: int = DEFAULT_MAX_PAYLOAD
+        self, codec: int, tag: int, data: Received, msg_type: type, limit: int = DEFAULT_MAX_PAYLOAD
     ) -> Any:
         """The message of one sample on a topic of `msg_type` whose payloads are at most
         `limit` bytes; raise Malformed if it cannot be decoded."""
@@ -263,19 +283,21 @@ class WireCodec:
             check_codec(codec, msg_type)
         try:
             if codec == Codec.RAW:
-                return data
+                if msg_type is memoryview:  # the node asked for a view: no copy
+                    return memoryview(data).toreadonly()
+                return as_bytes(data)
             if codec == Codec.MSGPACK:
                 return _as_plain(unpack_plain(data), msg_type)
             if codec == Codec.TYPED:
                 from_bytes = getattr(msg_type, "from_bytes", None)
                 if from_bytes is None or tag != type_tag(msg_type.__name__):
                     raise Malformed(f"typed message, not of this topic's {msg_type.__name__}")
-                return from_bytes(data)
+                return from_bytes(as_bytes(data))
             if codec == Codec.CDR:
                 msgtype = getattr(msg_type, "__msgtype__", None)
                 if not isinstance(msgtype, str) or tag != type_tag(msgtype):
                     raise Malformed(f"CDR message, not of this topic's {msg_type.__name__}")
-                return self._store().deserialize_cdr(data, msgtype)
+                return self._store().deserialize_cdr(as_bytes(data), msgtype)
         except Malformed:
             raise
         except Exception as e:

@@ -49,7 +49,9 @@ QUEUE = 16_384  # samples waiting for the loop at most (native link); then back-
 CHANNEL = 100_000  # FIFO channel capacity; when full, Zenoh applies back-pressure
 
 # A sample as the loop gets it. Python link: (topic name, payload, attachment), header
-# unchecked. Native link: (topic index, codec, tag, publisher id, seq, payload), checked.
+# unchecked. Native link: (topic index, codec, tag, publisher id, seq, payload), checked;
+# its payload a bytes, or from `_zbridge.LEND_FROM` bytes a `_zbridge.Payload` (a read-only
+# buffer over the sample's own bytes: wire.Received, decoded by wire.WireCodec.decode).
 RawRows = Callable[[list[tuple[str, bytes, bytes]]], None]
 Answer = Callable[[str, "str | None", bytes], list[tuple[bytes, bytes]]]
 
@@ -113,7 +115,7 @@ def secured(security: Security | None) -> bool:
 
 
 class Publisher(Protocol):
-    def send(self, payload: bytes, codec: int, tag: int) -> int: ...
+    def send(self, payload: bytes | memoryview, codec: int, tag: int) -> int: ...
     def put(self, payload: bytes, attachment: bytes) -> None: ...
     def undeclare(self) -> None: ...
 
@@ -186,8 +188,10 @@ class _PythonPublisher:
     def __init__(self, pub: Any, publisher_id: int) -> None:
         self.pub, self.id, self.seq = pub, publisher_id, 0
 
-    def send(self, payload: bytes, codec: int, tag: int) -> int:
+    def send(self, payload: bytes | memoryview, codec: int, tag: int) -> int:
         self.seq += 1
+        if type(payload) is not bytes:
+            payload = bytes(payload)  # zenoh-python puts bytes
         self.pub.put(payload, attachment=HEADER.pack(VERSION, codec, tag, self.id, self.seq))
         return self.seq
 

@@ -41,7 +41,8 @@ class Collections:
         out = []
         for inside in (True, False):
             for gen in (0, 1, 2):
-                ms = [r["ms"] for r in self.rows if r["in_trial"] is inside and r["generation"] == gen]
+                key = (inside, gen)
+                ms = [r["ms"] for r in self.rows if (r["in_trial"], r["generation"]) == key]
                 out.append({"where": "inside a trial" if inside else "between trials",
                             "generation": gen, "collections": len(ms),
                             "total_ms": sum(ms), "longest_ms": max(ms, default=0.0)})  # fmt: skip

@@ -258,7 +258,7 @@ def test_a_warm_standby_runs_nothing_before_its_hand_over_and_is_made_again(
         # The waiting standby took it (read before the spawn: once the child is ready the
         # next standby may already be announced in its place).
         assert child.standby and child.pid == waiting
-        assert child.ready.wait(EVENT_TIMEOUT_S)
+        assert child.wait_ready(EVENT_TIMEOUT_S)  # read on this thread, which handed over
         assert mark.read_text() == f"run {child.pid} warm\n"  # prepare's result handed in
         # The next standby is made once the handed-over child is ready.
         assert wait_until(lambda: z.standbys.get("zyg_targets:marked") not in (None, child.pid))
@@ -276,7 +276,7 @@ def test_a_hand_over_goes_to_the_standby_with_the_zygote_stopped(tmp_path: Path)
         os.kill(z.pid, signal.SIGSTOP)
         try:
             child = z.spawn("m", "zyg_targets:marked", {"mark": str(mark)}, standby=True)
-            assert child.standby and child.ready.wait(EVENT_TIMEOUT_S)
+            assert child.standby and child.wait_ready(EVENT_TIMEOUT_S)
             assert set(child.stamps) == {"handed_over", "ready_target", "ready_seen"}
             assert child.stamps["handed_over"] <= child.stamps["ready_seen"]
         finally:

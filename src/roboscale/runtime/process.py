@@ -70,6 +70,8 @@ class Running(Protocol):
 
     def send_signal(self, sig: int) -> None: ...
 
+    def wait_settled(self, timeout_s: float) -> None: ...  # until settled, at most timeout_s
+
 
 class _ProcessChild:
     """start/stop/alive over a `Running` process; subclasses say how to launch it.
@@ -141,10 +143,13 @@ class _ProcessChild:
         while not self._is_ready(run):
             left = deadline - time.monotonic()
             if run.exited.is_set() or run.error or left <= 0:
+                run.wait_settled(0)  # a READY written just before it died still counts
+                if self._is_ready(run):
+                    break
                 detail = self._start_failure(run, left <= 0)
                 self._kill(run)
                 raise ChildStartError(self.name, detail)
-            run.settled.wait(min(left, PROBE_INTERVAL_S))
+            run.wait_settled(min(left, PROBE_INTERVAL_S))
 
     def _start_failure(self, run: Running, timed_out: bool) -> str:
         if run.error:

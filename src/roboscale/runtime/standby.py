@@ -30,9 +30,12 @@ reported again. The zygote still reaps the old process and kills its group.
 from __future__ import annotations
 
 import contextlib
+import select
+import selectors
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,6 +65,11 @@ class Standby:
     # not be made), offered to it at once, and the waiter that owns it from then on.
     notice: NoticeMutex | None = None
     waiter: Waiter | None = None
+    # Handed over directly, its reply (READY) is read by the thread that wrote the
+    # hand-over (`await_reply`), not the reader: no second thread on a restart's path.
+    # Its socket is closed only when that thread is not in a wait on it.
+    awaited: bool = False
+    close_wanted: bool = False
 
     def send(self, data: bytes) -> bool:
         """The hand-over: one write. False when it died (or is being closed)."""
@@ -88,9 +96,41 @@ class Standby:
             waiter, self.waiter = self.waiter, None
             return waiter
 
+    def await_reply(self, timeout_s: float) -> bytes | None:
+        """What it says within `timeout_s`, read on the calling thread: b"" once it is
+        gone, None if nothing came yet (or another thread is reading it)."""
+        with self.lock:
+            if self.awaited:
+                return None
+            if self.sock.fileno() < 0:
+                return b""
+            self.awaited = True
+        try:
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            if not poller.poll(max(0, int(timeout_s * 1000))):
+                return None
+            return self.sock.recv(65536)
+        except OSError:
+            return b""
+        finally:
+            with self.lock:
+                self.awaited = False
+                if self.close_wanted:
+                    self.sock.close()
+
+    def lines(self, data: bytes) -> list[tuple[str, str]]:
+        """Its complete lines so far, as (first word, the rest)."""
+        *lines, self.buffer = (self.buffer + data).split(b"\n")
+        said = [raw.decode(errors="replace").partition(" ") for raw in lines]
+        return [(word, rest) for word, _, rest in said]
+
     def close(self) -> None:
         with self.lock:
-            self.sock.close()
+            if self.awaited:  # the thread reading it closes it once out of its wait
+                self.close_wanted = True
+            else:
+                self.sock.close()
             if self.waiter is not None:  # never handed over: its waiter ends
                 self.waiter.cancel()
                 self.waiter = None
@@ -206,12 +246,15 @@ class StandbyBook:
         with self._lock:
             self.last[target] = 0
 
-    def clear(self) -> None:
+    def clear(self) -> list[Standby]:
+        """Forget everything (the zygote died); the standbys it held, to be closed."""
         with self._lock:
+            held = [*self._waiting.values(), *self._handed.values()]
             self._waiting.clear()
             self._handed.clear()
             self._making.clear()
             self._promised.clear()
+            return held
 
 
 # ----------------------------------------------------------------- death notices (reader)
@@ -233,16 +276,24 @@ def prepare_notice(standby: Standby, deaths: DeathWatch, report: NoticeReporter)
     standby.waiter = deaths.prepare(notice, f"{standby.target} (pid {standby.pid})")
 
 
-def arm_notice(standby: Standby, child: ForkedChild, said: str, report: NoticeReporter) -> None:
-    """Its instance said READY holding the notice ("notice"), or why not ("nonotice ...")."""
+def arm_notice(
+    standby: Standby,
+    child: ForkedChild,
+    said: str,
+    report: NoticeReporter,
+    then: Callable[[ForkedChild], None],
+) -> None:
+    """Its instance said READY holding the notice ("notice"), or why not ("nonotice
+    ..."). `then(child)` runs first on the armed waiter's thread (after the restart
+    that woke it let go of the GIL), else here."""
     waiter = standby.take_waiter()
-    if waiter is None:
-        return  # none was made (reported then)
-    if said != "notice":
-        waiter.cancel()
-        report(child.name, FELL_BACK.format(said.removeprefix("nonotice ") or "none held"))
-        return
-    waiter.arm(lambda: _noticed(child))
+    if waiter is None or said != "notice":
+        then(child)
+        if waiter is not None:
+            waiter.cancel()
+            report(child.name, FELL_BACK.format(said.removeprefix("nonotice ") or "none held"))
+        return  # (none made: reported then)
+    waiter.arm(lambda: _noticed(child), first=lambda: then(child))
 
 
 def _noticed(child: ForkedChild) -> None:
@@ -251,3 +302,16 @@ def _noticed(child: ForkedChild) -> None:
     child.dead.set()
     if child.on_dead is not None:
         child.on_dead()
+
+
+def registered(sel: selectors.BaseSelector, standby: Standby) -> bool:
+    """Whether `sel` (the zygote client's reader) watches its socket."""
+    fd = standby.sock.fileno()  # -1 once closed
+    key = sel.get_map().get(fd) if fd >= 0 else None
+    return key is not None and key.data is standby
+
+
+def readable(sock: socket.socket) -> bool:
+    with selectors.DefaultSelector() as probe:
+        probe.register(sock, selectors.EVENT_READ)
+        return bool(probe.select(0))

@@ -53,6 +53,8 @@ class ForkedChild:
     # Handed to a waiting standby by this client: reads its READY on the calling thread
     # (`wait_settled`) until it settled; None: the reader thread sets the events.
     reply: Callable[[float], None] | None = None
+    # SIGKILL to its process at once (its standby's pidfd); False if it cannot.
+    kill_now: Callable[[], bool] | None = None
 
     def wait_settled(self, timeout_s: float) -> None:
         """Until ready, error or exit, at most `timeout_s`. After a hand-over to a
@@ -74,3 +76,10 @@ class ForkedChild:
     def send_signal(self, sig: int) -> None:
         if self.zygote is not None and not self.exited.is_set():
             self.zygote.signal(self.pid, sig)
+
+    def kill_at_once(self) -> None:
+        """SIGKILL without the zygote's wake-up when its pidfd is held (the zygote still
+        kills its group when it reaps it); else its group, through the zygote."""
+        kill_now = self.kill_now
+        if kill_now is None or not kill_now():
+            self.send_signal(signal.SIGKILL)

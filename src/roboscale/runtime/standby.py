@@ -30,8 +30,10 @@ reported again. The zygote still reaps the old process and kills its group.
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import selectors
+import signal
 import socket
 import threading
 import time
@@ -70,6 +72,31 @@ class Standby:
     # Its socket is closed only when that thread is not in a wait on it.
     awaited: bool = False
     close_wanted: bool = False
+    # Its pidfd (-1: none), opened when it announced itself and known then to be its
+    # own (`open_pidfd`): a death notice kills it at once, no zygote on the way.
+    pidfd: int = -1
+
+    def open_pidfd(self) -> None:
+        """Open its pidfd; kept only if the standby is still there after it (no EOF on
+        its socket: nothing else comes before a hand-over), so the pid was not reused."""
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            return
+        if readable(self.sock):
+            os.close(pidfd)
+        else:
+            self.pidfd = pidfd
+
+    def kill(self) -> bool:
+        """SIGKILL its process through its pidfd (the zygote reaps it and kills its
+        group later); False if it has none (or it was closed)."""
+        with self.lock:
+            if self.pidfd < 0:
+                return False
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            return True
 
     def send(self, data: bytes) -> bool:
         """The hand-over: one write. False when it died (or is being closed)."""
@@ -131,6 +158,9 @@ class Standby:
                 self.close_wanted = True
             else:
                 self.sock.close()
+            if self.pidfd >= 0:
+                os.close(self.pidfd)
+                self.pidfd = -1
             if self.waiter is not None:  # never handed over: its waiter ends
                 self.waiter.cancel()
                 self.waiter = None
@@ -272,6 +302,7 @@ def prepare_notice(standby: Standby, deaths: DeathWatch, report: NoticeReporter)
         report(standby.target, FELL_BACK.format(exc))
         return
     standby.notice = notice
+    standby.open_pidfd()  # before the offer: only EOF can make its socket readable yet
     standby.offer_notice()
     standby.waiter = deaths.prepare(notice, f"{standby.target} (pid {standby.pid})")
 

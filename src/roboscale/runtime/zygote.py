@@ -209,6 +209,7 @@ class Zygote:
         with self._lock:  # before the write: the standby's exit cannot come before it
             self._children[child.pid] = child
         child.reply = lambda timeout_s: self._await_reply(waiting, child, timeout_s)
+        child.kill_now = waiting.kill
         if not waiting.send(order.encode() + b"\n"):
             self._book.untake(waiting)
             with self._lock:
@@ -408,6 +409,8 @@ class Zygote:
             self._drop(surplus, sel)
         if order:
             sel.register(standby.sock, selectors.EVENT_READ, standby)
+            if standby.child is not None:
+                standby.child.kill_now = standby.kill
             if standby.send(order) and standby.child is not None:
                 standby.child.stamps["handed_over"] = time.monotonic_ns()
 

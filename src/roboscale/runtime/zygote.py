@@ -193,10 +193,10 @@ class Zygote:
     ) -> ForkedChild | None:
         """Start `target` on its waiting standby: one write to the standby's socket, no
         zygote on the way. None when none waits (or it just died): the caller forks."""
-        child = ForkedChild(name, zygote=self, standby=True, refill=target)
         order = json.dumps({"config": config or {}, "log": str(log) if log else None})
-        waiting = self._book.take(target, child)
+        waiting = self._book.take(target)
         if waiting is None:
+            child = ForkedChild(name, zygote=self, standby=True, refill=target)
             # One being made takes it once prepared (as soon as a fork would be ready).
             with self._lock:  # registered with the promise: its exit finds the child
                 child.pid = self._book.promise(target, child, order.encode() + b"\n")
@@ -205,19 +205,19 @@ class Zygote:
             if child.pid:
                 child.forked.set()
             return child if child.pid else None
-        child.pid = waiting.pid
+        handed = waiting.child
+        assert handed is not None  # its spare, made when it announced itself
+        handed.name = name
         with self._lock:  # before the write: the standby's exit cannot come before it
-            self._children[child.pid] = child
-        child.reply = lambda timeout_s: self._await_reply(waiting, child, timeout_s)
-        child.kill_now = waiting.kill
+            self._children[handed.pid] = handed
         if not waiting.send(order.encode() + b"\n"):
             self._book.untake(waiting)
             with self._lock:
-                self._children.pop(child.pid, None)
+                self._children.pop(handed.pid, None)
             return None
-        child.stamps["handed_over"] = time.monotonic_ns()
-        child.forked.set()
-        return child
+        handed.stamps["handed_over"] = time.monotonic_ns()
+        handed.forked.set()
+        return handed
 
     def keep_standby(self, target: str) -> None:
         """Have a warm standby of `target` made now (else the first standby spawn makes
@@ -402,6 +402,9 @@ class Zygote:
             return
         standby = Standby(target, pid, socks[0])
         prepare_notice(standby, self._deaths, self._notice_event)  # before any order
+        spare = ForkedChild("", pid=pid, zygote=self, standby=True, refill=target)
+        spare.reply = lambda timeout_s: self._await_reply(standby, spare, timeout_s)
+        spare.kill_now, standby.spare = standby.kill, spare
         # Unwatched while it waits (its exit report says if it dies): a spawn's thread
         # reads its READY (`_await_reply`); this one only a promised standby's.
         surplus, order = self._book.announced(standby)

@@ -8,9 +8,12 @@ already forked, with the target imported and its optional `prepare()` run (`main
 Prepared, the standby announces itself on a datagram socket the client gave the zygote
 (`--announce-fd`), passing one end of a socket pair of its own, and blocks on the other.
 A spawn then hands the config over with one write to that socket, and the standby's
-READY comes back on it: the zygote is on no step of a hand-over (it forks standbys when
-asked, reaps them, and reports their exits as any child's). The next standby is asked
-for once the handed-over child settled (ready, error or exit). A standby runs none of the
+READY comes back on it, read by the spawning thread itself (`ForkedChild.wait_settled`):
+neither the zygote nor the client's reader thread is on a step of a hand-over (the
+zygote forks standbys when asked, reaps them, and reports their exits as any child's).
+The next standby is asked for once the handed-over child settled (ready, error or exit;
+after a READY by the new instance's notice waiter, off the restart's path). A standby
+runs none of the
 target before its hand-over, so it is never a second live instance of its node, whatever
 kills it; and a hand-over only follows the previous instance's end: its exit as the
 zygote reported it (after it reaped it and killed its group), or its death notice.

@@ -13,10 +13,10 @@ neither the zygote nor the client's reader thread is on a step of a hand-over (t
 zygote forks standbys when asked, reaps them, and reports their exits as any child's).
 The next standby is asked for once the handed-over child settled (ready, error or exit;
 after a READY by the new instance's notice waiter, off the restart's path). A standby
-runs none of the
-target before its hand-over, so it is never a second live instance of its node, whatever
-kills it; and a hand-over only follows the previous instance's end: its exit as the
-zygote reported it (after it reaped it and killed its group), or its death notice.
+runs none of the target before its hand-over, so it is never a second live instance of
+its node, whatever kills it; and a hand-over only follows the previous instance's end:
+its exit as the zygote reported it (after it reaped it and killed its group), or its
+death notice.
 A killed standby is made again, one whose target fails is not (the next start forks
 and reports why).
 

@@ -203,3 +203,30 @@ def test_close_joins_waiters_cancelled_unarmed_and_still_waiting(
     finally:
         holder.close()
     assert reported == []
+
+
+def test_what_runs_first_on_an_armed_waiter_runs_before_the_death_and_its_failure_is_said(
+    watch: tuple[DeathWatch, list[tuple[str, str]]],
+) -> None:
+    """`arm(first=...)` (the next standby asked for, off the restart's path) runs on the
+    waiter's thread before it waits, whenever the death comes; a failure of it is
+    reported, and the death is still noticed."""
+    deaths, reported = watch
+    order: list[str] = []
+    woke = threading.Event()
+    mutex, holder = holding()
+
+    def first() -> None:
+        order.append("first")
+        raise RuntimeError("no zygote today")
+
+    try:
+        waiter = deaths.prepare(mutex, "f")
+        assert waiter is not None
+        waiter.arm(lambda: (order.append("death"), woke.set()), first=first)
+        os.kill(holder.proc.pid, signal.SIGKILL)
+        assert woke.wait(EVENT_TIMEOUT_S)
+    finally:
+        holder.close()
+    assert order == ["first", "death"]
+    assert reported == [("f", "before waiting: RuntimeError('no zygote today')")]

@@ -9,6 +9,8 @@ import io
 import json
 import os
 import signal
+import socket
+import subprocess
 import threading
 from argparse import Namespace
 from collections.abc import Iterator
@@ -265,3 +267,30 @@ def test_a_notice_from_a_thread_that_ended_kills_the_instance_it_came_from(
     assert old.status is not None and old.status.signal == signal.SIGKILL
     flushed()
     assert details == [NOTICED]
+
+
+def test_a_standbys_pidfd_is_kept_only_while_it_is_there_so_a_reused_pid_is_never_killed() -> None:
+    """The notice kills the old instance through the pidfd opened when its standby
+    announced itself. A standby already gone (its socket at EOF) whose pid a stranger
+    took meanwhile gets no pidfd: the stranger lives, and the kill falls back to the
+    zygote (which signals only pids it has not reaped)."""
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        mine, theirs = socket.socketpair()
+        theirs.close()  # the standby died: EOF
+        gone = standby.Standby("t", stranger.pid, mine)
+        gone.open_pidfd()
+        assert gone.pidfd == -1 and not gone.kill()
+        gone.close()
+        assert stranger.poll() is None
+        mine, theirs = socket.socketpair()  # a standby still there: its pidfd is kept
+        there = standby.Standby("t", stranger.pid, mine)
+        there.open_pidfd()
+        assert there.kill()
+        assert stranger.wait(EVENT_TIMEOUT_S) == -signal.SIGKILL
+        there.close()
+        theirs.close()
+        assert there.pidfd == -1
+    finally:
+        stranger.kill()
+        stranger.wait()

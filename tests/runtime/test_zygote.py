@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -258,7 +259,7 @@ def test_a_warm_standby_runs_nothing_before_its_hand_over_and_is_made_again(
         # The waiting standby took it (read before the spawn: once the child is ready the
         # next standby may already be announced in its place).
         assert child.standby and child.pid == waiting
-        assert child.ready.wait(EVENT_TIMEOUT_S)
+        assert child.wait_ready(EVENT_TIMEOUT_S)  # read on this thread, which handed over
         assert mark.read_text() == f"run {child.pid} warm\n"  # prepare's result handed in
         # The next standby is made once the handed-over child is ready.
         assert wait_until(lambda: z.standbys.get("zyg_targets:marked") not in (None, child.pid))
@@ -276,7 +277,7 @@ def test_a_hand_over_goes_to_the_standby_with_the_zygote_stopped(tmp_path: Path)
         os.kill(z.pid, signal.SIGSTOP)
         try:
             child = z.spawn("m", "zyg_targets:marked", {"mark": str(mark)}, standby=True)
-            assert child.standby and child.ready.wait(EVENT_TIMEOUT_S)
+            assert child.standby and child.wait_ready(EVENT_TIMEOUT_S)
             assert set(child.stamps) == {"handed_over", "ready_target", "ready_seen"}
             assert child.stamps["handed_over"] <= child.stamps["ready_seen"]
         finally:
@@ -306,3 +307,54 @@ def test_a_standby_whose_prepare_fails_is_not_made_again_and_the_start_forks(
         child = z.spawn("u", "zyg_targets:unprepared", standby=True)
         assert not child.standby  # forked: its target runs, unprepared
         assert child.ready.wait(EVENT_TIMEOUT_S)
+
+
+class _SetBy(threading.Event):
+    """An Event that records which thread set it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by: list[threading.Thread] = []
+
+    def set(self) -> None:
+        self.by.append(threading.current_thread())
+        super().set()
+
+
+def test_a_hand_overs_ready_is_read_by_the_thread_that_handed_it_over(tmp_path: Path) -> None:
+    """No other thread is on a restart's path: the reader never reads a hand-over's READY
+    (it would set `ready` before `wait_ready` is called, and from its own thread)."""
+    env = write_targets(tmp_path, STANDBY_TARGETS)
+    mark = tmp_path / "mark"
+    with Zygote(["zenoh", "zyg_targets"], env=env) as z:
+        z.keep_standby("zyg_targets:marked")
+        assert wait_until(lambda: z.standbys.get("zyg_targets:marked"))
+        child = z.spawn("m", "zyg_targets:marked", {"mark": str(mark)}, standby=True)
+        assert child.standby
+        child.ready = recorded = _SetBy()  # READY, once written, waits in the socket
+        assert wait_until(mark.exists)  # the instance runs: its ready() follows
+        assert child.wait_ready(EVENT_TIMEOUT_S)
+        assert recorded.by == [threading.current_thread()]
+        # The next standby is still asked for (by the new instance's notice waiter).
+        assert wait_until(lambda: z.standbys.get("zyg_targets:marked") not in (None, child.pid))
+
+
+LAST_WORDS = """
+import os
+def ready_then_gone(config, ready, prepared):
+    ready()
+    os._exit(5)
+ready_then_gone.prepare = lambda: "warm"
+"""
+
+
+def test_a_ready_written_just_before_the_standbys_death_still_counts(tmp_path: Path) -> None:
+    env = write_targets(tmp_path, LAST_WORDS)
+    with Zygote(["zenoh", "zyg_targets"], env=env) as z:
+        z.keep_standby("zyg_targets:ready_then_gone")
+        assert wait_until(lambda: z.standbys.get("zyg_targets:ready_then_gone"))
+        child = z.spawn("g", "zyg_targets:ready_then_gone", standby=True)
+        assert child.standby
+        assert child.exited.wait(EVENT_TIMEOUT_S)  # the exit report came first
+        assert child.wait_ready(EVENT_TIMEOUT_S)  # its READY is read all the same
+        assert child.status is not None and child.status.code == 5

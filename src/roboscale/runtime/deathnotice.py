@@ -221,10 +221,12 @@ class Waiter:
     def __init__(self, mutex: NoticeMutex) -> None:
         self.mutex = mutex
         self.on_death: Callable[[], None] | None = None
+        self.first: Callable[[], None] | None = None
         self.go = threading.Event()
 
-    def arm(self, on_death: Callable[[], None]) -> None:
-        self.on_death = on_death
+    def arm(self, on_death: Callable[[], None], first: Callable[[], None] | None = None) -> None:
+        """Wait for its death; `first` runs on the waiter's thread before it blocks."""
+        self.on_death, self.first = on_death, first
         self.go.set()
 
     def cancel(self) -> None:
@@ -259,6 +261,11 @@ class DeathWatch:
             while not waiter.go.wait(WAIT_SLICE_S):
                 if self._closing.is_set():
                     return
+            if waiter.first is not None:
+                try:
+                    waiter.first()
+                except Exception as exc:  # said, and the death is still waited for
+                    self.report(name, f"before waiting: {exc!r}")
             if waiter.on_death is not None:
                 self._until_death(mutex, name, waiter.on_death)
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -49,7 +50,36 @@ class ForkedChild:
     # zygote's), "ready_seen" and "exit_seen" (this client's reader), "notice_seen"
     # (its death notice's waiter).
     stamps: dict[str, int] = field(default_factory=dict)
+    # Handed to a waiting standby by this client: reads its READY on the calling thread
+    # (`wait_settled`) until it settled; None: the reader thread sets the events.
+    reply: Callable[[float], None] | None = None
+    # SIGKILL to its process at once (its standby's pidfd); False if it cannot.
+    kill_now: Callable[[], bool] | None = None
+
+    def wait_settled(self, timeout_s: float) -> None:
+        """Until ready, error or exit, at most `timeout_s`. After a hand-over to a
+        waiting standby only the thread that spawned it may call it: that thread reads
+        the READY, and `ready` is set only then (`wait_ready` for a plain wait)."""
+        reply = self.reply
+        if reply is not None and not self.settled.is_set():
+            reply(timeout_s)
+        else:
+            self.settled.wait(timeout_s)
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Whether it became ready within `timeout_s` (the spawning thread)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.settled.is_set() and (left := deadline - time.monotonic()) > 0:
+            self.wait_settled(left)
+        return self.ready.is_set()
 
     def send_signal(self, sig: int) -> None:
         if self.zygote is not None and not self.exited.is_set():
             self.zygote.signal(self.pid, sig)
+
+    def kill_at_once(self) -> None:
+        """SIGKILL without the zygote's wake-up when its pidfd is held (the zygote still
+        kills its group when it reaps it); else its group, through the zygote."""
+        kill_now = self.kill_now
+        if kill_now is None or not kill_now():
+            self.send_signal(signal.SIGKILL)

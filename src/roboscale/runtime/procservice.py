@@ -59,6 +59,12 @@ class Proc:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.pid, sig)
 
+    def wait_settled(self, timeout_s: float) -> None:
+        self.settled.wait(timeout_s)
+
+    def kill_at_once(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
     def output(self, chunk: bytes) -> None:
         if self.log is not None:
             self.log.write(chunk)

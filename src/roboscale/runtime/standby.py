@@ -8,12 +8,15 @@ already forked, with the target imported and its optional `prepare()` run (`main
 Prepared, the standby announces itself on a datagram socket the client gave the zygote
 (`--announce-fd`), passing one end of a socket pair of its own, and blocks on the other.
 A spawn then hands the config over with one write to that socket, and the standby's
-READY comes back on it: the zygote is on no step of a hand-over (it forks standbys when
-asked, reaps them, and reports their exits as any child's). The next standby is asked
-for once the handed-over child settled (ready, error or exit). A standby runs none of the
-target before its hand-over, so it is never a second live instance of its node, whatever
-kills it; and a hand-over only follows the previous instance's end: its exit as the
-zygote reported it (after it reaped it and killed its group), or its death notice.
+READY comes back on it, read by the spawning thread itself (`ForkedChild.wait_settled`):
+neither the zygote nor the client's reader thread is on a step of a hand-over (the
+zygote forks standbys when asked, reaps them, and reports their exits as any child's).
+The next standby is asked for once the handed-over child settled (ready, error or exit;
+after a READY by the new instance's notice waiter, off the restart's path). A standby
+runs none of the target before its hand-over, so it is never a second live instance of
+its node, whatever kills it; and a hand-over only follows the previous instance's end:
+its exit as the zygote reported it (after it reaped it and killed its group), or its
+death notice.
 A killed standby is made again, one whose target fails is not (the next start forks
 and reports why).
 
@@ -30,9 +33,14 @@ reported again. The zygote still reaps the old process and kills its group.
 from __future__ import annotations
 
 import contextlib
+import os
+import select
+import selectors
+import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -62,6 +70,39 @@ class Standby:
     # not be made), offered to it at once, and the waiter that owns it from then on.
     notice: NoticeMutex | None = None
     waiter: Waiter | None = None
+    # Handed over directly, its reply (READY) is read by the thread that wrote the
+    # hand-over (`await_reply`), not the reader: no second thread on a restart's path.
+    # Its socket is closed only when that thread is not in a wait on it.
+    awaited: bool = False
+    close_wanted: bool = False
+    # Its pidfd (-1: none), opened when it announced itself and known then to be its
+    # own (`open_pidfd`): a death notice kills it at once, no zygote on the way.
+    pidfd: int = -1
+    # The child a hand-over to it becomes, made when it announced itself (a ForkedChild
+    # and its five events cost a restart about 30 µs).
+    spare: ForkedChild | None = None
+
+    def open_pidfd(self) -> None:
+        """Open its pidfd; kept only if the standby is still there after it (no EOF on
+        its socket: nothing else comes before a hand-over), so the pid was not reused."""
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            return
+        if readable(self.sock):
+            os.close(pidfd)
+        else:
+            self.pidfd = pidfd
+
+    def kill(self) -> bool:
+        """SIGKILL its process through its pidfd (the zygote reaps it and kills its
+        group later); False if it has none (or it was closed)."""
+        with self.lock:
+            if self.pidfd < 0:
+                return False
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            return True
 
     def send(self, data: bytes) -> bool:
         """The hand-over: one write. False when it died (or is being closed)."""
@@ -88,9 +129,44 @@ class Standby:
             waiter, self.waiter = self.waiter, None
             return waiter
 
+    def await_reply(self, timeout_s: float) -> bytes | None:
+        """What it says within `timeout_s`, read on the calling thread: b"" once it is
+        gone, None if nothing came yet (or another thread is reading it)."""
+        with self.lock:
+            if self.awaited:
+                return None
+            if self.sock.fileno() < 0:
+                return b""
+            self.awaited = True
+        try:
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            if not poller.poll(max(0, int(timeout_s * 1000))):
+                return None
+            return self.sock.recv(65536)
+        except OSError:
+            return b""
+        finally:
+            with self.lock:
+                self.awaited = False
+                if self.close_wanted:
+                    self.sock.close()
+
+    def lines(self, data: bytes) -> list[tuple[str, str]]:
+        """Its complete lines so far, as (first word, the rest)."""
+        *lines, self.buffer = (self.buffer + data).split(b"\n")
+        said = [raw.decode(errors="replace").partition(" ") for raw in lines]
+        return [(word, rest) for word, _, rest in said]
+
     def close(self) -> None:
         with self.lock:
-            self.sock.close()
+            if self.awaited:  # the thread reading it closes it once out of its wait
+                self.close_wanted = True
+            else:
+                self.sock.close()
+            if self.pidfd >= 0:
+                os.close(self.pidfd)
+                self.pidfd = -1
             if self.waiter is not None:  # never handed over: its waiter ends
                 self.waiter.cancel()
                 self.waiter = None
@@ -154,13 +230,13 @@ class StandbyBook:
             self._waiting[standby.target] = standby
             return surplus, b""
 
-    def take(self, target: str, child: ForkedChild) -> Standby | None:
-        """The waiting standby of `target`, now `child`'s (None if none waits)."""
+    def take(self, target: str) -> Standby | None:
+        """The waiting standby of `target`, now its spare child's (None if none waits)."""
         with self._lock:
             standby = self._waiting.pop(target, None)
             if standby is not None:
                 self._unused.pop(standby.pid, None)
-                standby.child = child
+                standby.child = standby.spare
                 self._handed[standby.pid] = standby
             return standby
 
@@ -206,12 +282,15 @@ class StandbyBook:
         with self._lock:
             self.last[target] = 0
 
-    def clear(self) -> None:
+    def clear(self) -> list[Standby]:
+        """Forget everything (the zygote died); the standbys it held, to be closed."""
         with self._lock:
+            held = [*self._waiting.values(), *self._handed.values()]
             self._waiting.clear()
             self._handed.clear()
             self._making.clear()
             self._promised.clear()
+            return held
 
 
 # ----------------------------------------------------------------- death notices (reader)
@@ -229,20 +308,29 @@ def prepare_notice(standby: Standby, deaths: DeathWatch, report: NoticeReporter)
         report(standby.target, FELL_BACK.format(exc))
         return
     standby.notice = notice
+    standby.open_pidfd()  # before the offer: only EOF can make its socket readable yet
     standby.offer_notice()
     standby.waiter = deaths.prepare(notice, f"{standby.target} (pid {standby.pid})")
 
 
-def arm_notice(standby: Standby, child: ForkedChild, said: str, report: NoticeReporter) -> None:
-    """Its instance said READY holding the notice ("notice"), or why not ("nonotice ...")."""
+def arm_notice(
+    standby: Standby,
+    child: ForkedChild,
+    said: str,
+    report: NoticeReporter,
+    then: Callable[[ForkedChild], None],
+) -> None:
+    """Its instance said READY holding the notice ("notice"), or why not ("nonotice
+    ..."). `then(child)` runs first on the armed waiter's thread (after the restart
+    that woke it let go of the GIL), else here."""
     waiter = standby.take_waiter()
-    if waiter is None:
-        return  # none was made (reported then)
-    if said != "notice":
-        waiter.cancel()
-        report(child.name, FELL_BACK.format(said.removeprefix("nonotice ") or "none held"))
-        return
-    waiter.arm(lambda: _noticed(child))
+    if waiter is None or said != "notice":
+        then(child)
+        if waiter is not None:
+            waiter.cancel()
+            report(child.name, FELL_BACK.format(said.removeprefix("nonotice ") or "none held"))
+        return  # (none made: reported then)
+    waiter.arm(lambda: _noticed(child), first=lambda: then(child))
 
 
 def _noticed(child: ForkedChild) -> None:
@@ -251,3 +339,16 @@ def _noticed(child: ForkedChild) -> None:
     child.dead.set()
     if child.on_dead is not None:
         child.on_dead()
+
+
+def registered(sel: selectors.BaseSelector, standby: Standby) -> bool:
+    """Whether `sel` (the zygote client's reader) watches its socket."""
+    fd = standby.sock.fileno()  # -1 once closed
+    key = sel.get_map().get(fd) if fd >= 0 else None
+    return key is not None and key.data is standby
+
+
+def readable(sock: socket.socket) -> bool:
+    with selectors.DefaultSelector() as probe:
+        probe.register(sock, selectors.EVENT_READ)
+        return bool(probe.select(0))

@@ -63,7 +63,14 @@ from roboscale.runtime.deathnotice import DeathWatch
 from roboscale.runtime.events import EventSubscriber, SupervisionEvent, log_event
 from roboscale.runtime.forkedchild import ExitStatus, ForkedChild
 from roboscale.runtime.forkserver import SINGLE_THREAD_ENV, ZygoteError
-from roboscale.runtime.standby import Standby, StandbyBook, arm_notice, prepare_notice
+from roboscale.runtime.standby import (
+    Standby,
+    StandbyBook,
+    arm_notice,
+    prepare_notice,
+    readable,
+    registered,
+)
 from roboscale.safewrite import open_stream
 
 __all__ = ["ExitStatus", "ForkedChild", "Zygote", "ZygoteError"]
@@ -186,10 +193,10 @@ class Zygote:
     ) -> ForkedChild | None:
         """Start `target` on its waiting standby: one write to the standby's socket, no
         zygote on the way. None when none waits (or it just died): the caller forks."""
-        child = ForkedChild(name, zygote=self, standby=True, refill=target)
         order = json.dumps({"config": config or {}, "log": str(log) if log else None})
-        waiting = self._book.take(target, child)
+        waiting = self._book.take(target)
         if waiting is None:
+            child = ForkedChild(name, zygote=self, standby=True, refill=target)
             # One being made takes it once prepared (as soon as a fork would be ready).
             with self._lock:  # registered with the promise: its exit finds the child
                 child.pid = self._book.promise(target, child, order.encode() + b"\n")
@@ -198,17 +205,19 @@ class Zygote:
             if child.pid:
                 child.forked.set()
             return child if child.pid else None
-        child.pid = waiting.pid
+        handed = waiting.child
+        assert handed is not None  # its spare, made when it announced itself
+        handed.name = name
         with self._lock:  # before the write: the standby's exit cannot come before it
-            self._children[child.pid] = child
+            self._children[handed.pid] = handed
         if not waiting.send(order.encode() + b"\n"):
             self._book.untake(waiting)
             with self._lock:
-                self._children.pop(child.pid, None)
+                self._children.pop(handed.pid, None)
             return None
-        child.stamps["handed_over"] = time.monotonic_ns()
-        child.forked.set()
-        return child
+        handed.stamps["handed_over"] = time.monotonic_ns()
+        handed.forked.set()
+        return handed
 
     def keep_standby(self, target: str) -> None:
         """Have a warm standby of `target` made now (else the first standby spawn makes
@@ -393,12 +402,20 @@ class Zygote:
             return
         standby = Standby(target, pid, socks[0])
         prepare_notice(standby, self._deaths, self._notice_event)  # before any order
-        sel.register(standby.sock, selectors.EVENT_READ, standby)
+        spare = ForkedChild("", pid=pid, zygote=self, standby=True, refill=target)
+        spare.reply = lambda timeout_s: self._await_reply(standby, spare, timeout_s)
+        spare.kill_now, standby.spare = standby.kill, spare
+        # Unwatched while it waits (its exit report says if it dies): a spawn's thread
+        # reads its READY (`_await_reply`); this one only a promised standby's.
         surplus, order = self._book.announced(standby)
         if surplus is not None:  # one waits per target: EOF ends the older one
             self._drop(surplus, sel)
-        if order and standby.send(order) and standby.child is not None:
-            standby.child.stamps["handed_over"] = time.monotonic_ns()
+        if order:
+            sel.register(standby.sock, selectors.EVENT_READ, standby)
+            if standby.child is not None:
+                standby.child.kill_now = standby.kill
+            if standby.send(order) and standby.child is not None:
+                standby.child.stamps["handed_over"] = time.monotonic_ns()
 
     def _standby_says(self, standby: Standby, sel: selectors.BaseSelector) -> None:
         """READY or ERROR of a handed-over standby; EOF: it is gone (its exit follows)."""
@@ -409,10 +426,26 @@ class Zygote:
         if not data:
             self._drop(standby, sel)
             return
-        *lines, standby.buffer = (standby.buffer + data).split(b"\n")
+        self._heard(standby, data)
+
+    def _await_reply(self, standby: Standby, child: ForkedChild, timeout_s: float) -> None:
+        """`child.wait_settled` on the spawning thread, which wrote the hand-over: no
+        GIL hand-off to the reader and back on a restart's path. EOF: the exit follows."""
+        data = standby.await_reply(timeout_s)
+        if data is None:
+            return
+        if data:
+            self._heard(standby, data)
+        if not data or child.settled.is_set():
+            child.reply = None  # from now on its events are all the reader's
+
+    def _heard(self, standby: Standby, data: bytes) -> None:
+        """READY or ERROR of a handed-over standby, on whichever thread read it. After a
+        READY the next standby is asked for by the new instance's notice waiter, once
+        armed (off the restart's path: the zygote's fork and the standby's preparing
+        would take a core from it); without a notice, here."""
         child = standby.child
-        for raw in lines:
-            word, _, rest = raw.decode(errors="replace").partition(" ")
+        for word, rest in standby.lines(data):
             if child is None or word not in ("READY", "ERROR"):
                 continue  # nothing counts before a hand-over
             stamp, _, notice = rest.partition(" ")
@@ -424,8 +457,9 @@ class Zygote:
                 child.error = rest
             child.settled.set()
             if word == "READY":
-                arm_notice(standby, child, notice, self._notice_event)
-            self._refill(child)
+                arm_notice(standby, child, notice, self._notice_event, self._refill)
+            else:
+                self._refill(child)
 
     def _standby_exited(
         self, ev: dict[str, Any], sel: selectors.BaseSelector
@@ -435,8 +469,10 @@ class Zygote:
         The child promised this standby, if it died preparing."""
         gone, target, promised = self._book.exited(ev["pid"])
         for standby in gone:
-            while _registered(sel, standby) and _readable(standby.sock):
+            while registered(sel, standby) and readable(standby.sock):
                 self._standby_says(standby, sel)
+            while not registered(sel, standby) and (data := standby.await_reply(0)):
+                self._heard(standby, data)  # unless its spawning thread is reading it
             self._drop(standby, sel)
         if target is not None:
             if ev["signal"] is not None:
@@ -452,7 +488,7 @@ class Zygote:
 
     def _drop(self, standby: Standby, sel: selectors.BaseSelector) -> None:
         self._book.dropped(standby)
-        if _registered(sel, standby):
+        if registered(sel, standby):
             sel.unregister(standby.sock)
         standby.close()
 
@@ -462,7 +498,8 @@ class Zygote:
             children = list(self._children.values()) + list(self._pending.values())
             self._children.clear()
             self._pending.clear()
-        self._book.clear()
+        for standby in self._book.clear():
+            standby.close()
         for child in children:
             child.error = child.error or "the zygote died"
             child.forked.set()
@@ -474,15 +511,3 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:
         return b""
-
-
-def _registered(sel: selectors.BaseSelector, standby: Standby) -> bool:
-    fd = standby.sock.fileno()  # -1 once closed
-    key = sel.get_map().get(fd) if fd >= 0 else None
-    return key is not None and key.data is standby
-
-
-def _readable(sock: socket.socket) -> bool:
-    with selectors.DefaultSelector() as probe:
-        probe.register(sock, selectors.EVENT_READ)
-        return bool(probe.select(0))

@@ -46,7 +46,14 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
 from roboscale.runtime.security import check_reach
-from roboscale.runtime.wire import Malformed, WireCodec, pack_header, unpack_header
+from roboscale.runtime.wire import (
+    Malformed,
+    Unencodable,
+    WireCodec,
+    check_size,
+    pack_header,
+    unpack_header,
+)
 from roboscale.runtime.zenoh_config import shared_memory_blocked
 
 __all__ = ["Bridge", "BridgeConfig", "bridge_config", "bridge_settings", "session_config"]
@@ -61,12 +68,15 @@ class _Export:
         self.bridge, self.topic, self.retention = bridge, topic, retention
         self.seq = 0  # durable topics only: the link numbers the others itself
         self.encode = bridge.codec.encode
+        self.limit = bridge.config.send_limit()  # None: the transport fragments any size
         self.pub = bridge._link().publisher(
             bridge.key(topic.name), bridge.publisher_id, bridge.config.express
         )
 
     def __call__(self, msg: Any) -> None:
         codec, tag, data = self.encode(msg)
+        if self.limit is not None and len(data) > self.limit:
+            self.bridge.refuse(self.topic.name, data, self.limit)
         if self.retention is None:
             self.pub.send(data, codec, tag)
             return
@@ -170,6 +180,7 @@ class Bridge:
         self.path, self.path_reason = zlink.link_path(config, liveliness=liveliness)
         self.link: zlink.Link | None = None
         self.malformed = 0
+        self.refused = 0  # payloads over the transport's cap, refused at publish (not sent)
         self.ignored = 0  # samples of topics this process does not import
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
@@ -220,8 +231,9 @@ class Bridge:
             hint = None
             if self.config.connect:  # a refused handshake looks like an unreachable peer
                 hint = (
-                    f"is {', '.join(self.config.connect)} listening, and does it accept this "
-                    "bridge's user, password or certificate? (docs/security.md)"
+                    f"is {', '.join(self.config.connect)} listening, does it accept this "
+                    "bridge's user, password or certificate (docs/security.md), and is it "
+                    f"on the same transport ({self.config.transport})? (docs/runtime.md)"
                 )
             raise UserError(f"bridge: cannot open a Zenoh session: {e}", hint=hint) from e
 
@@ -435,6 +447,19 @@ class Bridge:
         if self.malformed.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("malformed", f"{where}: {self.malformed} dropped, last: {error}")
 
+    def refuse(self, topic: str, data: bytes, limit: int) -> None:
+        """A payload over the transport's cap (`transport: lowlatency`, which would drop
+        it silently): counted, reported as received ones are, and raised to its publisher."""
+        try:
+            check_size(data, limit)
+            return
+        except Malformed as e:
+            error = f"{topic}: {e} (transport: lowlatency does not fragment)"
+        before, self.refused = self.refused, self.refused + 1
+        if self.refused.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
+            self.emit("refused", f"{self.refused} not sent, last: {error}")
+        raise Unencodable(f"bridge: cannot send {error}")
+
     def _on_native(self, inbox: Any) -> None:
         """On the loop (native link): the rows waiting, their headers checked in Rust."""
         rows = inbox.take(zlink.BATCH)
@@ -541,6 +566,7 @@ class Bridge:
         return {
             "path": self.path,
             "malformed": self.malformed,
+            "refused": self.refused,
             "ignored": self.ignored,
             "peers": {"admitted": self.admitted, "left": self.left},
             "durable": durable,

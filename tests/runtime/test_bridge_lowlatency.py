@@ -99,3 +99,29 @@ def test_a_payload_at_the_cap_arrives_and_one_byte_over_is_refused_never_lost(
     # Retained as sent: the refused payload is not in what a backlog query would get.
     retained = [len(data) for _, data, _ in ba._retained["/any"].after(0)]
     assert CAP in retained and CAP + 1 not in retained and max(retained) == CAP
+
+
+@pytest.mark.zenoh
+def test_a_peer_on_the_other_transport_connects_on_the_queued_one(
+    zenoh: None, bridge_path: str
+) -> None:
+    """Zenoh 1.10 negotiates: lowlatency only if both sides ask for it, else the queued
+    transport (which fragments): nothing is lost, the gain is. The lowlatency side keeps
+    its cap (it cannot know what its link negotiated)."""
+    a, b = Runtime().start(), Runtime().start()
+    got: list[Any] = []
+    subscriber(b, got)
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    exporter = {**LOW, "listen": [endpoint], "export": ["/any"]}
+    importer = {"shared_memory": False, "connect": [endpoint], "import": ["/any"]}
+    try:
+        with Bridge(a, bridge_config(exporter)) as ba, Bridge(b, bridge_config(importer)):
+            wait_until(lambda: a.call(lambda: a.bus.topic("/any").publish(b"probe")) and got)
+            a.call(lambda: a.bus.topic("/any").publish(b"x" * CAP))
+            wait_until(lambda: got[-1] == b"x" * CAP)
+            with pytest.raises(Unencodable):
+                a.call(lambda: a.bus.topic("/any").publish(b"y" * (CAP + 1)))
+            assert ba.stats()["refused"] == 1
+    finally:
+        a.close()
+        b.close()

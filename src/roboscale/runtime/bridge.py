@@ -231,9 +231,8 @@ class Bridge:
             hint = None
             if self.config.connect:  # a refused handshake looks like an unreachable peer
                 hint = (
-                    f"is {', '.join(self.config.connect)} listening, does it accept this "
-                    "bridge's user, password or certificate (docs/security.md), and is it "
-                    f"on the same transport ({self.config.transport})? (docs/runtime.md)"
+                    f"is {', '.join(self.config.connect)} listening, and does it accept this "
+                    "bridge's user, password or certificate? (docs/security.md)"
                 )
             raise UserError(f"bridge: cannot open a Zenoh session: {e}", hint=hint) from e
 

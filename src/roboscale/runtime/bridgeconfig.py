@@ -54,7 +54,9 @@ class BridgeConfig:
     # Zenoh's transport: "queued" (its default: a tx queue and batches, any size) or
     # "lowlatency" (the put writes the socket itself: about a fifth off a small message's
     # round trip; no fragmentation, so payloads are capped at LOWLATENCY_MAX_PAYLOAD, sent
-    # and taken). Every peer of the session must use the same one, or Zenoh refuses the link.
+    # and taken). Both peers of a link must ask for it: with a peer on the queued one,
+    # zenoh 1.10 falls back to the queued transport (measured: nothing lost, no gain), and
+    # this side keeps its cap.
     transport: str = "queued"
 
     def send_limit(self) -> int | None:

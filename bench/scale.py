@@ -16,6 +16,9 @@
    - runtime between processes: two runtimes joined by the Zenoh bridge
      (bench/baselines/runtime_echo.py) on its native per-message path where it was built
      (`make native`), and again on its python link ($ROBOSCALE_BRIDGE_PATH=python);
+   - the same native pair on Zenoh's lowlatency transport (bridge `transport: lowlatency`,
+     opt-in): the sizes up to its 48,000 B cap only (it does not fragment), with its own
+     goal lines beside the default's;
    - rospy: two processes under a private roscore, tcp_nodelay (baselines/rospy_echo.py);
    - raw zenoh-python: two peers on explicit tcp/127.0.0.1 endpoints, scouting off,
      FIFO channel handlers (baselines/zenoh_echo.py);
@@ -38,14 +41,14 @@
    (user + system, every thread; over all the sizes a pair ran, so `--sizes 11` for the
    small messages' own): what a latency bought with CPU would show there.
 
-With `--rounds N` only the close latency goals run: the bridge (native, then python
-link) and rospy pairs interleaved N times, so every system is measured in every minute
-alike (`--baseline-src DIR` adds the native pair of another checkout's src, e.g. the code
-before a change, after this code's in every round: an A/B; `--floor` adds the floors
-zenoh_min + event loop and raw Zenoh in Rust); goals on the pooled p50s, judged over
-rounds, with the range of the per-round ratios (bench/scale_rounds.py). Every goal line
-gives its figure's 95 % interval and sample, and says "not judged" when the interval
-straddles the target or the sample is too short (bench/goals.py).
+With `--rounds N` only the close latency goals run: the bridge (native, python link,
+lowlatency transport) and rospy pairs interleaved N times, so every system is measured
+in every minute alike (`--baseline-src DIR` adds the native pair of another checkout's
+src, e.g. the code before a change, after this code's in every round: an A/B; `--floor`
+adds the floors zenoh_min + event loop and raw Zenoh in Rust); goals on the pooled p50s,
+judged over rounds, with the range of the per-round ratios (bench/scale_rounds.py).
+Every goal line gives its figure's 95 % interval and sample, and says "not judged" when
+the interval straddles the target or the sample is too short (bench/goals.py).
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
         [--rounds 5 [--baseline-src DIR] [--floor]] [--sizes 11,4250]

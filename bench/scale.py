@@ -16,6 +16,9 @@
    - runtime between processes: two runtimes joined by the Zenoh bridge
      (bench/baselines/runtime_echo.py) on its native per-message path where it was built
      (`make native`), and again on its python link ($ROBOSCALE_BRIDGE_PATH=python);
+   - the same native pair on Zenoh's lowlatency transport (bridge `transport: lowlatency`,
+     opt-in): the sizes up to its 48,000 B cap only (it does not fragment), with its own
+     goal lines beside the default's;
    - rospy: two processes under a private roscore, tcp_nodelay (baselines/rospy_echo.py);
    - raw zenoh-python: two peers on explicit tcp/127.0.0.1 endpoints, scouting off,
      FIFO channel handlers (baselines/zenoh_echo.py);
@@ -38,14 +41,14 @@
    (user + system, every thread; over all the sizes a pair ran, so `--sizes 11` for the
    small messages' own): what a latency bought with CPU would show there.
 
-With `--rounds N` only the close latency goals run: the bridge (native, then python
-link) and rospy pairs interleaved N times, so every system is measured in every minute
-alike (`--baseline-src DIR` adds the native pair of another checkout's src, e.g. the code
-before a change, after this code's in every round: an A/B; `--floor` adds the floors
-zenoh_min + event loop and raw Zenoh in Rust); goals on the pooled p50s, judged over
-rounds, with the range of the per-round ratios (bench/scale_rounds.py). Every goal line
-gives its figure's 95 % interval and sample, and says "not judged" when the interval
-straddles the target or the sample is too short (bench/goals.py).
+With `--rounds N` only the close latency goals run: the bridge (native, python link,
+lowlatency transport) and rospy pairs interleaved N times, so every system is measured
+in every minute alike (`--baseline-src DIR` adds the native pair of another checkout's
+src, e.g. the code before a change, after this code's in every round: an A/B; `--floor`
+adds the floors zenoh_min + event loop and raw Zenoh in Rust); goals on the pooled p50s,
+judged over rounds, with the range of the per-round ratios (bench/scale_rounds.py).
+Every goal line gives its figure's 95 % interval and sample, and says "not judged" when
+the interval straddles the target or the sample is too short (bench/goals.py).
 
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
         [--rounds 5 [--baseline-src DIR] [--floor]] [--sizes 11,4250]
@@ -92,6 +95,9 @@ FLOOR = "zenoh-python + event loop"
 NATIVE_FLOOR = "zenoh (minimal binding) + event loop"
 BRIDGE = "runtime + Zenoh bridge"
 PY_LINK = "runtime + Zenoh bridge (python link)"
+# The bridge on Zenoh's lowlatency transport (opt-in, `transport: lowlatency`): payloads up
+# to its cap only (runtime.zenoh_config.LOWLATENCY_MAX_PAYLOAD); larger sizes are skipped.
+LOWLAT = "runtime + Zenoh bridge, lowlatency transport"
 RUST = "zenoh (Rust)"
 ROSPY = "rospy (tcp_nodelay)"
 RUST_WORKSPACE = BASELINES / "Cargo.toml"  # zenoh_rs and zenoh_pyo3
@@ -363,20 +369,46 @@ def zenoh_native_pair(count: int) -> EchoRun:
     return endpoint_pair([sys.executable, str(BASELINES / "zenoh_native_echo.py")], count)
 
 
-def runtime_pair(count: int, path: str = "auto", src: str | None = None) -> EchoRun:
+def runtime_pair(
+    count: int, path: str = "auto", src: str | None = None, transport: str = "queued"
+) -> EchoRun:
     """The runtime's echo over the bridge; `path` native (an error where not built),
     python or auto ($ROBOSCALE_BRIDGE_PATH); `src`: run the runtime of that source tree
-    (another checkout's `src`, its extension included) instead of this one."""
+    (another checkout's `src`, its extension included) instead of this one; `transport`:
+    the bridges' Zenoh transport (lowlatency: the sizes up to its cap only)."""
     from roboscale.runtime import zlink  # ImportError: reported as missing
 
     if path == "native" and zlink.native_module() is None:
         raise UserError("the bridge's native path was not built", hint="make native")
-    env = {**os.environ, zlink.PATH_ENV: path}
+    env = {**os.environ, zlink.PATH_ENV: path, "ROBOSCALE_ECHO_TRANSPORT": transport}
     if src is not None:
         if not (Path(src) / "roboscale" / "runtime").is_dir():
             raise UserError(f"--baseline-src {src}: no roboscale/runtime in it")
         env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
     return endpoint_pair([sys.executable, str(BASELINES / "runtime_echo.py")], count, env=env)
+
+
+def lowlatency_pair(count: int) -> EchoRun:
+    """The bridge's echo (native path) on Zenoh's lowlatency transport."""
+    return runtime_pair(count, "native", transport="lowlatency")
+
+
+def ratio_goal_sizes(system: str) -> dict[int, float]:
+    """The sizes of RATIO_GOALS measured (--sizes) that `system` carries: the
+    lowlatency transport only those up to its cap."""
+    from roboscale.runtime.zenoh_config import LOWLATENCY_MAX_PAYLOAD
+
+    most = LOWLATENCY_MAX_PAYLOAD if system == LOWLAT else None
+    return {
+        size: bound
+        for size, bound in RATIO_GOALS.items()
+        if size in SIZES and (most is None or size <= most)
+    }
+
+
+def ratio_goal_name(system: str, size: int) -> str:
+    suffix = ", lowlatency transport" if system == LOWLAT else ""
+    return f"between processes p50 / rospy p50, {size} B{suffix}"
 
 
 def rospy_pair(count: int) -> EchoRun:
@@ -499,6 +531,7 @@ def echo_runs(count: int, rust: Path | None, missing: dict[str, str]) -> dict[st
         PY_LINK: attempt(
             "runtime bridge echo, python link", lambda: runtime_pair(count, "python"), missing
         ),
+        LOWLAT: attempt("runtime bridge echo, lowlatency", lambda: lowlatency_pair(count), missing),
         ROSPY: attempt("rospy echo", lambda: rospy_pair(count), missing),
         "zenoh-python peer": attempt("zenoh echo", lambda: zenoh_pair(count), missing),
         FLOOR: attempt("zenoh loop echo", lambda: zenoh_pair(count, "-loop"), missing),
@@ -549,18 +582,18 @@ def goals(idle: dict[str, Any] | None, echoes: dict[str, EchoRun | None]) -> lis
         out.append(
             judge.latency(goal, samples, target) if samples else judge.not_measured(goal, target)
         )
-    bridge, rospy = echoes.get(BRIDGE), echoes.get(ROSPY)
-    for size, bound in RATIO_GOALS.items():
-        if size not in SIZES:
-            continue  # not among the sizes asked for (--sizes)
-        goal, target = f"between processes p50 / rospy p50, {size} B", judge.at_most(bound)
-        ours = bridge.rtt_us.get(size) if bridge else None
-        anchor = rospy.rtt_us.get(size) if rospy else None
-        out.append(
-            judge.latency_ratio(goal, ours, anchor, target)
-            if ours and anchor
-            else judge.not_measured(goal, target)
-        )
+    rospy = echoes.get(ROSPY)
+    for system in (BRIDGE, LOWLAT):
+        bridge = echoes.get(system)
+        for size, bound in ratio_goal_sizes(system).items():
+            goal, target = ratio_goal_name(system, size), judge.at_most(bound)
+            ours = bridge.rtt_us.get(size) if bridge else None
+            anchor = rospy.rtt_us.get(size) if rospy else None
+            out.append(
+                judge.latency_ratio(goal, ours, anchor, target)
+                if ours and anchor
+                else judge.not_measured(goal, target)
+            )
     return out
 
 

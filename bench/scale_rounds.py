@@ -2,7 +2,8 @@
 
 On a shared machine a system's p50 drifts by tens of percent from one minute to the
 next. Each round runs the bridge's echo pair (native path), the same on the python link,
-and rospy's, one after the other, so every system is measured in every minute alike.
+the native path on Zenoh's lowlatency transport (its sizes up to its cap), and rospy's,
+one after the other, so every system is measured in every minute alike.
 Each goal's figure is the ratio of the pooled p50s (all rounds' samples); its verdict
 comes from the 95 % interval of a bootstrap over rounds, then each round's samples
 (bench/goals.py): PASS or FAIL when the whole interval lies on one side of 1, "not
@@ -25,6 +26,7 @@ Pair = Callable[[int], scale.EchoRun]
 SYSTEMS: list[tuple[str, Pair]] = [
     (scale.BRIDGE, lambda count: scale.runtime_pair(count, "native")),
     (scale.PY_LINK, lambda count: scale.runtime_pair(count, "python")),
+    (scale.LOWLAT, scale.lowlatency_pair),
     (scale.ROSPY, scale.rospy_pair),
 ]
 
@@ -112,14 +114,22 @@ def pooled(name: str, runs: list[scale.EchoRun | None]) -> list[dict[str, Any]]:
 
 
 def goals(runs: dict[str, list[scale.EchoRun | None]]) -> list[dict[str, Any]]:
-    """Per size of a goal, the bridge's p50 over rospy's from the rounds both finished."""
+    """Per size of a goal, the bridge's p50 over rospy's from the rounds both finished,
+    on the default transport, then on lowlatency (its sizes)."""
+    return [
+        line
+        for system in (scale.BRIDGE, scale.LOWLAT)
+        if system in runs
+        for line in system_goals(system, runs)
+    ]
+
+
+def system_goals(system: str, runs: dict[str, list[scale.EchoRun | None]]) -> list[dict[str, Any]]:
     out = []
-    for size, bound in scale.RATIO_GOALS.items():
-        if size not in scale.SIZES:
-            continue  # not among the sizes asked for (--sizes)
+    for size, bound in scale.ratio_goal_sizes(system).items():
         target = judge.at_most(bound)
-        goal = f"between processes p50 / rospy p50, {size} B ({len(runs[scale.ROSPY])} rounds)"
-        pairs = zip(runs[scale.BRIDGE], runs[scale.ROSPY], strict=True)
+        goal = f"{scale.ratio_goal_name(system, size)} ({len(runs[scale.ROSPY])} rounds)"
+        pairs = zip(runs[system], runs[scale.ROSPY], strict=True)
         both = [(a.rtt_us[size], b.rtt_us[size]) for a, b in pairs
                 if a and b and a.rtt_us.get(size) and b.rtt_us.get(size)]  # fmt: skip
         if not both:

@@ -8,6 +8,10 @@
                                                 then COUNT pings one after the other; one JSON
                                                 line {"size": SIZE, "rtt_us": [...]} per size
 
+$ROBOSCALE_ECHO_TRANSPORT (queued or lowlatency, default queued): both bridges' Zenoh
+transport (`transport:` of the bridge); on lowlatency the ping skips the sizes over its
+payload cap (it would refuse them at publish).
+
 The round trip is timed on the runtime's loop (publish to the /pong callback), the
 loop never hands a sample to another Python thread in between: it is what a node of
 the runtime sees. The bridge's own drain thread carries samples from Zenoh to the loop.
@@ -16,6 +20,7 @@ the runtime sees. The bridge's own drain thread carries samples from Zenoh to th
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -34,6 +39,11 @@ SETTLE_S = 0.2  # after the first probe reply, replies to earlier probes may sti
 MATCH_TIMEOUT_S = 30.0
 REPLY_TIMEOUT_S = 10.0
 MAX_LIFETIME_S = 900.0
+TRANSPORT_ENV = "ROBOSCALE_ECHO_TRANSPORT"
+
+
+def transport() -> dict[str, str]:
+    return {"transport": os.environ.get(TRANSPORT_ENV, "queued")}
 
 
 class Echo(Node):
@@ -96,7 +106,7 @@ def _runtime_with(name: str, factory: Callable[[], Node]) -> tuple[Runtime, Supe
 
 def echo(listen: str, bridge_class: type[Bridge] = Bridge) -> None:
     rt, sup, _ = _runtime_with("echo", Echo)
-    config = {"listen": [listen], "import": ["/ping"], "export": ["/pong"]}
+    config = {"listen": [listen], "import": ["/ping"], "export": ["/pong"], **transport()}
     bridge = bridge_class(rt, bridge_config(config)).open()
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -110,10 +120,14 @@ def echo(listen: str, bridge_class: type[Bridge] = Bridge) -> None:
 
 def ping(connect: str, count: int, sizes: list[int], bridge_class: type[Bridge] = Bridge) -> None:
     rt, sup, handle = _runtime_with("ping", Pinger)
-    config = {"connect": [connect], "import": ["/pong"], "export": ["/ping"]}
+    config = {"connect": [connect], "import": ["/pong"], "export": ["/ping"], **transport()}
     bridge = bridge_class(rt, bridge_config(config)).open()
+    limit = bridge.config.send_limit()
     try:
         for size in sizes:
+            if limit is not None and size > limit:
+                print(f"runtime ping: {size} B skipped: over the transport's cap", file=sys.stderr)
+                continue
             node = handle.node
             assert isinstance(node, Pinger)
             done = threading.Event()

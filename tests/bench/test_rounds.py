@@ -65,6 +65,7 @@ def test_scale_rounds_add_a_baseline_checkout_after_this_one_and_the_floors_last
         scale.BRIDGE,
         scale_rounds.baseline_name(str(tmp_path)),
         scale.PY_LINK,
+        scale.LOWLAT,
         scale.ROSPY,
         scale.NATIVE_FLOOR,
         scale.RUST,
@@ -72,6 +73,7 @@ def test_scale_rounds_add_a_baseline_checkout_after_this_one_and_the_floors_last
     assert [name for name, _ in scale_rounds.systems(None)] == [
         scale.BRIDGE,
         scale.PY_LINK,
+        scale.LOWLAT,
         scale.ROSPY,
     ]
 
@@ -94,6 +96,29 @@ def test_goals_of_sizes_not_measured_are_left_out(monkeypatch: pytest.MonkeyPatc
     }
     lines = scale_rounds.goals(runs)
     assert [g["goal"].split(", ")[1] for g in lines] == ["11 B (1 rounds)", "4250 B (1 rounds)"]
+
+
+def test_the_lowlatency_transport_is_judged_at_its_sizes_beside_the_default() -> None:
+    def run(p50: float, seed: int) -> scale.EchoRun:
+        return scale.EchoRun({s: around(p50, 50, seed) for s in scale.SIZES}, 0, 0)
+
+    def lowlatency(seed: int) -> scale.EchoRun:  # no row above its cap
+        return scale.EchoRun({s: around(50, 50, seed) for s in (11, 4250)}, 0, 0)
+
+    runs: dict[str, list[scale.EchoRun | None]] = {
+        scale.BRIDGE: [run(200, r) for r in range(3)],
+        scale.LOWLAT: [lowlatency(3 + r) for r in range(3)],
+        scale.ROSPY: [run(100, 6 + r) for r in range(3)],
+    }
+    lines = scale_rounds.goals(runs)
+    names = [g["goal"].split("rospy p50, ")[1] for g in lines]
+    assert names == [
+        *(f"{s} B (3 rounds)" for s in scale.RATIO_GOALS),  # the default's, every size
+        "11 B, lowlatency transport (3 rounds)",  # 307 KB and 4 MiB: over its cap
+        "4250 B, lowlatency transport (3 rounds)",
+    ]
+    assert [g["met"] for g in lines[-2:]] == [True, True]  # 0.5x rospy in every sample
+    assert all(g["met"] is False for g in lines[:2])  # 2x
 
 
 def test_sizes_are_payload_sizes_in_bytes() -> None:

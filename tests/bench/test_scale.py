@@ -47,6 +47,21 @@ def test_zenoh_echo_pairs_return_one_sample_per_ping(
 
 @pytest.mark.slow
 @pytest.mark.zenoh
+def test_the_lowlatency_echo_pair_measures_the_sizes_up_to_its_cap_only(zenoh: None) -> None:
+    from tests.conftest import require
+    from tests.runtime.conftest import NOT_BUILT
+
+    from roboscale.runtime.zenoh_config import LOWLATENCY_MAX_PAYLOAD
+    from roboscale.runtime.zlink import native_module
+
+    require(native_module() is not None, NOT_BUILT)
+    samples = scale.lowlatency_pair(5).rtt_us
+    assert sorted(samples) == [s for s in scale.SIZES if s <= LOWLATENCY_MAX_PAYLOAD] == [11, 4250]
+    assert all(len(v) == 5 and min(v) > 0 for v in samples.values())
+
+
+@pytest.mark.slow
+@pytest.mark.zenoh
 def test_rust_zenoh_echo_pair_returns_one_sample_per_ping(rust_baseline: Path) -> None:
     assert_one_sample_per_ping(scale.zenoh_rs_pair(5, rust_baseline), 5)
 
@@ -81,7 +96,7 @@ def test_the_whole_benchmark_writes_json(
     report = run_bench("scale.py", tiny)
     assert report["results"]["not_available"] == {}
     systems = {row["system"] for row in report["results"]["echo"]}
-    assert len(systems) == 8
+    assert len(systems) == 9
     floors = report["results"]["floor_over_rospy"]
     assert set(floors) == {scale.FLOOR, scale.NATIVE_FLOOR, scale.RUST}
     assert all(set(ratios) == {str(s) for s in scale.SIZES} for ratios in floors.values())
@@ -101,8 +116,10 @@ def test_rounds_mode_interleaves_the_close_goals_and_gives_each_rounds_ratio(
     require(native_module() is not None, NOT_BUILT)
     report = run_bench("scale.py", ["--rounds", "2", "--echoes", "5"])
     assert report["results"]["not_available"] == {}
-    assert {g["goal"].split(", ")[1] for g in report["goals"]} == {
-        f"{size} B (2 rounds)" for size in scale.RATIO_GOALS
-    }
+    assert [g["goal"].split("rospy p50, ")[1] for g in report["goals"]] == [
+        *(f"{size} B (2 rounds)" for size in scale.RATIO_GOALS),
+        "11 B, lowlatency transport (2 rounds)",
+        "4250 B, lowlatency transport (2 rounds)",
+    ]
     assert all("of 2 met" in g["by_round"] for g in report["goals"])
     assert all(len(runs) == 2 for runs in report["raw"].values())

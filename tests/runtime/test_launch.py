@@ -180,6 +180,11 @@ def test_a_launch_bridge_beyond_loopback_needs_security(rt: Runtime, tmp_path: P
         (("  export: [/chatter]", "  export: [/chatter]\n  import: [/cmd]\n  durable: [/cmd]"),
          "  durable:", "bridge.durable: durable import /cmd needs a cursor file: add cursors: "
          "{/cmd: cmd.cursor}"),
+        (("  export: [/chatter]", "  export: [/chatter]\n  transport: fast"), "  transport:",
+         "bridge.transport: 'fast' is not allowed: allowed are queued, lowlatency"),
+        (("  export: [/chatter]", "  export: [/chatter]\n  transport: lowlatency\n"
+          "  max_payload: 60000"), "  max_payload:",
+         "bridge.max_payload: a number of bytes from 1 to 48000 with transport: lowlatency"),
     ],
 )  # fmt: skip
 def test_launch_security_errors_name_file_line_and_field(

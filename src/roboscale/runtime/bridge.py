@@ -49,8 +49,10 @@ from roboscale.runtime.security import check_reach
 from roboscale.runtime.wire import (
     Malformed,
     Received,
+    Unencodable,
     WireCodec,
     as_bytes,
+    check_size,
     pack_header,
     unpack_header,
 )
@@ -68,12 +70,15 @@ class _Export:
         self.bridge, self.topic, self.retention = bridge, topic, retention
         self.seq = 0  # durable topics only: the link numbers the others itself
         self.encode = bridge.codec.encode
+        self.limit = bridge.config.send_limit()  # None: the transport fragments any size
         self.pub = bridge._link().publisher(
             bridge.key(topic.name), bridge.publisher_id, bridge.config.express
         )
 
     def __call__(self, msg: Any) -> None:
         codec, tag, data = self.encode(msg)
+        if self.limit is not None and len(data) > self.limit:
+            self.bridge.refuse(self.topic.name, data, self.limit)
         if self.retention is None:
             self.pub.send(data, codec, tag)
             return
@@ -178,6 +183,7 @@ class Bridge:
         self.path, self.path_reason = zlink.link_path(config, liveliness=liveliness)
         self.link: zlink.Link | None = None
         self.malformed = 0
+        self.refused = 0  # payloads over the transport's cap, refused at publish (not sent)
         self.ignored = 0  # samples of topics this process does not import
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
@@ -443,6 +449,19 @@ class Bridge:
         if self.malformed.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("malformed", f"{where}: {self.malformed} dropped, last: {error}")
 
+    def refuse(self, topic: str, data: Received, limit: int) -> None:
+        """A payload over the transport's cap (`transport: lowlatency`, which would drop
+        it silently): counted, reported as received ones are, and raised to its publisher."""
+        try:
+            check_size(data, limit)
+            return
+        except Malformed as e:
+            error = f"{topic}: {e} (transport: lowlatency does not fragment)"
+        before, self.refused = self.refused, self.refused + 1
+        if self.refused.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
+            self.emit("refused", f"{self.refused} not sent, last: {error}")
+        raise Unencodable(f"bridge: cannot send {error}")
+
     def _on_native(self, inbox: Any) -> None:
         """On the loop (native link): the rows waiting, their headers checked in Rust."""
         rows = inbox.take(zlink.BATCH)
@@ -549,6 +568,7 @@ class Bridge:
         return {
             "path": self.path,
             "malformed": self.malformed,
+            "refused": self.refused,
             "ignored": self.ignored,
             "peers": {"admitted": self.admitted, "left": self.left},
             "durable": durable,

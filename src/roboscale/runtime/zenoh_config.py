@@ -46,6 +46,28 @@ SHM_SETTINGS = (
 )
 
 
+# Zenoh's `lowlatency` unicast transport (no queue, no batching: the put writes the socket
+# from the caller's thread, one thread hop less each way; `qos` off, which it requires).
+# Opt-in (bridge `transport: lowlatency`): it does not fragment, so a message larger than
+# one batch that does not go through shared memory is dropped by Zenoh with only a log
+# line (eclipse-zenoh/zenoh#1087). A link is lowlatency only if both peers ask for it:
+# zenoh 1.10 falls back to the queued transport otherwise (measured with raw sessions:
+# puts of 60 and 200 KB cross a mixed link both ways, and vanish on a lowlatency one).
+TRANSPORTS = ("queued", "lowlatency")
+LOWLATENCY_SETTINGS = (
+    ("transport/unicast/lowlatency", "true"),
+    ("transport/unicast/qos/enabled", "false"),
+)
+# The largest payload a lowlatency bridge sends or takes. Zenoh's batch is 65,535 B on
+# paper (transport/link/tx/batch_size), but with zenoh 1.10 on lowlatency the largest put
+# that arrives was measured at 49,144 B of payload + attachment (49,114 + 30; 49,115 +
+# 30 vanished), whatever the key's length (1 to 1,003 B: the key is declared once), i.e.
+# 49,152 (48 KiB) less 8 B of framing. The cap keeps 1,152 B below that for the runtime's
+# 22 B header and Zenoh's per-message extensions; tests/runtime/test_bridge_lowlatency.py
+# sends a message at the cap and one byte over on both links.
+LOWLATENCY_MAX_PAYLOAD = 48_000
+
+
 SHM_DIR = Path("/dev/shm")
 # Locked memory a bridge process with one peer needs: its pool and the peer's, both
 # mlock()ed, and a 1.3 MB metadata segment each (VmLck 35,376 kB measured for a pair).
@@ -130,13 +152,18 @@ def zenoh_settings(
     mode: str = "peer",
     shared_memory: bool = True,
     retry_ms: int | None = None,
+    transport: str = "queued",
 ) -> Settings:
     """The (key, JSON5 value) settings of a session on explicit endpoints, scouting off.
 
     `shared_memory`: payloads of SHM_THRESHOLD bytes or more go between sessions of one
     host through shared memory (SHM_SETTINGS); emulated hosts share one kernel, so there
     it must be off, or large messages would bypass the emulated link.
+    `transport`: "queued" (Zenoh's default) or "lowlatency" (LOWLATENCY_SETTINGS; every
+    peer of the session must be on the same one).
     """
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport {transport!r}: allowed are {', '.join(TRANSPORTS)}")
     settings = [
         ("mode", json.dumps(mode)),
         ("scouting/multicast/enabled", "false"),
@@ -147,6 +174,8 @@ def zenoh_settings(
     ]
     if shared_memory:
         settings += SHM_SETTINGS
+    if transport == "lowlatency":
+        settings += LOWLATENCY_SETTINGS
     if retry_ms is not None:
         # Peers started together connect to each other: retry soon, not after 1-4 s.
         retry = {"period_init_ms": retry_ms, "period_max_ms": 4 * retry_ms}

@@ -105,7 +105,9 @@ def run_traced(out: Path, argv: list[str]) -> None:
     try:
         roboscale = str(Path(sys.executable).with_name("roboscale"))
         cmd = [roboscale, *argv, "--out", str(out / "results"), "--replace"]
-        subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+        with subprocess.Popen(cmd, stdout=subprocess.DEVNULL) as lab:
+            (out / "controller.pid").write_text(str(lab.pid))
+            lab.wait()
     finally:
         perf.send_signal(signal.SIGINT)
         perf.wait(timeout=120)
@@ -136,7 +138,7 @@ def owner(task: str, agents: set[int]) -> str:
     if pid == os.getpid():
         return "probe"
     name = re.sub(r"\[.*$", "", task)
-    return f"{name}[{pid}]" if name.startswith("python") else name
+    return f"{name}[{pid}]" if name.startswith(("python", "roboscale")) else name
 
 
 LONGEST_S = 1.0  # no run of a task on a CPU is longer (at 1 kHz, far shorter)
@@ -165,8 +167,10 @@ def occupancy(
 
 
 KERNEL = re.compile(r"^(kdamond|khugepaged|kcompactd|kworker|ksoftirqd|rcu_|migration|kswapd)")
-LAB = ("roboscale", "probe", "perf")
-CULPRITS = ("other processes", "kdamond", "other kernel threads", "the lab", "none")
+LAB = ("probe", "perf")  # this probe and its tracer
+CULPRITS = ("other processes", "kdamond", "other kernel threads", "this run's controller",
+            "the lab", "none")  # fmt: skip
+CONTROLLER = {"pid": -1}  # this run's `roboscale` (the lab's controller)
 
 
 def culprit(ran_ms: dict[str, float]) -> str:
@@ -177,7 +181,9 @@ def culprit(ran_ms: dict[str, float]) -> str:
     for who, ms in ran_ms.items():
         if who in ("agent", "<idle>"):
             continue
-        if who.startswith("kdamond"):
+        if who == f"roboscale[{CONTROLLER['pid']}]":
+            groups["this run's controller"] += ms
+        elif who.startswith("kdamond"):
             groups["kdamond"] += ms
         elif KERNEL.match(who):
             groups["other kernel threads"] += ms
@@ -293,6 +299,7 @@ def main() -> None:
     after, vm1 = loadavg(), vmstat()
     print(f"load average before {before}, after {after}")
     runs = intervals(args.out)
+    CONTROLLER["pid"] = int((args.out / "controller.pid").read_text())
     folder = ResultsFolder(args.out / "results")
     trials = [analyse_trial(folder, t, runs, steal, args.stall_ms) for t in folder.trials_on_disk()]
     rows = []

@@ -59,3 +59,25 @@ def test_runs_that_drift_are_warned_about_and_quick_runs_say_so() -> None:
     assert h.warnings[0] == "quick run: short trials, figures are indicative only"
     assert any("zenoh at text, 100 Hz: medians rose run after run" in w for w in h.warnings)
     assert h.lines()[0].startswith("note: quick run")
+
+
+def test_trials_beside_other_work_or_steal_are_warned_about() -> None:
+    from roboscale.records.models import Usage
+
+    quiet, _ = trial("zenoh", 1000.0, 0, 250.0)
+    busy, _ = trial("zenoh", 1000.0, 1, 250.0)
+    stolen, _ = trial("zenoh", 1000.0, 2, 250.0)
+    unknown, _ = trial("zenoh", 1000.0, 3, 250.0)  # older results: nothing measured
+    window = {"cpu_s_total": 5.0, "host_window_s": 6.0}
+    quiet = quiet.model_copy(update={"usage": Usage(**window, host_other_cpu_s=0.3,
+                                                    host_steal_s=0.0)})  # fmt: skip
+    busy = busy.model_copy(update={"usage": Usage(**window, host_other_cpu_s=3.0,
+                                                  host_steal_s=0.0)})  # fmt: skip
+    stolen = stolen.model_copy(update={"usage": Usage(**window, host_other_cpu_s=0.0,
+                                                      host_steal_s=0.12)})  # fmt: skip
+    h = headline([quiet, busy, stolen, unknown], lambda _: None, quick=False)
+    (warning,) = [w for w in h.warnings if "beside other work" in w]
+    assert warning.startswith("2 of 4 trials ran beside other work on this machine")
+    assert f"most: {busy.trial}, 0.50 cores of other processes, 0.00 of hypervisor" in warning
+    h = headline([quiet, unknown], lambda _: None, quick=False)
+    assert not [w for w in h.warnings if "beside other work" in w]

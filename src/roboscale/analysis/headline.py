@@ -117,6 +117,7 @@ def headline(entries: Sequence[SummaryEntry], records_of: RecordsOf, quick: bool
     sections: list[tuple[str, list[str]]] = []
     streams = [e for e in good if name_of(e) in ("echo", *ONE_WAY)]
     warnings = ["quick run: short trials, figures are indicative only"] if quick else []
+    warnings += beside_other_work(good)
     if streams:
         fastest = _fastest(streams, records_of, quick, warnings)
         sections.append(("Fastest backend per configuration", fastest))
@@ -134,6 +135,37 @@ def headline(entries: Sequence[SummaryEntry], records_of: RecordsOf, quick: bool
         sections.append(("Failed", [f"{len(failed)} trial(s) failed: see the end of the "
                                     "report"]))  # fmt: skip
     return Headline([(t, s) for t, s in sections if s], warnings)
+
+
+# Other work beside a trial above a quarter of one core, or any steal above 1 % of one
+# core, on average while its nodes ran: enough to stall a 1 kHz round trip by
+# milliseconds on a 2-core machine (docs/runtime.md, "Where the 1 kHz stalls come from").
+OTHER_CORES = 0.25
+STEAL_CORES = 0.01
+
+
+def beside_other_work(entries: Sequence[MeasuredEntry]) -> list[str]:
+    """A warning when trials ran beside other work on their machine, or while the
+    hypervisor stole CPU: their late round trips may be the machine's, not the
+    middleware's (usage.host_*, lab/trial.py host_cpu)."""
+    busy: list[tuple[float, float, MeasuredEntry]] = []
+    for e in entries:
+        u = e.usage
+        if not u.host_window_s:
+            continue
+        other = (u.host_other_cpu_s or 0.0) / u.host_window_s
+        steal = (u.host_steal_s or 0.0) / u.host_window_s
+        if other >= OTHER_CORES or steal >= STEAL_CORES:
+            busy.append((other, steal, e))
+    if not busy:
+        return []
+    other, steal, worst = max(busy, key=lambda b: b[0] + b[1])
+    return [
+        f"{len(busy)} of {len(entries)} trials ran beside other work on this machine "
+        f"(most: {worst.trial}, {other:.2f} cores of other processes, {steal:.2f} of "
+        "hypervisor steal, on average): their late round trips may be the machine's "
+        "(usage.host_other_cpu_s, host_steal_s in summary.json)"
+    ]
 
 
 def _latencies(group: list[MeasuredEntry], records_of: RecordsOf) -> list[FloatArray]:

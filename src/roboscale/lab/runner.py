@@ -26,7 +26,7 @@ from roboscale.errors import UserError
 from roboscale.lab.envs import Environments, Placement, check_placement
 from roboscale.lab.nodes import NodeFailure
 from roboscale.lab.outdir import claim
-from roboscale.lab.trial import collect, node_usage, run_nodes, wall_clock
+from roboscale.lab.trial import MachineCpu, collect, host_cpu, node_usage, run_nodes, wall_clock
 from roboscale.records.folder import ResultsFolder
 from roboscale.records.models import (
     FailedEntry,
@@ -154,8 +154,12 @@ def run_one(
         host = host.model_copy(update={"link_profile": t.link_crossed, "cpu_quota": quota})
         infra = envs.infrastructure(t)
         clocks_before = envs.clocks()
+        # This machine's CPU beside the nodes: meaningful only when they run on it.
+        local = where.machine is None
+        cpu_before = MachineCpu.now() if local else None
         with envs.background_load(t):
             run_nodes(backend, infra, t, raw, where)
+        cpu_after = MachineCpu.now() if local else None
         if clocks_before:
             clocks = to_local_clock(backend, t, raw, where, clocks_before, envs.clocks())
         tables, nodes = collect(t, raw, where)
@@ -164,7 +168,7 @@ def run_one(
         # recorded as failed and the sweep goes on; finished trials stay on disk.
         folder.write_trial(t.trial, [], metadata(error=str(e)))
         return FailedEntry.model_validate({**t.params(), "error": str(e)})
-    meta = metadata(nodes=nodes, usage=node_usage(nodes))
+    meta = metadata(nodes=nodes, usage=host_cpu(node_usage(nodes), cpu_before, cpu_after))
     folder.write_trial(t.trial, tables, meta)
     shutil.rmtree(raw)
     entry = summarize_trial(folder.records(t.trial), meta.params, th, meta.nodes)

@@ -4,7 +4,9 @@ and reads the files; this module only runs them."""
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -123,3 +125,46 @@ def node_usage(nodes: list[NodeHeader]) -> Usage:
 
 def wall_clock() -> WallClock:
     return WallClock(unix_s=time.time(), monotonic_ns=time.monotonic_ns())
+
+
+PROC_STAT = Path("/proc/stat")
+
+
+@dataclass(frozen=True)
+class MachineCpu:
+    """The whole machine's CPU time since boot, from /proc/stat's `cpu` line (seconds):
+    `busy` in processes and kernel threads (user + nice + system), `steal` taken by the
+    hypervisor from the virtual CPUs (0 on bare metal)."""
+
+    at_s: float
+    busy_s: float
+    steal_s: float
+
+    @classmethod
+    def now(cls, stat: Path = PROC_STAT) -> MachineCpu | None:
+        """None where /proc/stat is not Linux's (the facts are then not measured)."""
+        try:
+            first = stat.read_text(encoding="ascii").splitlines()[0].split()
+            user, nice, system, steal = (int(first[i]) for i in (1, 2, 3, 8))
+        except (OSError, UnicodeDecodeError, IndexError, ValueError):
+            return None
+        if first[0] != "cpu":
+            return None
+        tick = os.sysconf("SC_CLK_TCK")
+        return cls(time.monotonic(), (user + nice + system) / tick, steal / tick)
+
+
+def host_cpu(usage: Usage, before: MachineCpu | None, after: MachineCpu | None) -> Usage:
+    """`usage` with what the machine did beside the trial between `before` and `after`:
+    CPU outside the trial's processes (the machine's busy time less theirs; never below
+    zero: /proc/stat ticks at 100 Hz) and steal."""
+    if before is None or after is None or usage.cpu_s_total is None:
+        return usage
+    other = (after.busy_s - before.busy_s) - usage.cpu_s_total
+    return usage.model_copy(
+        update={
+            "host_window_s": round(after.at_s - before.at_s, 3),
+            "host_other_cpu_s": round(max(0.0, other), 2),
+            "host_steal_s": round(after.steal_s - before.steal_s, 2),
+        }
+    )

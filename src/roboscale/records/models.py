@@ -131,6 +131,15 @@ class Usage(Record):
     peak_rss_kb_max: Count = 0
     malformed: Count = 0
     duplicates: Count = 0
+    # The machine while the trial's nodes ran (lab/trial.py host_cpu): CPU seconds spent
+    # outside the trial's processes (other tenants, kernel threads, the lab's own
+    # controller and, when the trial asks for it, its background load) and seconds the
+    # hypervisor took from the virtual CPUs (steal), over `host_window_s`. A trial's late
+    # round trips can be theirs (docs/runtime.md, "Where the 1 kHz stalls come from").
+    # None: not measured (older results, or nodes on other machines).
+    host_window_s: float | None = None
+    host_other_cpu_s: float | None = None
+    host_steal_s: float | None = None
 
 
 class ClockBound(Record):

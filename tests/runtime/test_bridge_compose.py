@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.conftest import require
 
 from roboscale.backends.base import free_port
 from roboscale.runtime.bridge import Bridge, bridge_config
@@ -20,7 +21,7 @@ from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.zenoh_config import SHM_THRESHOLD
 from roboscale.runtime.zlink import NativeLink, native_module
 
-from .conftest import wait_until
+from .conftest import NOT_BUILT, wait_until
 from .test_bridge_shm import DESCRIPTOR_BOUND, pools, socket_bytes
 
 IMAGE = 307_200
@@ -100,9 +101,8 @@ def pair(zenoh: None, bridge_path: str, request: pytest.FixtureRequest) -> Itera
 
 def test_the_threshold_is_the_transports() -> None:
     module = native_module()
-    if module is None:
-        pytest.skip("the native path is not built (the python link has no threshold)")
-    assert module.SHM_THRESHOLD == SHM_THRESHOLD
+    require(module is not None, NOT_BUILT)
+    assert module is not None and module.SHM_THRESHOLD == SHM_THRESHOLD
 
 
 @pytest.mark.zenoh
@@ -153,3 +153,25 @@ def test_a_full_pool_is_a_heap_copy_and_no_held_chunk_is_rewritten(pair: Pair) -
         frame = pair.send(BIG)
         assert bytes(pair.kept[-1]) == frame
         assert pair.composed()[0] == composed + 1, (composed, pair.composed())
+
+
+@pytest.mark.zenoh
+def test_a_durable_export_retains_the_parts_joined(zenoh: None, bridge_path: str) -> None:
+    """A durable export keeps its own bytes in the retention window: the parts, joined."""
+    rt = Runtime().start()
+    try:
+        rt.call(rt.bus.topic, "/kept")
+        config = {
+            "listen": [f"tcp/127.0.0.1:{free_port()}"],
+            "export": ["/kept"],
+            "durable": ["/kept"],
+            "retain": 4,
+        }
+        with Bridge(rt, bridge_config(config)):
+            export: Any = rt.bus.topic("/kept").taps[0]
+            body = bytes(IMAGE)
+            rt.call(lambda: export.send_parts((b"head", memoryview(body))))
+            (seq, payload, _), *_ = export.retention.items
+            assert (seq, payload) == (1, b"head" + body)
+    finally:
+        rt.close()

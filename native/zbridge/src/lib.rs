@@ -27,7 +27,9 @@ use zenoh::query::{ConsolidationMode, QueryTarget};
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::Wait;
 
+mod compose;
 mod payload;
+use compose::{Pool, SHM_THRESHOLD};
 use payload::{Contiguous, Payload, LEND_FROM, SHM_HELD_ROWS};
 
 const HEADER_SIZE: usize = 22; // <BBIQQ: version, codec, tag, publisher id, seq
@@ -280,6 +282,7 @@ struct Publisher {
     publisher: Option<zenoh::pubsub::Publisher<'static>>,
     id: u64,
     seq: AtomicU64,
+    pool: Pool, // where `send_parts` composes (compose.rs)
 }
 
 /// The one data subscriber of a session (`<prefix>/**`, remote origin) and its queue.
@@ -364,7 +367,8 @@ impl Session {
                 .wait()
         });
         let publisher = declared.map_err(|e| error("declare_publisher", e))?;
-        Ok(Publisher { publisher: Some(publisher), id, seq: AtomicU64::new(0) })
+        let pool = Pool::new(session.clone());
+        Ok(Publisher { publisher: Some(publisher), id, seq: AtomicU64::new(0), pool })
     }
 
     /// The data subscriber on `<prefix>/**` (remote origin only); `capacity` rows wait
@@ -500,6 +504,35 @@ impl Publisher {
         Ok(seq)
     }
 
+    /// Put the concatenation of `parts` (bytes-like objects) with the next header; returns
+    /// its seq. Each part is copied once, from SHM_THRESHOLD bytes on straight into the
+    /// session's shared memory pool, else (below it, no pool, pool full) into one heap
+    /// buffer (compose.rs). The GIL is released while copying and putting.
+    fn send_parts(&self, py: Python<'_>, parts: Vec<Bound<'_, PyAny>>, codec: u8, tag: u32) -> PyResult<u64> {
+        let publisher = self.publisher.as_ref().ok_or_else(|| error("put", "undeclared"))?;
+        // Each export stays held until the copy is done (a bytearray cannot resize meanwhile).
+        let buffers = parts.iter().map(pyo3::buffer::PyBuffer::<u8>::get).collect::<PyResult<Vec<_>>>()?;
+        let mut spans = Vec::with_capacity(buffers.len());
+        for buffer in &buffers {
+            if !buffer.is_c_contiguous() {
+                return Err(pyo3::exceptions::PyBufferError::new_err("_zbridge: a part is not contiguous"));
+            }
+            spans.push((buffer.buf_ptr() as usize, buffer.len_bytes()));
+        }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let header = pack_header(codec, tag, self.id, seq);
+        let pool = &self.pool;
+        py.allow_threads(|| publisher.put(pool.compose(&spans)).attachment(&header[..]).wait())
+            .map_err(|e| error("put", e))?;
+        drop(buffers);
+        Ok(seq)
+    }
+
+    /// (puts composed in the shared memory pool, puts of a heap copy) by `send_parts`.
+    fn composed(&self) -> (u64, u64) {
+        (self.pool.composed.load(Ordering::Relaxed), self.pool.copied.load(Ordering::Relaxed))
+    }
+
     /// Put one payload with a header made by the caller (durable topics: retained first).
     fn put(
         &self,
@@ -616,6 +649,7 @@ fn _zbridge(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Peers>()?;
     m.add_class::<Payload>()?;
     m.add("LEND_FROM", LEND_FROM)?;
+    m.add("SHM_THRESHOLD", SHM_THRESHOLD)?;
     m.add_function(wrap_pyfunction!(unpack_header, m)?)?;
     m.add("ZENOH", "1.10.2")
 }

@@ -18,13 +18,16 @@ process, a plain export) runs the export itself on the pacing thread: the codec,
 header and the Rust put, as a node publishing from its own loop runs them, without the
 thread hop to the loop that no robot node pays and no other backend's sender pays here
 (the zenoh, ros1 and dds senders put from the pacing thread): 12-53 µs of the sender's
-leg at the median in 5 of 6 trials (docs/runtime.md, "Zero copy into Python").
+leg at the median in 5 of 6 trials (docs/runtime.md, "Zero copy into Python"). That
+direct send gives the frame's header and body as two parts (`send_parts`): on the native
+link each is copied once, a large frame straight into the shared memory pool, instead of
+a `header + body` bytes that Zenoh then copies into its pool (docs/runtime.md, "A put
+composed in the shared memory pool").
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,22 +96,24 @@ class NativeProcPublisher(NativePublisher):
         super().__init__(publisher, kind)
         self._topic = topic
         # The export to send through (found at the first send), False: publish on the loop.
-        self._direct: Callable[[Any], None] | bool | None = None
+        self._direct: Any = None
 
     def send(self, seq: int, stamp_ns: int) -> None:
-        self._send(HEADER.pack(seq, stamp_ns) + self._body)
+        self._send(HEADER.pack(seq, stamp_ns), self._body)
 
     def send_body(self, seq: int, stamp_ns: int, body: bytes) -> None:
-        self._send(HEADER.pack(seq, stamp_ns) + body)
+        self._send(HEADER.pack(seq, stamp_ns), body)
 
-    def _send(self, frame: bytes) -> None:
+    def _send(self, header: bytes, body: bytes) -> None:
         direct = self._direct
         if direct is None:
             direct = self._direct = direct_export(self._topic)
         if direct is None or isinstance(direct, bool):
-            self._pub.publish(frame)
+            self._pub.publish(header + body)
         else:
-            direct(frame)
+            # Header and body written once each into the frame's payload (on the native
+            # link a large frame goes straight into the shared memory pool), not concatenated.
+            direct.send_parts((header, body))
 
 
 class NativeSession:

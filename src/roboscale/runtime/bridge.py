@@ -47,6 +47,7 @@ from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
 from roboscale.runtime.security import check_reach
 from roboscale.runtime.wire import (
+    Codec,
     Malformed,
     Received,
     Unencodable,
@@ -87,6 +88,16 @@ class _Export:
         data = as_bytes(data)  # retained: its own bytes, not a view of the sender's
         self.retention.add(self.seq, data, attachment)  # retained before sent: never missed
         self.pub.put(data, attachment)
+
+    def send_parts(self, parts: Sequence[bytes | memoryview]) -> None:
+        """A raw message given as parts (the lab's frame: its header, then its body): on the
+        native link each part is copied once, a large message straight into the shared
+        memory pool, instead of a concatenation copied again by Zenoh. Plain exports only
+        (a durable one retains its own bytes: concatenated, then published as usual)."""
+        if self.retention is None:
+            self.pub.send_parts(parts, Codec.RAW, 0)
+        else:
+            self(b"".join(parts))
 
 
 class _DurableImport:

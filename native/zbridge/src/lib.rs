@@ -245,29 +245,11 @@ impl Drop for Queue {
     }
 }
 
-/// A Python bytes object lent to Zenoh without a copy: its buffer never moves or changes
-/// while the object lives, and reading it needs no GIL. pyo3 defers the decref of a `Py`
-/// dropped without the GIL to the next time a thread holds it.
-struct Lent {
-    _owner: Py<PyBytes>,
-    ptr: *const u8,
-    len: usize,
-}
-
-// The buffer is immutable and owned by `_owner`, which pyo3 lets any thread hold.
-unsafe impl Send for Lent {}
-unsafe impl Sync for Lent {}
-
-impl AsRef<[u8]> for Lent {
-    fn as_ref(&self) -> &[u8] {
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
+/// A Python bytes object lent to Zenoh without a copy (payload::lend_slice): its buffer
+/// never moves or changes while the object lives.
 fn lend(object: Bound<'_, PyBytes>) -> bytes::Bytes {
-    let view = object.as_bytes();
-    let (ptr, len) = (view.as_ptr(), view.len());
-    bytes::Bytes::from_owner(Lent { _owner: object.unbind(), ptr, len })
+    let owner = object.clone().into_any();
+    payload::lend_slice(owner, object.as_bytes())
 }
 
 /// One Zenoh session of a bridge.

@@ -199,7 +199,9 @@ fn lend_view(view: &Bound<'_, pyo3::types::PyMemoryView>) -> PyResult<Option<ZBy
 }
 
 /// `slice`, owned by `owner` (an immutable Python object holding it), as a Zenoh buffer.
-fn lend_slice(owner: Bound<'_, PyAny>, slice: &[u8]) -> bytes::Bytes {
+/// Reading it needs no GIL; pyo3 defers the decref of a `Py` dropped without the GIL to
+/// the next time a thread holds it.
+pub(crate) fn lend_slice(owner: Bound<'_, PyAny>, slice: &[u8]) -> bytes::Bytes {
     let (ptr, len) = (slice.as_ptr(), slice.len());
     bytes::Bytes::from_owner(Lent { _owner: owner.unbind(), ptr, len })
 }

@@ -124,3 +124,20 @@ def test_a_connected_publishers_cursor_is_never_evicted(tmp_path: Path) -> None:
     log.commit(999, 2)
     log.close()
     assert set(CursorLog(path).cursors) == set(range(1, CursorLog.SLOTS + 1)) - {7} | {999}
+
+
+def test_a_query_whose_replies_were_lost_leaves_the_stream_holding() -> None:
+    """What the bridge asks the backlog again for (`_DurableImport._retry`): messages held
+    behind a hole after a query that brought nothing, until a later one fills or ends it."""
+    c = Collector()
+    r = c.resequencer({1: 0}, fresh=False)
+    r.backlog_done()
+    r.offer(1, 1, "a")
+    assert r.offer(1, 3, "c") and r.holding()  # 2 missing: held
+    r.begin_sync()
+    r.backlog_done()  # the query timed out: no reply, the hole may still come
+    assert r.holding() and [s for _, s, _ in c.out] == [1]
+    r.begin_sync()
+    r.offer(1, 2, "b", owned=True)  # the next query's reply
+    r.backlog_done()
+    assert not r.holding() and [s for _, s, _ in c.out] == [1, 2, 3]

@@ -100,6 +100,10 @@ class _Export:
             self(b"".join(parts))
 
 
+QUERY_RETRY_S = 1.0  # after a backlog query that left messages held, ask again this late
+QUERY_RETRIES = 10  # ... at most this many times in a row without live traffic
+
+
 class _DurableImport:
     """Resequences one durable imported topic and commits its cursor at hand-over, or once
     the callback returned (`delivery: at_least_once`)."""
@@ -115,6 +119,7 @@ class _DurableImport:
             window=bridge.config.retain,
         )
         self.querying = False
+        self.retries = 0  # queries asked again since live traffic last asked one
         self.forged = 0  # backlog replies of a publisher id not the replier's own
         self.queries = 0  # backlog queries sent
         self.flooded = 0  # backlog replies past `retain` from one session: dropped
@@ -141,6 +146,7 @@ class _DurableImport:
 
     def offer(self, publisher: int, seq: int, msg: Any) -> None:
         if self.seq.offer(publisher, seq, msg) and not self.querying:
+            self.retries = 0
             self.query()
 
     def offer_backlog(self, owner: int, publisher: int, seq: int, msg: Any) -> None:
@@ -168,6 +174,16 @@ class _DurableImport:
             self.bridge.take(self.topic, payload, attachment, self, owner=owner)
         self.querying = False
         self.seq.backlog_done()
+        if self.seq.holding() and self.retries < QUERY_RETRIES:
+            # Messages are held behind a hole or an unconfirmed id, and the query's replies
+            # were lost or late (a timeout on a loaded machine): the publisher may have gone
+            # quiet, so no live message would ask again. Ask again, a bounded number of times.
+            self.bridge.runtime.loop.call_later(QUERY_RETRY_S, self._retry)
+
+    def _retry(self) -> None:
+        if self.bridge.link is not None and not self.querying and self.seq.holding():
+            self.retries += 1
+            self.query()
 
 
 class Bridge:

@@ -340,6 +340,10 @@ class Resequencer:
             stream.next = seq + 1
             deliver(publisher, seq, pending.pop(seq))
 
+    def holding(self) -> bool:
+        """Whether messages wait: behind a hole, or of a publisher id not yet confirmed."""
+        return any(stream.pending for stream in self.streams.values())
+
     def after(self) -> dict[int, int]:
         """The last delivered seq per known publisher (what a backlog query asks after)."""
         return {p: s.next - 1 for p, s in self.streams.items() if s.next > 0 and s.confirmed}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import EVENT_TIMEOUT_S, require
 
+from roboscale.backends.base import free_port
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.zlink import PATH_ENV, native_module
@@ -28,6 +29,15 @@ def bridge_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         require(native_module() is not None, NOT_BUILT)
     monkeypatch.setenv(PATH_ENV, path)
     return path
+
+
+@pytest.fixture
+def pair(zenoh: None, bridge_path: str) -> Iterator[tuple[Runtime, Runtime, str]]:
+    """Two runtimes in this process and a loopback endpoint for their bridges."""
+    a, b = Runtime().start(), Runtime().start()
+    yield a, b, f"tcp/127.0.0.1:{free_port()}"
+    a.close()
+    b.close()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from roboscale.backends.base import free_port
 from roboscale.errors import UserError
 from roboscale.runtime.bridge import Bridge, BridgeConfig, bridge_config, session_config
 from roboscale.runtime.events import SupervisionEvent
@@ -31,14 +30,6 @@ class Sink(Node):
         got: list[Any] = self.params["got"]
         self.subscribe("/points", got.append, msg_type=Point)
         self.subscribe("/any", got.append)
-
-
-@pytest.fixture
-def pair(zenoh: None, bridge_path: str) -> Iterator[tuple[Runtime, Runtime, str]]:
-    a, b = Runtime().start(), Runtime().start()
-    yield a, b, f"tcp/127.0.0.1:{free_port()}"
-    a.close()
-    b.close()
 
 
 def subscriber(rt: Runtime, got: list[Any]) -> Supervisor:

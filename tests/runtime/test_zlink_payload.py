@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -42,14 +41,6 @@ class Sink(Node):
         self.subscribe("/view", views.append, msg_type=memoryview, queue_size=10_000)
         self.subscribe("/any", raw.append, queue_size=10_000)
         self.subscribe("/plain", plain.append, msg_type=dict, queue_size=10_000)
-
-
-@pytest.fixture
-def pair(zenoh: None, bridge_path: str) -> Iterator[tuple[Runtime, Runtime, str]]:
-    a, b = Runtime().start(), Runtime().start()
-    yield a, b, f"tcp/127.0.0.1:{free_port()}"
-    a.close()
-    b.close()
 
 
 def sink(rt: Runtime) -> tuple[list[Any], list[Any], list[Any]]:

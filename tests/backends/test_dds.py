@@ -15,6 +15,7 @@ from tests.lab.test_flows import check_chain, check_fanout, flow
 from tests.lab.test_flows import run as run_flow
 
 from roboscale.backends import dds as backend
+from roboscale.backends import dds_domain
 from roboscale.backends.base import NodeSetting, get_backend
 from roboscale.errors import BackendUnavailable, UserError
 
@@ -50,27 +51,26 @@ def test_dds_chain(run_trial: RunTrial, dds: None) -> None:
 
 
 def test_configuration_is_loopback_without_multicast() -> None:
-    xml = backend.cyclone_xml(42, "lo", ["127.0.0.1"], 9)
+    xml = dds_domain.cyclone_xml(42, "lo", ["127.0.0.1"], 9)
     assert '<Domain id="42">' in xml
     assert '<NetworkInterface name="lo"/>' in xml
     assert "<AllowMulticast>false</AllowMulticast>" in xml
     assert '<Peers><Peer address="127.0.0.1"/></Peers>' in xml
     assert "<MaxAutoParticipantIndex>9</MaxAutoParticipantIndex>" in xml
-    on_host = backend.cyclone_xml(42, "10.231.0.2", ["10.231.0.2", "10.231.0.3"], 9)
+    on_host = dds_domain.cyclone_xml(42, "10.231.0.2", ["10.231.0.2", "10.231.0.3"], 9)
     assert '<NetworkInterface address="10.231.0.2"/>' in on_host
 
 
 def test_domain_ports_stay_in_range() -> None:
-    for domain in backend.DOMAINS:
-        ports = backend.domain_ports(domain)
-        last = ports[
-            backend.DISCOVERY_OFFSET + backend.PARTICIPANT_GAIN * backend.MAX_PARTICIPANT_INDEX + 1
-        ]
+    for domain in dds_domain.DOMAINS:
+        ports = dds_domain.domain_ports(domain)
+        gain, top = dds_domain.PARTICIPANT_GAIN, dds_domain.MAX_PARTICIPANT_INDEX
+        last = ports[dds_domain.DISCOVERY_OFFSET + gain * top + 1]
         assert last == ports[-1] < 65536
 
 
 def test_leases_never_share_a_domain() -> None:
-    first, second = backend.lease_domain(), backend.lease_domain()
+    first, second = dds_domain.lease_domain(), dds_domain.lease_domain()
     try:
         assert first.domain != second.domain
     finally:
@@ -79,14 +79,14 @@ def test_leases_never_share_a_domain() -> None:
 
 
 def test_a_domain_held_elsewhere_is_skipped(tmp_path: Path) -> None:
-    lease = backend.lease_domain()
+    lease = dds_domain.lease_domain()
     held = lease.domain
     lease.release()
     # Another run (another open file) holds the lock: the next lease must avoid it.
-    fd = os.open(backend._lock_dir() / f"{held}.lock", os.O_RDWR)
+    fd = os.open(dds_domain._lock_dir() / f"{held}.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     try:
-        again = backend.lease_domain()
+        again = dds_domain.lease_domain()
         assert again.domain != held
         again.release()
     finally:

@@ -13,7 +13,7 @@ same few struct calls at every size, as for zenoh's attachment.
 
 Every participant is confined to one interface (`lo` on this machine, the host's
 own address on an emulated host), multicast off, peers named, and each trial
-leases a domain id of its own (`lease_domain`), so concurrent runs never meet.
+leases a domain id of its own (`lease_domain`, dds_domain.py), so concurrent runs never meet.
 A reader's samples are taken in its `on_data_available` listener, on the Cyclone thread
 that delivers them (as ddsperf does; $ROBOSCALE_DDS_TAKE=waitset: a thread per reader woken
 from a WaitSet, as rclpy does), as references to Cyclone's serialized data (`dds_cdr`), so
@@ -25,15 +25,10 @@ The driver half is stdlib only; the node half imports cyclonedds (venv nodes).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
-import socket
 import struct
-import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +51,12 @@ from roboscale.backends.dds_cdr import (
     forwarder,
     taker,
 )
+from roboscale.backends.dds_domain import (
+    MAX_PARTICIPANT_INDEX,
+    DomainLease,
+    cyclone_xml,
+    lease_domain,
+)
 from roboscale.backends.qos import EVERY_SETTING, split_history
 from roboscale.errors import BackendUnavailable, UserError
 from roboscale.jsonfields import Fields
@@ -65,10 +66,6 @@ if TYPE_CHECKING:
 
 PINNED = "11.0.1"
 INSTALL_HINT = "pip install 'roboscale[dds]' (Cyclone DDS's Python binding, cyclonedds==11.0.1)"
-# Cyclone's default port mapping: domain d uses UDP ports 7400 + 250 d + [0, 250).
-PORT_BASE, DOMAIN_GAIN, PARTICIPANT_GAIN, DISCOVERY_OFFSET = 7400, 250, 2, 10
-DOMAINS = range(1, 231)  # 0 is everyone's default; above 230 the ports leave 16 bits
-MAX_PARTICIPANT_INDEX = 119  # 10 + 2 * 119 + 1 = 249: the domain's last port
 STAMP = struct.Struct("<iiI")  # id, t.sec, t.nanosec after the encapsulation header
 OCTETS_LEN = struct.Struct("<I")  # StampedBytes: the length of `data`, after the stamp
 CDR_HEADER = 4
@@ -76,7 +73,6 @@ HEAD = CDR_HEADER + STAMP.size  # the encapsulation header, id and stamp: 16 byt
 CDR_LE = b"\0\1\0\0"  # the encapsulation header: plain CDR, little endian
 PADDING = (b"", b"\0", b"\0\0", b"\0\0\0")
 TAKE_BATCH = 64
-RECEIVE_BUFFER = "4MB"
 WAKE_S = 1.0  # a drain thread's longest sleep: it also checks whether its session closed
 
 TAKE_ENV, TAKE_MODES = "ROBOSCALE_DDS_TAKE", ("listener", "waitset")
@@ -84,27 +80,9 @@ PATH_ENV, PATHS = "ROBOSCALE_DDS_PATH", ("c", "ctypes")
 DEFAULT_QOS = {"reliability": "reliable", "history": "keep_last", "depth": 0}
 DURABILITIES = ("volatile", "transient_local")
 
-
-def cyclone_xml(domain: int, interface: str, peers: list[str], max_index: int) -> str:
-    """Cyclone's configuration: one interface, no multicast, explicit unicast peers.
-
-    `interface` is a name (`lo`) or an address; peers are probed on the ports of
-    participant indexes 0..max_index.
-    """
-    attribute = "address" if interface[:1].isdigit() else "name"
-    peer_list = "".join(f'<Peer address="{p}"/>' for p in peers)
-    return (
-        f'<CycloneDDS><Domain id="{domain}">'
-        f'<General><Interfaces><NetworkInterface {attribute}="{interface}"/></Interfaces>'
-        "<AllowMulticast>false</AllowMulticast></General>"
-        "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
-        f"<MaxAutoParticipantIndex>{max_index}</MaxAutoParticipantIndex>"
-        f"<Peers>{peer_list}</Peers></Discovery>"
-        # Up to 4 MB of socket buffer (this kernel's rmem_max; "default" as the minimum,
-        # so a smaller limit elsewhere is no error): a 300 KB sample is 230 fragments.
-        f'<Internal><SocketReceiveBufferSize min="default" max="{RECEIVE_BUFFER}"/></Internal>'
-        "</Domain></CycloneDDS>"
-    )
+# The domain's lease and Cyclone configuration live in dds_domain.py; the driver and the
+# benchmarks name them here too.
+__all__ = ["BACKEND", "DdsBackend", "DomainLease", "cyclone_xml", "lease_domain"]
 
 
 def loopback_endpoints(domain: int, topic: str) -> tuple[Any, Any, Any]:
@@ -122,68 +100,6 @@ def loopback_endpoints(domain: int, topic: str) -> tuple[Any, Any, Any]:
     participant = DomainParticipant(domain)
     stamped = Topic(participant, topic, StampedBytes)
     return configured, DataReader(participant, stamped), DataWriter(participant, stamped)
-
-
-def domain_ports(domain: int) -> range:
-    base = PORT_BASE + DOMAIN_GAIN * domain
-    return range(base, base + DOMAIN_GAIN)
-
-
-@dataclass
-class DomainLease:
-    """A domain id held by this process until `release()` (or its death: flock)."""
-
-    domain: int
-    _fd: int
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-
-def _lock_dir() -> Path:
-    """The domain locks of this user: one folder per machine (not per session), so that
-    every run of this user sees every other; checked private (privdir)."""
-    from roboscale.privdir import private_dir
-
-    return private_dir(Path(tempfile.gettempdir()) / f"roboscale-dds-{os.getuid()}")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def lease_domain() -> DomainLease:
-    """A domain id no other roboscale run holds and no participant on this machine uses.
-
-    Runs hold a lock file per domain (flock: released when the holder dies, even by
-    SIGKILL); a domain whose first discovery port is taken is used by someone else.
-    """
-    folder = _lock_dir()
-    start = os.getpid() % len(DOMAINS)
-    for step in range(len(DOMAINS)):
-        domain = DOMAINS[(start + step) % len(DOMAINS)]
-        fd = os.open(folder / f"{domain}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
-                continue
-            raise
-        if _port_free(domain_ports(domain)[DISCOVERY_OFFSET]):
-            return DomainLease(domain, fd)
-        os.close(fd)
-    raise BackendUnavailable(
-        "no free DDS domain id: every domain in 1-230 is held by a run or in use",
-        hint="wait for other runs to finish",
-    )
 
 
 class DdsPublisher:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from roboscale.backends import qos
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.spec.facetrackcheck import check_facetrack
-from roboscale.spec.graphfile import nearest, with_graphs
+from roboscale.spec.graphfile import nearest
 from roboscale.spec.schema import (
     ALLOWED,
     LOOPBACK,
@@ -23,6 +23,7 @@ from roboscale.spec.schema import (
     Sweep,
     either,
 )
+from roboscale.spec.specgraphs import with_graphs
 from roboscale.validation import to_spec_errors as spec_errors
 from roboscale.workloads.base import get_workload
 from roboscale.workloads.replay import STATA

@@ -1,4 +1,4 @@
-"""roslaunch XML read into the plain data of a `LaunchSpec` (runtime/launchspec.py).
+"""roslaunch XML read into the plain data of a `LaunchSpec` (runtime/launchmodels.py).
 
 The one reader of roslaunch files. Safe: a regular file of at most MAX_BYTES, parsed by
 expat with no DTD, no entity declaration and no external entity (a DOCTYPE is refused
@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from roboscale.errors import SpecError, UserError
 from roboscale.runtime import rosexpr
-from roboscale.runtime.launchspec import machine_problem
+from roboscale.runtime.launchmodels import machine_problem
 from roboscale.runtime.rosexpr import Context, ExprError
 from roboscale.runtime.safexml import Element, parse_xml
 from roboscale.yamlfile import LineMap, load_yaml, parse_yaml, read_text
@@ -122,7 +122,7 @@ class _Reader:
         self.find = find
         self.nodes: list[_Node] = []
         self.params: dict[str, tuple[object, Path, int]] = {}
-        self.machines: dict[str, dict[str, object]] = {}  # launchspec.Machine's data
+        self.machines: dict[str, dict[str, object]] = {}  # launchmodels.Machine's data
         self.machine_lines: dict[str, int] = {}
         self.on_machine: list[tuple[Path, int, str]] = []  # a node's file, line, machine
         self.default_machine: str | None = None
@@ -286,7 +286,7 @@ class _Reader:
     def machine_check(self, s: Scope, el: Element, machine: dict[str, object]) -> None:
         from pydantic import ValidationError
 
-        from roboscale.runtime.launchspec import Machine
+        from roboscale.runtime.launchmodels import Machine
 
         try:
             Machine.model_validate(machine)
@@ -473,7 +473,7 @@ class _Reader:
     def watchdog(self, s: Scope, el: Element) -> dict[str, object]:
         from pydantic import ValidationError
 
-        from roboscale.runtime.launchspec import Watchdog
+        from roboscale.runtime.launchmodels import Watchdog
 
         raw: dict[str, object] = {k: self.attr(s, el, k) for k in el.attrs}
         for key, value in raw.items():  # attributes are text; the spec's numbers are strict

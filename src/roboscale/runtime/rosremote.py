@@ -51,7 +51,8 @@ from pathlib import Path
 
 from roboscale.errors import SpecError
 from roboscale.runtime.childspec import Recipe
-from roboscale.runtime.launchspec import XML_SUFFIXES, LaunchFile, RosNodeChild
+from roboscale.runtime.launchmodels import RosNodeChild
+from roboscale.runtime.launchspec import XML_SUFFIXES, LaunchFile
 from roboscale.runtime.process import CommandChild
 from roboscale.runtime.rosnode import node_argv
 from roboscale.runtime.tcpros import BAD_ANSWER, proxy
@@ -61,7 +62,7 @@ SSH_FAILED = 255
 CALLER = "/roboscale_launch"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
-# A machine's fields (launchspec.Machine) as roslaunch's <machine> attributes.
+# A machine's fields (launchmodels.Machine) as roslaunch's <machine> attributes.
 XML_ATTRS = {"env_loader": "env-loader", "port": "ssh-port", "timeout_s": "timeout"}
 
 # The local keeper of one ssh connection (a fixed script, run by `python -I -S`): ssh in a
@@ -152,7 +153,7 @@ class RemoteRosNode:
 
 @dataclass(frozen=True)
 class Host:
-    """How to reach one machine (launchspec.Machine, without its name and place)."""
+    """How to reach one machine (launchmodels.Machine, without its name and place)."""
 
     name: str
     address: str

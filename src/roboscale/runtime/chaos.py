@@ -46,7 +46,8 @@ from roboscale.runtime.chaosspec import parse_chaos_option as parse_chaos_option
 from roboscale.runtime.chaosspec import parse_methods as parse_methods
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import CallbackHung, Runtime
-from roboscale.runtime.node import Node, NodeRecipe
+from roboscale.runtime.node import Node
+from roboscale.runtime.nodehandle import NodeRecipe
 from roboscale.runtime.supervisor import Recipe, Supervisor, SupervisorRecipe
 from roboscale.runtime.watchdog import WatchedRecipe
 from roboscale.safewrite import open_stream

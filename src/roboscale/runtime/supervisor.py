@@ -52,7 +52,7 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity, RestartWindow
 from roboscale.runtime.names import check_name
-from roboscale.runtime.node import NodeRecipe
+from roboscale.runtime.nodehandle import NodeRecipe
 from roboscale.runtime.supervised import (
     Exit,
     ExitNotice,

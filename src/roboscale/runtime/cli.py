@@ -28,11 +28,12 @@ from roboscale.cliargs import path as path_arg
 from roboscale.errors import UserError
 
 if TYPE_CHECKING:
-    from roboscale.runtime.chaos import ChaosMonkey, ChaosReport, ChaosSpec
+    from roboscale.runtime.chaos import ChaosMonkey, ChaosReport
+    from roboscale.runtime.chaosspec import ChaosSpec
     from roboscale.runtime.statusfile import LaunchStatus
 
 # The runtime modules are imported when a command runs: `roboscale --help` stays fast.
-KEYS = ("rate", "duration", "method", "target", "seed", "settle", "log")  # chaos.KEYS
+KEYS = ("rate", "duration", "method", "target", "seed", "settle", "log")  # chaosspec.KEYS
 
 LAUNCH_HELP = """\
 Start a supervision tree from a launch file, YAML or roslaunch XML (.launch, .xml),
@@ -153,7 +154,7 @@ def add_parsers(sub: Any) -> None:
 
 # -- launch and chaos ------------------------------------------------------------------------
 def cmd_launch(args: argparse.Namespace, console: Console) -> int:
-    from roboscale.runtime.chaos import chaos_from_launch, parse_chaos_option
+    from roboscale.runtime.chaosspec import chaos_from_launch, parse_chaos_option
     from roboscale.runtime.launchspec import XML_SUFFIXES, explain, read_launch
 
     path = _launch_file(args.file)
@@ -187,7 +188,7 @@ def count_children(spec: Any) -> int:
 
 
 def cmd_chaos(args: argparse.Namespace, console: Console) -> int:
-    from roboscale.runtime.chaos import ChaosSpec, build_spec, chaos_from_launch
+    from roboscale.runtime.chaosspec import ChaosSpec, build_spec, chaos_from_launch
 
     path = _launch_file(args.file)
     from roboscale.runtime.launchspec import XML_SUFFIXES
@@ -226,7 +227,8 @@ def run(
     master: str | None = None,
 ) -> int:
     """Run a launch, publishing its status, with the chaos monkey when `spec` is given."""
-    from roboscale.runtime.chaos import ChaosMonkey, ChaosSpec
+    from roboscale.runtime.chaos import ChaosMonkey
+    from roboscale.runtime.chaosspec import ChaosSpec
     from roboscale.runtime.executor import Runtime
     from roboscale.runtime.launch import run_launch
     from roboscale.runtime.statusfile import StatusPublisher

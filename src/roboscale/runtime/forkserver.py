@@ -1,8 +1,8 @@
 """The zygote's own side: pre-load, then fork and reap children on request.
 
 Runs in the zygote process (`python -m roboscale.runtime.forkserver serve`), and in a
-fresh interpreter for one target (`... run TARGET CONFIG --ready-fd N`). The
-protocol, fork safety and the client (`Zygote`) are described in `zygote.py`.
+fresh interpreter for one target (`... run TARGET CONFIG --ready-fd N`). Fork safety
+and the client (`Zygote`) are described in `zygote.py`, the protocol in `zygoteprocess.py`.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ from roboscale.runtime.events import JsonLinesRecorder, SupervisionEvent, log_ev
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
 from roboscale.runtime.launchspec import LaunchFile, read_launch
-from roboscale.runtime.node import Node, NodeRecipe
+from roboscale.runtime.node import Node
+from roboscale.runtime.nodehandle import NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Recipe, Restart, Supervisor, SupervisorRecipe
 from roboscale.runtime.watchdog import Limits, WatchedRecipe
 from roboscale.runtime.zenoh_config import remove_orphaned_segments

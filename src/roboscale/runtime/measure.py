@@ -31,7 +31,8 @@ from typing import Any
 from roboscale.errors import UserError
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity
-from roboscale.runtime.node import Node, NodeHandle, NodeRecipe
+from roboscale.runtime.node import Node
+from roboscale.runtime.nodehandle import NodeHandle, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 
 KILLS = ("exception", "kill")

@@ -23,32 +23,21 @@ node, is handled at once in the same loop turn: the new instance runs its
 busy supervisor, a strategy that restarts siblings, a give-up, a child started
 in a thread) goes through the mailbox, served by one task. Both paths run the
 same steps in the same order, so the OTP semantics do not depend on the path.
+What it keeps of each child, the steps on one instance and the strategies' restart
+groups are in runtime/supervised.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import math
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from roboscale.errors import UserError
-from roboscale.runtime.child import (
-    ChildHandle,
-    ChildStartError,
-    ExitCallback,
-    ExitReason,
-    HasInboxes,
-    HasPath,
-    HearsDeathEarly,
-    StartsOnLoop,
-    StartsWithoutWaiting,
-    StopsOnLoop,
-)
+from roboscale.runtime.child import ChildStartError, ExitCallback, ExitReason, HasInboxes
 from roboscale.runtime.childspec import (
     BRUTAL_KILL,
     INFINITY,
@@ -63,7 +52,16 @@ from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.intensity import Intensity, RestartWindow
 from roboscale.runtime.names import check_name
-from roboscale.runtime.node import NodeRecipe
+from roboscale.runtime.nodehandle import NodeRecipe
+from roboscale.runtime.supervised import (
+    Exit,
+    ExitNotice,
+    GiveUp,
+    Strategy,
+    SupervisedChild,
+    restart_group,
+    restarts_alone,
+)
 
 # The child spec's parts are the supervisor's API too: `from ...supervisor import ChildSpec`.
 __all__ = [
@@ -77,12 +75,6 @@ __all__ = [
     "Supervisor",
     "SupervisorRecipe",
 ]
-
-
-class Strategy(enum.Enum):
-    ONE_FOR_ONE = "one_for_one"
-    ONE_FOR_ALL = "one_for_all"
-    REST_FOR_ONE = "rest_for_one"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,84 +105,6 @@ class SupervisorRecipe:
         if not isinstance(self.intensity, Intensity):
             problems.append(f"{path}: intensity: {self.intensity!r} is not an Intensity")
         return problems + childspec_problems(self.children, path)
-
-
-class _Caps:
-    """What a handle's class can do beyond ChildHandle (runtime/child.py), asked once per
-    class: runtime_checkable isinstance checks are too slow for every restart."""
-
-    __slots__ = ("early_death", "has_path", "kind", "start_async", "start_nowait", "stop_async")
-
-    def __init__(self, handle: object) -> None:
-        self.kind = type(handle)
-        self.start_nowait = isinstance(handle, StartsWithoutWaiting)
-        self.start_async = isinstance(handle, StartsOnLoop)
-        self.stop_async = isinstance(handle, StopsOnLoop)
-        self.has_path = isinstance(handle, HasPath)
-        self.early_death = isinstance(handle, HearsDeathEarly)
-
-
-_CAPS: dict[type, _Caps] = {}
-
-
-def _caps(handle: object) -> _Caps:
-    caps = _CAPS.get(type(handle))
-    if caps is None:
-        caps = _CAPS[type(handle)] = _Caps(handle)
-    return caps
-
-
-@dataclass(slots=True)
-class _Child:
-    spec: ChildSpec
-    name: str = ""
-    handle: Any = None  # the running instance, or the last one; None before the first start
-    caps: _Caps | None = None  # the handle's, known after its first build
-    path: str = ""  # its place in the tree, made at its first build (then shared)
-    running: bool = False
-    generation: int = 0  # bumped at every start and stop: exits of older instances are stale
-    restarts: int = 0
-    last_exit: str = ""
-
-    def __post_init__(self) -> None:
-        self.name = self.spec.name
-
-
-class _ExitNotice:
-    """The exit callback a child instance is started with: hands its exit to the
-    supervisor on the loop, tagged with the instance's generation. A slotted object
-    rather than a closure: about 70 bytes per child instead of 380 (a function and four
-    cells), which counts at 100,000 nodes."""
-
-    __slots__ = ("generation", "name", "supervisor")
-
-    def __init__(self, supervisor: Supervisor, name: str, generation: int) -> None:
-        self.supervisor, self.name, self.generation = supervisor, name, generation
-
-    def __call__(self, _name: str, reason: ExitReason, detail: str) -> None:
-        sup, rt = self.supervisor, self.supervisor.runtime
-        if rt.in_loop():
-            sup._on_child_exit(self.name, self.generation, reason, detail)
-        else:
-            args = (self.name, self.generation, reason, detail)
-            rt.loop.call_soon_threadsafe(sup._on_child_exit, *args)
-
-
-@dataclass(slots=True)
-class _Exit:
-    name: str
-    generation: int
-    reason: ExitReason
-    detail: str
-
-
-@dataclass(slots=True)
-class _GiveUp:
-    """Queued by the fast path when a restart exceeds the intensity, or when a significant
-    child ended: giving up is async."""
-
-    child: _Child
-    significant: bool = False
 
 
 class Supervisor:
@@ -236,10 +150,10 @@ class Supervisor:
         self.strategy = strategy
         self.intensity = intensity
         self.clock = clock
-        self._children: list[_Child] = []
-        self._by_name: dict[str, _Child] = {}
+        self._children: list[SupervisedChild] = []
+        self._by_name: dict[str, SupervisedChild] = {}
         self._window = RestartWindow(self.intensity)
-        self._mailbox: asyncio.Queue[_Exit | _GiveUp] | None = None
+        self._mailbox: asyncio.Queue[Exit | GiveUp] | None = None
         self._task: asyncio.Task[None] | None = None
         self._busy = False  # an exit is being handled: new ones wait in the mailbox
         self._inflight: asyncio.Task[None] | None = None  # a fast restart awaiting an async start
@@ -247,9 +161,7 @@ class Supervisor:
         self._running = False
         self.ended: asyncio.Future[str] | None = None  # set to the reason when it gives up
         for spec in specs:
-            child = _Child(spec)
-            self._children.append(child)
-            self._by_name[child.name] = child
+            self._append(spec)
 
     # -- the tree -------------------------------------------------------------------------
     def add_child(self, spec: ChildSpec) -> None:
@@ -259,7 +171,10 @@ class Supervisor:
         check_childspecs([spec], self.path)
         if spec.name in self._by_name:
             raise UserError(f"supervisor {self.path}: two children named {spec.name!r}")
-        child = _Child(spec)
+        self._append(spec)
+
+    def _append(self, spec: ChildSpec) -> None:
+        child = SupervisedChild(spec)
         self._children.append(child)
         self._by_name[child.name] = child
 
@@ -291,7 +206,7 @@ class Supervisor:
     def restarts(self, name: str) -> int:
         return self._by_name[name].restarts
 
-    def _remove(self, child: _Child) -> None:
+    def _remove(self, child: SupervisedChild) -> None:
         self._children.remove(child)
         del self._by_name[child.name]
 
@@ -299,11 +214,9 @@ class Supervisor:
         """The last sequence number handed to each durable subscriber below this supervisor."""
         cursors: dict[str, int] = {}
         for c in self._children:
-            handle: Any = c.handle
-            if isinstance(handle, Supervisor):
-                cursors.update(handle.durable_cursors())
-            for inbox in handle.durables.values() if isinstance(handle, HasInboxes) else []:
-                cursors[inbox.durable_key] = inbox.last_seq
+            if isinstance(c.handle, Supervisor):
+                cursors.update(c.handle.durable_cursors())
+            cursors.update(c.durable_cursors())
         return cursors
 
     # -- ChildHandle ----------------------------------------------------------------------
@@ -363,27 +276,18 @@ class Supervisor:
         self._task = self._inflight = None
 
     # -- starting and stopping one child -----------------------------------------------------
-    async def _start_child(self, child: _Child) -> None:
+    async def _start_child(self, child: SupervisedChild) -> None:
         pending = self._begin_start(child)
         if pending is not None:
             await pending
 
-    def _begin_start(self, child: _Child) -> Awaitable[None] | None:
+    def _begin_start(self, child: SupervisedChild) -> Awaitable[None] | None:
         """Build a fresh instance of `child` from its recipe and start it; None when it
         is already started, else what to await to finish."""
         child.generation += 1
-        on_exit = self._exit_callback(child.name, child.generation)
-        pending: Awaitable[None] | None
+        on_exit = ExitNotice(self, child.name, child.generation)
         try:
-            handle = self._build(child)
-            caps = child.caps
-            assert caps is not None
-            if caps.start_nowait:  # in-process: often done without awaiting
-                pending = handle.start_nowait(on_exit)
-            elif caps.start_async:
-                pending = handle.start_async(on_exit)
-            else:  # an OS-process child blocks while it starts: keep the loop free
-                pending = _start_in_thread(handle, child.spec.shutdown_s, on_exit)
+            pending = child.start_instance(self.runtime, self.path, on_exit)
         except Exception as e:
             raise self._start_failed(child, e) from e
         if pending is None:
@@ -391,61 +295,36 @@ class Supervisor:
             return None
         return self._finish_start(child, pending)
 
-    def _build(self, child: _Child) -> Any:
-        handle: Any = child.spec.recipe.build(self.runtime)
-        if handle.name != child.name:
-            raise ChildStartError(child.name, f"its recipe built a child named {handle.name!r}")
-        caps = child.caps
-        if caps is None or caps.kind is not type(handle):  # a recipe builds one kind, usually
-            caps = child.caps = _caps(handle)
-        if caps.has_path:  # paths name children in events and key durable inboxes
-            if not child.path:
-                child.path = f"{self.path}/{child.name}"
-            handle.path = child.path
-        if caps.early_death:  # its exit status decides nothing for a permanent child
-            handle.early_death = child.spec.restart is Restart.PERMANENT
-        child.handle = handle
-        return handle
-
-    async def _finish_start(self, child: _Child, pending: Awaitable[None]) -> None:
+    async def _finish_start(self, child: SupervisedChild, pending: Awaitable[None]) -> None:
         try:
             await pending
         except Exception as e:
             raise self._start_failed(child, e) from e
         self._started(child)
 
-    def _started(self, child: _Child) -> None:
+    def _started(self, child: SupervisedChild) -> None:
         child.running = True
         self._emit("started", child.name)
 
-    def _start_failed(self, child: _Child, e: Exception) -> ChildStartError:
+    def _start_failed(self, child: SupervisedChild, e: Exception) -> ChildStartError:
         detail = e.detail if isinstance(e, ChildStartError) else f"{type(e).__name__}: {e}"
         self._emit("start_failed", child.name, detail=detail)
         return e if isinstance(e, ChildStartError) else ChildStartError(child.name, detail)
 
-    async def _stop_child(self, child: _Child, brutal: bool = False) -> None:
+    async def _stop_child(self, child: SupervisedChild, brutal: bool = False) -> None:
         if not child.running:
             return
-        child.running = False
-        child.generation += 1  # an exit racing with this stop is now stale
-        timeout = BRUTAL_KILL if brutal else child.spec.shutdown_s
-        handle, caps = child.handle, child.caps
-        if caps is not None and caps.stop_async:
-            killed = bool(await handle.stop_async(timeout))
-        else:
-            await asyncio.to_thread(handle.stop, timeout)
-            killed = False
+        killed = await child.stop_instance(brutal)
         self._emit("killed" if killed else "stopped", child.name)
 
-    async def _stop_children(self, children: Iterable[_Child], brutal: bool = False) -> None:
+    async def _stop_children(
+        self, children: Iterable[SupervisedChild], brutal: bool = False
+    ) -> None:
         for child in list(children):
             await self._stop_child(child, brutal)
 
     # -- exits ----------------------------------------------------------------------------
-    def _exit_callback(self, name: str, generation: int) -> ExitCallback:
-        return _ExitNotice(self, name, generation)
-
-    def _on_child_exit(self, name: str, generation: int, reason: ExitReason, detail: str) -> None:
+    def on_child_exit(self, name: str, generation: int, reason: ExitReason, detail: str) -> None:
         """An exit, on the loop: handle it now if the fast path fits, else queue it."""
         if self._mailbox is None or not self._running:
             return
@@ -453,7 +332,7 @@ class Supervisor:
         if child is None or child.generation != generation or not child.running:
             return  # stale: that instance was already stopped or replaced
         if self._busy or not self._mailbox.empty() or not self._fits_fast_path(child):
-            self._mailbox.put_nowait(_Exit(name, generation, reason, detail))
+            self._mailbox.put_nowait(Exit(name, generation, reason, detail))
             return
         self._busy = True  # exits reported while we restart (e.g. from on_start) queue up
         try:
@@ -461,21 +340,19 @@ class Supervisor:
         finally:
             self._busy = self._inflight is not None
 
-    def _fits_fast_path(self, child: _Child) -> bool:
+    def _fits_fast_path(self, child: SupervisedChild) -> bool:
         caps, spec = child.caps, child.spec
         if caps is None or not caps.start_nowait or spec.restart_delay_s > 0 or spec.significant:
             return False
-        if self.strategy is Strategy.ONE_FOR_ONE or len(self._children) == 1:
-            return True
-        return self.strategy is Strategy.REST_FOR_ONE and self._children[-1] is child
+        return restarts_alone(self.strategy, self._children, child)
 
-    def _restart_now(self, child: _Child, reason: ExitReason, detail: str) -> None:
+    def _restart_now(self, child: SupervisedChild, reason: ExitReason, detail: str) -> None:
         """The fast path: the same steps as `_handle_exit`, without leaving this loop turn."""
         if not self._accept_exit(child, reason, detail):
             return
         assert self._mailbox is not None
         if not self._window.add(self.clock()):
-            self._mailbox.put_nowait(_GiveUp(child))
+            self._mailbox.put_nowait(GiveUp(child))
             return
         try:
             pending = self._begin_start(child)
@@ -487,7 +364,7 @@ class Supervisor:
         else:  # an async on_start: finish it in a task; the mailbox waits for it
             self._inflight = self.runtime.loop.create_task(self._finish_restart(child, pending))
 
-    async def _finish_restart(self, child: _Child, pending: Awaitable[None]) -> None:
+    async def _finish_restart(self, child: SupervisedChild, pending: Awaitable[None]) -> None:
         try:
             await pending
         except ChildStartError as e:
@@ -506,53 +383,40 @@ class Supervisor:
                 await asyncio.wait([self._inflight])
             self._busy = True
             try:
-                if isinstance(message, _GiveUp):
+                if isinstance(message, GiveUp):
                     await self._give_up(message.child, message.significant)
                 else:
                     await self._handle_exit(message)
             finally:
                 self._busy = False
 
-    async def _handle_exit(self, message: _Exit) -> None:
+    async def _handle_exit(self, message: Exit) -> None:
         child = self._by_name.get(message.name)
         if child is None or child.generation != message.generation or not child.running:
             return  # stale: that instance was already stopped or replaced
         if self._accept_exit(child, message.reason, message.detail):
             await self._restart(child)
 
-    def _accept_exit(self, child: _Child, reason: ExitReason, detail: str) -> bool:
+    def _accept_exit(self, child: SupervisedChild, reason: ExitReason, detail: str) -> bool:
         """Record an exit; True when the child's restart type asks for a restart."""
         child.running = False
         child.last_exit = f"{reason.value}: {detail}"
         self._emit("exited", child.name, reason.value, detail)
-        if self._wants_restart(child, reason):
+        if child.wants_restart(reason):
             return True
         if child.spec.restart is Restart.TEMPORARY:
             self._remove(child)
         if child.spec.significant and self._mailbox is not None:
-            self._mailbox.put_nowait(_GiveUp(child, significant=True))
+            self._mailbox.put_nowait(GiveUp(child, significant=True))
         return False
 
-    @staticmethod
-    def _wants_restart(child: _Child, reason: ExitReason) -> bool:
-        restart = child.spec.restart
-        if restart is Restart.PERMANENT:
-            return True
-        return restart is Restart.TRANSIENT and reason.abnormal
-
-    async def _restart(self, failed: _Child) -> None:
+    async def _restart(self, failed: SupervisedChild) -> None:
         if not self._window.add(self.clock()):
             await self._give_up(failed)
             return
         if failed.spec.restart_delay_s > 0:  # the mailbox waits too, as roslaunch's respawn
             await asyncio.sleep(failed.spec.restart_delay_s)
-        index = self._children.index(failed)
-        if self.strategy is Strategy.ONE_FOR_ONE:
-            group = [failed]
-        elif self.strategy is Strategy.ONE_FOR_ALL:
-            group = list(self._children)
-        else:
-            group = self._children[index:]
+        group = restart_group(self.strategy, self._children, failed)
         await self._stop_children(reversed([c for c in group if c is not failed]))
         # Temporary siblings stopped by the strategy are not restarted (OTP): drop them.
         for c in group:
@@ -566,24 +430,18 @@ class Supervisor:
                 return
             self._restarted(c)
 
-    def _retry_start(self, child: _Child, e: ChildStartError) -> None:
+    def _retry_start(self, child: SupervisedChild, e: ChildStartError) -> None:
         # OTP retries a failed restart; each retry counts towards the intensity.
         assert self._mailbox is not None
-        self._mailbox.put_nowait(_Exit(child.name, child.generation, ExitReason.CRASH, e.detail))
+        self._mailbox.put_nowait(Exit(child.name, child.generation, ExitReason.CRASH, e.detail))
         child.running = True  # so that the retry message is not taken as stale
 
-    def _restarted(self, child: _Child) -> None:
+    def _restarted(self, child: SupervisedChild) -> None:
         child.restarts += 1
         self._emit("restarted", child.name)
 
-    async def _give_up(self, failed: _Child, significant: bool = False) -> None:
-        limit = self.intensity
-        detail = (
-            f"required child {failed.name} ended ({failed.last_exit})"
-            if significant
-            else f"more than {limit.max_restarts} restarts within {limit.period_s:g}s "
-            f"(last: {failed.name} {failed.last_exit})"
-        )
+    async def _give_up(self, failed: SupervisedChild, significant: bool = False) -> None:
+        detail = failed.give_up_detail(self.intensity, significant)
         self._emit("gave_up", "", detail=detail)
         self._running = False
         await self._stop_children(reversed(self._children))
@@ -605,48 +463,16 @@ class Supervisor:
         """One row per child, depth first: path, kind, state, restarts, queue depth, drops."""
         rows: list[dict[str, Any]] = []
         for c in self._children:
-            handle: Any = c.handle
-            path = f"{self.path}/{c.name}"
-            inboxes = handle.inboxes() if isinstance(handle, HasInboxes) else []
-            rows.append(
-                {
-                    "path": path,
-                    "kind": _kind(c),
-                    "state": "running" if c.running else "stopped",
-                    "restart": c.spec.restart.value,
-                    "restarts": c.restarts,
-                    "delivered": sum(i.delivered for i in inboxes),
-                    "queued": sum(len(i.items) for i in inboxes),
-                    "dropped": sum(i.dropped for i in inboxes),
-                    "last_exit": c.last_exit,
-                }
-            )
-            if isinstance(handle, Supervisor):
-                rows.extend(handle.status())
+            rows.append(c.status_row(self.path, _kind(c)))
+            if isinstance(c.handle, Supervisor):
+                rows.extend(c.handle.status())
         return rows
 
 
-def _kind(child: _Child) -> str:
+def _kind(child: SupervisedChild) -> str:
     recipe = child.spec.recipe if child.handle is None else None
     if isinstance(child.handle, Supervisor) or isinstance(recipe, SupervisorRecipe):
         return "supervisor"
     if isinstance(child.handle, HasInboxes) or isinstance(recipe, NodeRecipe):
         return "node"
     return "process"
-
-
-async def _start_in_thread(handle: ChildHandle, shutdown_s: float, on_exit: Any) -> None:
-    """Start an OS-process child in a thread. A thread cannot be cancelled: if the
-    supervisor stops meanwhile, the child is stopped as soon as its start completes,
-    so that no instance outlives its supervisor."""
-    started = asyncio.ensure_future(asyncio.to_thread(handle.start, on_exit))
-    try:
-        await asyncio.shield(started)
-    except asyncio.CancelledError:
-
-        def stop_when_started(f: asyncio.Future[None]) -> None:
-            if not f.cancelled() and f.exception() is None:
-                threading.Thread(target=handle.stop, args=(shutdown_s,), daemon=True).start()
-
-        started.add_done_callback(stop_when_started)
-        raise

@@ -13,21 +13,7 @@ refuses to serve if its preloads started one (numpy's BLAS pools are held to
 one thread through the environment). A child opens its own Zenoh session
 after the fork.
 
-Protocol: one JSON object per line. On the zygote's stdin:
-  {"op": "spawn", "id": 7, "target": "pkg.mod:main", "config": {...}, "log": path|null}
-  {"op": "standby", "target": "pkg.mod:main"}  (fork one warm standby of that target)
-  {"op": "signal", "pid": 1234, "sig": 15}     (to the child's process group)
-  {"op": "quit"}                               (or EOF: kill every child, exit)
-On its stdout:
-  {"event": "hello", "pid": P, "preloaded": [...], "threads": 1}  or {"event": "fatal", ...}
-  {"event": "spawned", "id": 7, "pid": 1234}  or {"event": "spawn_failed", "id": 7, ...}
-  {"event": "standby_forked", "target": "...", "pid": 1235}  or "standby_failed"
-  {"event": "ready", "pid": 1234}             the child called ready()
-  {"event": "error", "pid": 1234, "detail": "..."}   e.g. its target could not be imported
-  {"event": "exit", "pid": 1234, "code": 0|null, "signal": null|9}
-"ready" and "exit" also carry "at_ns": the zygote's time.monotonic_ns() when it read
-READY or reaped (one clock for the host: `ForkedChild.stamps` keeps them with the
-client's own, to time a restart stage by stage).
+Protocol: one JSON object per line on each of its pipes (`runtime/zygoteprocess.py`).
 The zygote reaps every child (SIGCHLD, waitid); children run in their own
 session and die with the zygote (PR_SET_PDEATHSIG), and the zygote dies when
 its client goes away (EOF on stdin, or its own death signal). The zygote carries
@@ -58,7 +44,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from roboscale import lifeline
 from roboscale.runtime.deathnotice import DeathWatch
 from roboscale.runtime.events import EventSubscriber, SupervisionEvent, log_event
 from roboscale.runtime.forkedchild import ExitStatus, ForkedChild
@@ -71,7 +56,7 @@ from roboscale.runtime.standby import (
     readable,
     registered,
 )
-from roboscale.safewrite import open_stream
+from roboscale.runtime.zygoteprocess import end_zygote, launch_zygote, read_some, write_request
 
 __all__ = ["ExitStatus", "ForkedChild", "Zygote", "ZygoteError"]
 
@@ -120,34 +105,6 @@ class Zygote:
             detail = self._fatal or f"no answer within {self.start_timeout_s:g} s"
             self.close()
             raise ZygoteError(f"zygote did not start: {detail}")
-
-    def _launch(self) -> subprocess.Popen[bytes]:
-        # The standbys' socket: each standby announces itself on it with a socket of its
-        # own, so that hand-overs and READY go between client and standby directly.
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [self.python, "-m", "roboscale.runtime.forkserver", "serve"]
-        argv += ["--parent-pid", str(os.getpid()), "--preload", ",".join(self.preload)]
-        argv += ["--announce-fd", str(theirs.fileno())]
-        err = os.fdopen(open_stream(self.log, append=True), "ab") if self.log is not None else None
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env={**self.env, **lifeline.child_env()},
-                pass_fds=(theirs.fileno(),),
-                start_new_session=True,
-            )
-        except OSError:
-            mine.close()
-            raise
-        finally:
-            theirs.close()
-            if err is not None:
-                err.close()
-        self._announce = mine
-        return proc
 
     def __enter__(self) -> Zygote:
         self.start()
@@ -238,15 +195,7 @@ class Zygote:
             return
         with contextlib.suppress(ZygoteError):
             self._send({"op": "quit"})
-        if proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        end_zygote(proc, timeout_s)
         if self._reader is not None and self._reader is not threading.current_thread():
             self._reader.join(timeout_s)
         if proc.stdout is not None:
@@ -258,17 +207,13 @@ class Zygote:
         if proc is None or proc.stdin is None:
             raise ZygoteError("zygote is not running")
         with self._write_lock:
-            try:
-                proc.stdin.write((json.dumps(req) + "\n").encode())
-                proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError) as exc:
-                raise ZygoteError(f"zygote is gone: {exc}") from None
+            write_request(proc.stdin, req)
 
     # ----------------------------------------------------------------- the reader thread
 
     def _run(self) -> None:
         try:
-            proc = self._launch()
+            proc, self._announce = launch_zygote(self.python, self.preload, self.env, self.log)
         except OSError as exc:
             self._fatal = f"cannot run {self.python}: {exc}"
             self._started.set()
@@ -303,7 +248,7 @@ class Zygote:
                 if sel.get_map().get(key.fd) is not key:
                     continue  # a standby's socket closed earlier in this round
                 if key.data == "events":
-                    chunk = _read(out)
+                    chunk = read_some(out)
                     if not chunk:
                         return
                     *lines, buffer = (buffer + chunk).split(b"\n")
@@ -504,10 +449,3 @@ class Zygote:
             child.error = child.error or "the zygote died"
             child.forked.set()
             self._child_event(child, "exit", {"code": None, "signal": int(signal.SIGKILL)})
-
-
-def _read(fd: int) -> bytes:
-    try:
-        return os.read(fd, 65536)
-    except OSError:
-        return b""

@@ -53,7 +53,6 @@ from roboscale.runtime.wire import (
     Unencodable,
     WireCodec,
     as_bytes,
-    check_size,
     pack_header,
     unpack_header,
 )
@@ -79,7 +78,7 @@ class _Export:
     def __call__(self, msg: Any) -> None:
         codec, tag, data = self.encode(msg)
         if self.limit is not None and len(data) > self.limit:
-            self.bridge.refuse(self.topic.name, data, self.limit)
+            self.bridge.refuse(self.topic.name, len(data), self.limit)
         if self.retention is None:
             self.pub.send(data, codec, tag)
             return
@@ -476,14 +475,14 @@ class Bridge:
         if self.malformed.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("malformed", f"{where}: {self.malformed} dropped, last: {error}")
 
-    def refuse(self, topic: str, data: Received, limit: int) -> None:
-        """A payload over the transport's cap (`transport: lowlatency`, which would drop
-        it silently): counted, reported as received ones are, and raised to its publisher."""
-        try:
-            check_size(data, limit)
-            return
-        except Malformed as e:
-            error = f"{topic}: {e} (transport: lowlatency does not fragment)"
+    def refuse(self, topic: str, size: int, limit: int) -> None:
+        """A payload of `size` bytes over the transport's cap `limit` (`transport:
+        lowlatency`, which would drop it silently): counted, reported as received ones
+        are, and raised to its publisher."""
+        error = (
+            f"{topic}: payload of {size} bytes, over this topic's maximum of {limit} "
+            "(transport: lowlatency does not fragment)"
+        )
         before, self.refused = self.refused, self.refused + 1
         if self.refused.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("refused", f"{self.refused} not sent, last: {error}")

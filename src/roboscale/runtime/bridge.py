@@ -70,7 +70,10 @@ class _Export:
         self.bridge, self.topic, self.retention = bridge, topic, retention
         self.seq = 0  # durable topics only: the link numbers the others itself
         self.encode = bridge.codec.encode
-        self.limit = bridge.config.send_limit()  # None: the transport fragments any size
+        # None: the transport fragments any size. A durable export's messages are also
+        # backlog replies, which carry the retention key (bridgeconfig.REPLY_KEY_ALLOWANCE).
+        reply_key = bridge.retention_key(topic.name) if retention is not None else None
+        self.limit = bridge.config.send_limit(reply_key)
         self.pub = bridge._link().publisher(
             bridge.key(topic.name), bridge.publisher_id, bridge.config.express
         )
@@ -122,6 +125,7 @@ class _DurableImport:
         self.forged = 0  # backlog replies of a publisher id not the replier's own
         self.queries = 0  # backlog queries sent
         self.flooded = 0  # backlog replies past `retain` from one session: dropped
+        self.trimmed = 0  # queries that left cursors out to fit the transport (lowlatency)
         if bridge.config.delivery == "at_least_once":
             inbox.on_done = self._commit
         else:
@@ -162,6 +166,10 @@ class _DurableImport:
         self.queries += 1
         self.seq.begin_sync()
         after = self.seq.after()
+        most = self.bridge.config.query_cursors()
+        if most is not None and len(after) > most:
+            after = _fewer_cursors(after, self.bridge.connected, most)
+            self.trimmed += 1
         self.bridge.runtime.loop.run_in_executor(None, self.bridge.fetch, self, after)
 
     def backlog(self, replies: list[tuple[bytes, bytes, int]]) -> None:
@@ -227,6 +235,10 @@ class Bridge:
 
     def key(self, topic: str) -> str:
         return f"{self.config.prefix}{topic}"
+
+    def retention_key(self, topic: str) -> str:
+        """The key of a durable topic's backlog query, and of each of its replies."""
+        return f"{self.config.prefix}/@retain{topic}"
 
     @property
     def session(self) -> Any:
@@ -538,7 +550,7 @@ class Bridge:
         link = self.link
         try:
             if link is not None:
-                selector = f"{self.config.prefix}/@retain{durable.topic.name}?after=0"
+                selector = f"{self.retention_key(durable.topic.name)}?after=0"
                 got = link.get(selector, _pack_cursors(after), self.query_timeout_s)
                 replies = self._collect(got, durable)
         except Exception as e:  # whatever failed, delivery must resume
@@ -586,6 +598,7 @@ class Bridge:
                     "forged_replies": d.forged,
                     "flooded_replies": d.flooded,
                 },
+                "trimmed_queries": d.trimmed,
             }
             for name, d in self.imported.items()
             if d is not None
@@ -604,6 +617,16 @@ class Bridge:
 
 def _pack_cursors(after: Mapping[int, int]) -> bytes:
     return b"".join(p.to_bytes(8, "little") + s.to_bytes(8, "little") for p, s in after.items())
+
+
+def _fewer_cursors(after: dict[int, int], connected: set[int], most: int) -> dict[int, int]:
+    """`most` of the cursors `after` (publisher id -> seq), for a query that must fit one
+    lowlatency message: those of peers admitted now first, then the newest publishers
+    (the resequencer's order). A publisher left out answers from the oldest message it
+    retains: its replies repeat what was delivered, dropped as duplicates, none lost."""
+    kept = [p for p in after if p in connected][:most]
+    kept += [p for p in reversed(after) if p not in connected][: most - len(kept)]
+    return {p: after[p] for p in kept}
 
 
 def _cursors(data: bytes) -> dict[int, int]:

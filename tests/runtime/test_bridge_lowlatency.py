@@ -235,3 +235,33 @@ def test_a_trimmed_query_keeps_the_admitted_peers_then_the_newest_and_fits() -> 
     assert len(kept) == QUERY_CURSORS and kept[3] == 30 and kept[5] == 50
     assert 10_000 in kept and 6 not in kept
     assert len(_pack_cursors(kept)) <= LOWLATENCY_MAX_PAYLOAD  # 49,135 B arrived, measured
+
+
+@pytest.mark.zenoh
+@pytest.mark.parametrize("importer_transport", ["queued", "lowlatency"])
+def test_a_peer_on_the_other_transport_is_said_once_and_a_matching_one_is_not(
+    pair: tuple[Runtime, Runtime, str], importer_transport: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each bridge answers its transport on `<prefix>/@bridge/<zid>`; when a peer is
+    admitted the bridge asks it, its own transport in the question, so both ends learn.
+    A mismatch is counted, logged and reported once per peer; a match is not."""
+    a, b, endpoint = pair
+    events: dict[str, list[SupervisionEvent]] = {"a": [], "b": []}
+    a.subscribers.append(events["a"].append)
+    b.subscribers.append(events["b"].append)
+    exporter = {**LOW, "listen": [endpoint], "export": ["/any"]}
+    importer = {"transport": importer_transport, "connect": [endpoint], "import": ["/any"]}
+    with Bridge(a, bridge_config(exporter)) as ba, Bridge(b, bridge_config(importer)) as bb:
+        # Both ends learn the other's transport (b connected while it opened: a asked it).
+        wait_until(lambda: bb.transports.known and ba.transports.known)
+        assert ba.transports.known == {b.call(bb._link().zid): importer_transport}
+        assert bb.transports.known == {a.call(ba._link().zid): "lowlatency"}
+        mismatch = importer_transport != "lowlatency"
+        for bridge, runtime in ((ba, "a"), (bb, "b")):
+            assert bridge.stats()["peers"]["other_transport"] == int(mismatch)
+            said = [e.detail for e in events[runtime] if e.kind == "transport"]
+            assert len(said) == int(mismatch)
+            if mismatch:
+                assert "lowlatency" in said[0] and "queued" in said[0]
+        warned = [r for r in caplog.records if "is on transport" in r.getMessage()]
+        assert len(warned) == (2 if mismatch else 0)

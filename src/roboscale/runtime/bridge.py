@@ -45,6 +45,7 @@ from roboscale.runtime.durable import CursorLog, Resequencer, Retention, publish
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
+from roboscale.runtime.peertransport import PeerTransports
 from roboscale.runtime.security import check_reach
 from roboscale.runtime.wire import (
     Codec,
@@ -222,6 +223,7 @@ class Bridge:
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
         self.connected: set[int] = set()  # publisher ids of the peers' sessions now admitted
+        self.transports = PeerTransports(self)  # says when a peer is on the other transport
         self.payload_limits = config.payload_limits()  # topic -> largest payload taken
         self.imported: dict[str, _DurableImport | None] = {}
         # Native link: imported topics by the index its rows carry.
@@ -297,9 +299,12 @@ class Bridge:
         detail = f"{'admitted' if opened else 'left'}: {zid}"
         with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
             self.runtime.loop.call_soon_threadsafe(self.emit, "peer", detail)
+            if opened:
+                self.runtime.loop.call_soon_threadsafe(self.transports.admitted, zid)
 
     def _declare(self) -> None:
         cfg, bus = self.config, self.runtime.bus
+        self.transports.declare(self._link().zid())
         for name in cfg.exports:
             retention = None
             if name in cfg.durable:
@@ -380,6 +385,7 @@ class Bridge:
         """Undeclare everything and close the session (idempotent)."""
         if self.link is None:
             return
+        self.transports.close()  # before the session: no query of it in flight
         link, self.link = self.link, None
         for export in self._exports:
             if export in export.topic.taps:
@@ -609,7 +615,11 @@ class Bridge:
             "malformed": self.malformed,
             "refused": self.refused,
             "ignored": self.ignored,
-            "peers": {"admitted": self.admitted, "left": self.left},
+            "peers": {
+                "admitted": self.admitted,
+                "left": self.left,
+                "other_transport": self.transports.other,
+            },
             "durable": durable,
             "evicted": evicted,
         }

@@ -15,14 +15,8 @@ import pytest
 
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
-from roboscale.runtime.bridge import (
-    Bridge,
-    _fewer_cursors,
-    _pack_cursors,
-    bridge_config,
-    bridge_settings,
-    session_config,
-)
+from roboscale.runtime.backlog import fewer_cursors, pack_cursors
+from roboscale.runtime.bridge import Bridge, bridge_config, bridge_settings, session_config
 from roboscale.runtime.bridgeconfig import QUERY_CURSORS, REPLY_KEY_ALLOWANCE
 from roboscale.runtime.durable import _Stream
 from roboscale.runtime.events import SupervisionEvent
@@ -231,10 +225,10 @@ def test_a_backlog_query_naming_more_publishers_than_fit_is_trimmed_not_lost(
 
 def test_a_trimmed_query_keeps_the_admitted_peers_then_the_newest_and_fits() -> None:
     after = {p: p * 10 for p in range(1, 10_001)}
-    kept = _fewer_cursors(after, {3, 5}, QUERY_CURSORS)
+    kept = fewer_cursors(after, {3, 5}, QUERY_CURSORS)
     assert len(kept) == QUERY_CURSORS and kept[3] == 30 and kept[5] == 50
     assert 10_000 in kept and 6 not in kept
-    assert len(_pack_cursors(kept)) <= LOWLATENCY_MAX_PAYLOAD  # 49,135 B arrived, measured
+    assert len(pack_cursors(kept)) <= LOWLATENCY_MAX_PAYLOAD  # 49,135 B arrived, measured
 
 
 @pytest.mark.zenoh

@@ -34,7 +34,7 @@ FIELDS = (
 # REPLY_KEY_ALLOWANCE bytes fits in the margin LOWLATENCY_MAX_PAYLOAD leaves (96 B left at
 # 1,000); each byte of key beyond it takes one byte off what the durable export sends.
 REPLY_KEY_ALLOWANCE = 1_000
-# The backlog query's payload is 16 B per publisher cursor (bridge._pack_cursors); a query
+# The backlog query's payload is 16 B per publisher cursor (backlog.pack_cursors); a query
 # arrived with up to 49,135 B of payload (keys up to 2,011 B). At most this many cursors.
 QUERY_CURSORS = LOWLATENCY_MAX_PAYLOAD // 16
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("roboscale.runtime")
 
 ASK_TIMEOUT_S = 1.0  # one query; a peer with no such queryable answers at once (no reply)
-ASKS = 20  # queries per admitted peer at most, ASK_PAUSE_S apart, until it answers
+ASKS = 40  # queries per admitted peer at most, ASK_PAUSE_S apart (10 s), until it answers
 ASK_PAUSE_S = 0.25
 MAX_ZID = 32  # hex digits of a Zenoh id
 

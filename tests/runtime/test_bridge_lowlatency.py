@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roboscale.backends.base import free_port
 from roboscale.errors import UserError
@@ -22,6 +24,7 @@ from roboscale.runtime.durable import _Stream
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.node import Node, NodeRecipe
+from roboscale.runtime.peertransport import MAX_KNOWN, _said
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.wire import DEFAULT_MAX_PAYLOAD, Unencodable
 from roboscale.runtime.zenoh_config import LOWLATENCY_MAX_PAYLOAD
@@ -259,3 +262,51 @@ def test_a_peer_on_the_other_transport_is_said_once_and_a_matching_one_is_not(
                 assert "lowlatency" in said[0] and "queued" in said[0]
         warned = [r for r in caplog.records if "is on transport" in r.getMessage()]
         assert len(warned) == (2 if mismatch else 0)
+
+
+@pytest.mark.zenoh
+def test_a_peer_naming_endless_ids_in_its_questions_is_heard_only_up_to_a_bound(
+    zenoh: None, bridge_path: str, rt: Runtime
+) -> None:
+    """The asker's id in a `@bridge` query is its own word: a peer that floods queries
+    with made-up ids fills the table of known peers (and the warnings) only up to
+    MAX_KNOWN, and every question is still answered."""
+    import zenoh as zenoh_lib
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    with Bridge(rt, bridge_config({**LOW, "listen": [endpoint]})) as bridge:
+        zid = rt.call(bridge._link().zid)
+        spy = zenoh_lib.open(session_config(bridge_config({"connect": [endpoint]})))
+        key = f"rs/@bridge/{zid}"
+        try:
+            # Once the bridge's queryable reached the spy (a question that says nothing).
+            wait_until(lambda: any(r.ok for r in spy.get(key, payload=b"?", timeout=5.0)))
+            answers = []
+            for n in range(MAX_KNOWN + 50):
+                question = b"queued %032x" % (n + 1)
+                replies = spy.get(key, payload=question, timeout=5.0)
+                answers += [r.ok.payload.to_bytes() for r in replies if r.ok is not None]
+            assert answers == [b"lowlatency"] * (MAX_KNOWN + 50)
+            wait_until(lambda: len(bridge.transports.known) == MAX_KNOWN)
+            assert bridge.stats()["peers"]["other_transport"] == MAX_KNOWN
+        finally:
+            spy.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=80)
+    | st.builds(
+        lambda t, z: t + b" " + z,
+        st.sampled_from([b"queued", b"lowlatency", b"x"]),
+        st.binary(max_size=40),
+    )
+)
+def test_what_a_peer_says_of_its_transport_is_parsed_or_refused_never_raises(
+    payload: bytes,
+) -> None:
+    said = _said(payload)
+    if said is not None:
+        transport, zid = said
+        assert transport in ("queued", "lowlatency") and 0 < len(zid) <= 32
+        assert payload == f"{transport} {zid}".encode()

@@ -32,6 +32,9 @@ ASK_TIMEOUT_S = 1.0  # one query; a peer with no such queryable answers at once 
 ASKS = 40  # queries per admitted peer at most, ASK_PAUSE_S apart (10 s), until it answers
 ASK_PAUSE_S = 0.25
 MAX_ZID = 32  # hex digits of a Zenoh id
+# Peers judged at most: the asker's id in a query is its own word, so a peer that may query
+# could name endless ids; past this, what is said is no longer recorded, warned or counted.
+MAX_KNOWN = 1024
 
 
 class PeerTransports:
@@ -100,7 +103,7 @@ class PeerTransports:
 
     def judge(self, transport: str, zid: str) -> None:
         """On the loop: what a peer said of its transport, once per peer."""
-        if zid in self.known or zid == self.zid:
+        if zid in self.known or zid == self.zid or len(self.known) >= MAX_KNOWN:
             return
         if transport != self.mine:
             self.other += 1

@@ -64,7 +64,7 @@ from roboscale.runtime.wire import (
     pack_header,
     unpack_header,
 )
-from roboscale.runtime.zenoh_config import shared_memory_blocked
+from roboscale.runtime.zenoh_config import LOWLATENCY_MAX_PAYLOAD, shared_memory_blocked
 
 __all__ = [
     "QUERY_RETRIES",
@@ -412,10 +412,10 @@ class Bridge:
         """A payload of `size` bytes over the transport's cap `limit` (`transport:
         lowlatency`, which would drop it silently): counted, reported as received ones
         are, and raised to its publisher."""
-        error = (
-            f"{topic}: payload of {size} bytes, over this topic's maximum of {limit} "
-            "(transport: lowlatency does not fragment)"
-        )
+        why = "transport: lowlatency does not fragment"
+        if limit < LOWLATENCY_MAX_PAYLOAD:  # a durable topic's long key, in every reply
+            why += f"; {LOWLATENCY_MAX_PAYLOAD} B less what its backlog replies' key takes"
+        error = f"{topic}: payload of {size} bytes, over this topic's maximum of {limit} ({why})"
         before, self.refused = self.refused, self.refused + 1
         if self.refused.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("refused", f"{self.refused} not sent, last: {error}")

@@ -127,7 +127,7 @@ def test_a_connected_publishers_cursor_is_never_evicted(tmp_path: Path) -> None:
 
 
 def test_a_query_whose_replies_were_lost_leaves_the_stream_holding() -> None:
-    """What the bridge asks the backlog again for (`_DurableImport._retry`): messages held
+    """What the bridge asks the backlog again for (`backlog.DurableImport._retry`): messages held
     behind a hole after a query that brought nothing, until a later one fills or ends it."""
     c = Collector()
     r = c.resequencer({1: 0}, fresh=False)

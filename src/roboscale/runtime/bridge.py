@@ -5,7 +5,8 @@ A process lists the topics it exports (local publishes go out on Zenoh key
 processes are injected into the local bus). Durable exports keep their last
 `retain` messages and answer the queryable `<prefix>/@retain/<topic>?after=<seq>`;
 durable imports resume from a `CursorLog` and deliver each message once, in
-order (see runtime/durable.py).
+order (runtime/durable.py; the import and its backlog query: runtime/backlog.py).
+Each bridge says its transport to its peers (runtime/peertransport.py).
 
 Per-message path (runtime/zlink.py): native where the extension `_zbridge` was built
 (`make native`): Zenoh's thread checks the header and queues the sample in Rust, and an
@@ -27,13 +28,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from roboscale.errors import UserError
 from roboscale.runtime import zlink
+from roboscale.runtime.backlog import (
+    QUERY_RETRIES,
+    QUERY_RETRY_S,
+    DurableImport,
+    answer_backlog,
+    durable_import,
+)
 from roboscale.runtime.bridgeconfig import (
     BridgeConfig,
     bridge_config,
@@ -41,10 +48,11 @@ from roboscale.runtime.bridgeconfig import (
     session_config,
 )
 from roboscale.runtime.bus import Inbox, Topic
-from roboscale.runtime.durable import CursorLog, Resequencer, Retention, publisher_of
+from roboscale.runtime.durable import Retention, publisher_of
 from roboscale.runtime.events import SupervisionEvent
 from roboscale.runtime.executor import Runtime
 from roboscale.runtime.names import check_name
+from roboscale.runtime.peertransport import PeerTransports
 from roboscale.runtime.security import check_reach
 from roboscale.runtime.wire import (
     Codec,
@@ -53,13 +61,21 @@ from roboscale.runtime.wire import (
     Unencodable,
     WireCodec,
     as_bytes,
-    check_size,
     pack_header,
     unpack_header,
 )
-from roboscale.runtime.zenoh_config import shared_memory_blocked
+from roboscale.runtime.zenoh_config import LOWLATENCY_MAX_PAYLOAD, shared_memory_blocked
 
-__all__ = ["Bridge", "BridgeConfig", "bridge_config", "bridge_settings", "session_config"]
+__all__ = [
+    "QUERY_RETRIES",
+    "QUERY_RETRY_S",
+    "Bridge",
+    "BridgeConfig",
+    "DurableImport",
+    "bridge_config",
+    "bridge_settings",
+    "session_config",
+]
 
 _log = logging.getLogger("roboscale.runtime")
 
@@ -71,7 +87,10 @@ class _Export:
         self.bridge, self.topic, self.retention = bridge, topic, retention
         self.seq = 0  # durable topics only: the link numbers the others itself
         self.encode = bridge.codec.encode
-        self.limit = bridge.config.send_limit()  # None: the transport fragments any size
+        # None: the transport fragments any size. A durable export's messages are also
+        # backlog replies, which carry the retention key (bridgeconfig.REPLY_KEY_ALLOWANCE).
+        reply_key = bridge.retention_key(topic.name) if retention is not None else None
+        self.limit = bridge.config.send_limit(reply_key)
         self.pub = bridge._link().publisher(
             bridge.key(topic.name), bridge.publisher_id, bridge.config.express
         )
@@ -79,7 +98,7 @@ class _Export:
     def __call__(self, msg: Any) -> None:
         codec, tag, data = self.encode(msg)
         if self.limit is not None and len(data) > self.limit:
-            self.bridge.refuse(self.topic.name, data, self.limit)
+            self.bridge.refuse(self.topic.name, len(data), self.limit)
         if self.retention is None:
             self.pub.send(data, codec, tag)
             return
@@ -98,92 +117,6 @@ class _Export:
             self.pub.send_parts(parts, Codec.RAW, 0)
         else:
             self(b"".join(parts))
-
-
-QUERY_RETRY_S = 1.0  # after a backlog query that left messages held, ask again this late
-QUERY_RETRIES = 10  # ... at most this many times in a row without live traffic
-
-
-class _DurableImport:
-    """Resequences one durable imported topic and commits its cursor at hand-over, or once
-    the callback returned (`delivery: at_least_once`)."""
-
-    def __init__(self, bridge: Bridge, topic: Topic, inbox: Inbox, cursor: CursorLog) -> None:
-        self.bridge, self.topic, self.cursor = bridge, topic, cursor
-        self.inflight: deque[tuple[int, int, int]] = deque()  # (local seq, publisher, seq)
-        self.seq = Resequencer(
-            cursor.cursors,
-            fresh=cursor.fresh,
-            deliver=self._deliver,
-            gap=self._gap,
-            window=bridge.config.retain,
-        )
-        self.querying = False
-        self.retries = 0  # queries asked again since live traffic last asked one
-        self.forged = 0  # backlog replies of a publisher id not the replier's own
-        self.queries = 0  # backlog queries sent
-        self.flooded = 0  # backlog replies past `retain` from one session: dropped
-        if bridge.config.delivery == "at_least_once":
-            inbox.on_done = self._commit
-        else:
-            inbox.on_handover = self._commit
-
-    def _deliver(self, publisher: int, seq: int, msg: Any) -> None:
-        self.inflight.append((self.topic.inject(msg), publisher, seq))
-
-    def _commit(self, local_seq: int) -> None:
-        inflight, commit = self.inflight, self.cursor.commit
-        while inflight and inflight[0][0] <= local_seq:
-            _, publisher, seq = inflight.popleft()
-            commit(publisher, seq)
-
-    def _gap(self, publisher: int, first: int, count: int) -> None:
-        self.bridge.emit(
-            "gap",
-            f"{self.topic.name}: {count} messages from publisher {publisher:x} lost "
-            f"(seq {first}..{first + count - 1}, no longer retained)",
-        )
-
-    def offer(self, publisher: int, seq: int, msg: Any) -> None:
-        if self.seq.offer(publisher, seq, msg) and not self.querying:
-            self.retries = 0
-            self.query()
-
-    def offer_backlog(self, owner: int, publisher: int, seq: int, msg: Any) -> None:
-        """A backlog reply of the session whose publisher id is `owner`: only its own
-        messages are taken (a peer answering for another publisher is refused)."""
-        if publisher != owner:
-            self.forged += 1
-            return
-        self.seq.offer(publisher, seq, msg, owned=True)
-
-    def query(self) -> None:
-        """Ask the publishers for what they retained after our cursors (in a thread)."""
-        self.querying = True
-        self.queries += 1
-        self.seq.begin_sync()
-        after = self.seq.after()
-        self.bridge.runtime.loop.run_in_executor(None, self.bridge.fetch, self, after)
-
-    def backlog(self, replies: list[tuple[bytes, bytes, int]]) -> None:
-        """On the loop: the replies of one query (payload, attachment, the publisher id
-        of the session that answered), then resume in-order delivery."""
-        if self.bridge.link is None:
-            return  # closed while the query ran: its cursor is closed too
-        for payload, attachment, owner in replies:
-            self.bridge.take(self.topic, payload, attachment, self, owner=owner)
-        self.querying = False
-        self.seq.backlog_done()
-        if self.seq.holding() and self.retries < QUERY_RETRIES:
-            # Messages are held behind a hole or an unconfirmed id, and the query's replies
-            # were lost or late (a timeout on a loaded machine): the publisher may have gone
-            # quiet, so no live message would ask again. Ask again, a bounded number of times.
-            self.bridge.runtime.loop.call_later(QUERY_RETRY_S, self._retry)
-
-    def _retry(self) -> None:
-        if self.bridge.link is not None and not self.querying and self.seq.holding():
-            self.retries += 1
-            self.query()
 
 
 class Bridge:
@@ -215,10 +148,11 @@ class Bridge:
         self.admitted = 0  # Zenoh peers admitted to this session (authenticated, if secured)
         self.left = 0  # ... and those that left it
         self.connected: set[int] = set()  # publisher ids of the peers' sessions now admitted
+        self.transports = PeerTransports(self)  # says when a peer is on the other transport
         self.payload_limits = config.payload_limits()  # topic -> largest payload taken
-        self.imported: dict[str, _DurableImport | None] = {}
+        self.imported: dict[str, DurableImport | None] = {}
         # Native link: imported topics by the index its rows carry.
-        self._by_index: list[tuple[Topic, _DurableImport | None]] = []
+        self._by_index: list[tuple[Topic, DurableImport | None]] = []
         self._native_counts = (0, 0)  # (malformed, ignored) the native link counted
         self._retained: dict[str, Retention] = {}
         self._exports: list[_Export] = []
@@ -228,6 +162,10 @@ class Bridge:
 
     def key(self, topic: str) -> str:
         return f"{self.config.prefix}{topic}"
+
+    def retention_key(self, topic: str) -> str:
+        """The key of a durable topic's backlog query, and of each of its replies."""
+        return f"{self.config.prefix}/@retain{topic}"
 
     @property
     def session(self) -> Any:
@@ -286,9 +224,12 @@ class Bridge:
         detail = f"{'admitted' if opened else 'left'}: {zid}"
         with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
             self.runtime.loop.call_soon_threadsafe(self.emit, "peer", detail)
+            if opened:
+                self.runtime.loop.call_soon_threadsafe(self.transports.admitted, zid)
 
     def _declare(self) -> None:
         cfg, bus = self.config, self.runtime.bus
+        self.transports.declare(self._link().zid())
         for name in cfg.exports:
             retention = None
             if name in cfg.durable:
@@ -296,11 +237,11 @@ class Bridge:
             self._export(name, retention)
         if self._retained:
             self._link().queryable(f"{cfg.prefix}/@retain/**", self._answer)
-        durables: list[_DurableImport] = []
+        durables: list[DurableImport] = []
         for name in cfg.imports:
             topic = bus.topic(name)
             if name in cfg.durable:
-                durables.append(self._durable_import(topic))
+                durables.append(durable_import(self, topic))
                 self.imported[name] = durables[-1]
             else:
                 self.imported[name] = None
@@ -355,20 +296,11 @@ class Bridge:
         _log.error("bridge: %s", detail)
         self.emit("thread_failed", detail)
 
-    def _durable_import(self, topic: Topic) -> _DurableImport:
-        inboxes = [i for i in topic.inboxes if i.durable_key is not None]
-        if not inboxes:
-            raise UserError(
-                f"bridge: no durable subscription of {topic.name} in this process: "
-                "start the nodes before opening the bridge"
-            )
-        cursor = CursorLog(self.cursor_paths[topic.name], keep=self.connected)
-        return _DurableImport(self, topic, inboxes[0], cursor)
-
     def close(self) -> None:
         """Undeclare everything and close the session (idempotent)."""
         if self.link is None:
             return
+        self.transports.close()  # before the session: no query of it in flight
         link, self.link = self.link, None
         for export in self._exports:
             if export in export.topic.taps:
@@ -432,7 +364,7 @@ class Bridge:
         topic: Topic,
         payload: bytes,
         attachment: bytes,
-        durable: _DurableImport | None,
+        durable: DurableImport | None,
         ready: list[Inbox] | None = None,
         owner: int | None = None,
     ) -> None:
@@ -453,7 +385,7 @@ class Bridge:
         publisher: int,
         seq: int,
         payload: Received,
-        durable: _DurableImport | None,
+        durable: DurableImport | None,
         ready: list[Inbox] | None = None,
         owner: int | None = None,
     ) -> None:
@@ -476,14 +408,14 @@ class Bridge:
         if self.malformed.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("malformed", f"{where}: {self.malformed} dropped, last: {error}")
 
-    def refuse(self, topic: str, data: Received, limit: int) -> None:
-        """A payload over the transport's cap (`transport: lowlatency`, which would drop
-        it silently): counted, reported as received ones are, and raised to its publisher."""
-        try:
-            check_size(data, limit)
-            return
-        except Malformed as e:
-            error = f"{topic}: {e} (transport: lowlatency does not fragment)"
+    def refuse(self, topic: str, size: int, limit: int) -> None:
+        """A payload of `size` bytes over the transport's cap `limit` (`transport:
+        lowlatency`, which would drop it silently): counted, reported as received ones
+        are, and raised to its publisher."""
+        why = "transport: lowlatency does not fragment"
+        if limit < LOWLATENCY_MAX_PAYLOAD:  # a durable topic's long key, in every reply
+            why += f"; {LOWLATENCY_MAX_PAYLOAD} B less what its backlog replies' key takes"
+        error = f"{topic}: payload of {size} bytes, over this topic's maximum of {limit} ({why})"
         before, self.refused = self.refused, self.refused + 1
         if self.refused.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("refused", f"{self.refused} not sent, last: {error}")
@@ -521,96 +453,25 @@ class Bridge:
     def _answer(
         self, key: str, after_text: str | None, payload: bytes
     ) -> list[tuple[bytes, bytes]]:
-        """On a Zenoh thread: the retained messages after the asked seq, as replies."""
-        topic = "/" + key.split("/@retain/", 1)[-1]
-        retention = self._retained.get(topic)
-        if retention is None:
-            return []
-        cursors = _cursors(payload)
-        try:
-            after = cursors.get(self.publisher_id, int(after_text or 0))
-        except ValueError:
-            return []  # a malformed query: nothing to answer
-        return [(data, attachment) for _, data, attachment in retention.after(after)]
-
-    def fetch(self, durable: _DurableImport, after: dict[int, int]) -> None:
-        """In a worker thread: query the backlog, then hand the replies to the loop."""
-        replies: list[tuple[bytes, bytes, int]] = []
-        link = self.link
-        try:
-            if link is not None:
-                selector = f"{self.config.prefix}/@retain{durable.topic.name}?after=0"
-                got = link.get(selector, _pack_cursors(after), self.query_timeout_s)
-                replies = self._collect(got, durable)
-        except Exception as e:  # whatever failed, delivery must resume
-            # Go on with what came: holes left are counted and reported as gaps, not hidden.
-            with contextlib.suppress(RuntimeError):
-                self.runtime.loop.call_soon_threadsafe(
-                    self.emit, "gap", f"backlog query failed: {type(e).__name__}: {e}"
-                )
-        finally:
-            with contextlib.suppress(RuntimeError):  # a closed loop: the process is ending
-                self.runtime.loop.call_soon_threadsafe(durable.backlog, replies)
-
-    def _collect(
-        self, got: list[tuple[bytes, bytes, str]], durable: _DurableImport
-    ) -> list[tuple[bytes, bytes, int]]:
-        """The replies of one backlog query, with the publisher id of the session that
-        sent each; at most `retain` per session (what one retention holds): a peer that
-        floods replies is cut off there, counted in `durable.flooded`."""
-        replies: list[tuple[bytes, bytes, int]] = []
-        per_owner: dict[int, int] = {}
-        for payload, attachment, replier in got:
-            owner = publisher_of(replier) if replier else 0
-            per_owner[owner] = per_owner.get(owner, 0) + 1
-            if per_owner[owner] > self.config.retain:
-                durable.flooded += 1  # an int store from this thread: read by stats() only
-                continue
-            replies.append((payload, attachment, owner))
-        return replies
+        """On a Zenoh thread: the retention queryable's replies (backlog.answer_backlog)."""
+        return answer_backlog(self._retained, self.publisher_id, key, after_text, payload)
 
     def emit(self, kind: str, detail: str) -> None:
         self.runtime.emit(SupervisionEvent(kind, "bridge", "", "", detail))
 
     def stats(self) -> dict[str, Any]:
-        durable = {
-            name: {
-                "duplicates": d.seq.duplicates,
-                "lost": d.seq.lost,
-                "cursor": d.cursor.last_seq(),
-                "unsaved": d.cursor.unsaved,
-                "queries": d.queries,
-                "refused": {
-                    "jumps": d.seq.refused.jumps,
-                    "unconfirmed": d.seq.refused.unconfirmed,
-                    "expired": d.seq.refused.expired,
-                    "forged_replies": d.forged,
-                    "flooded_replies": d.flooded,
-                },
-            }
-            for name, d in self.imported.items()
-            if d is not None
-        }
+        durable = {name: d.stats() for name, d in self.imported.items() if d is not None}
         evicted = {name: r.evicted for name, r in self._retained.items()}
         return {
             "path": self.path,
             "malformed": self.malformed,
             "refused": self.refused,
             "ignored": self.ignored,
-            "peers": {"admitted": self.admitted, "left": self.left},
+            "peers": {
+                "admitted": self.admitted,
+                "left": self.left,
+                "other_transport": self.transports.other,
+            },
             "durable": durable,
             "evicted": evicted,
         }
-
-
-def _pack_cursors(after: Mapping[int, int]) -> bytes:
-    return b"".join(p.to_bytes(8, "little") + s.to_bytes(8, "little") for p, s in after.items())
-
-
-def _cursors(data: bytes) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for i in range(0, len(data) - len(data) % 16, 16):
-        out[int.from_bytes(data[i : i + 8], "little")] = int.from_bytes(
-            data[i + 8 : i + 16], "little"
-        )
-    return out

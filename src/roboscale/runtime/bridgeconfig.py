@@ -26,6 +26,17 @@ FIELDS = (
     "mode", "listen", "connect", "export", "import", "durable", "retain", "prefix",
     "shared_memory", "express", "security", "delivery", "max_payload", "transport",
 )  # fmt: skip
+# What a durable topic's backlog puts on the wire, measured on the lowlatency transport
+# (zenoh 1.10.2, loopback, raw sessions): each retained message is one reply, and a reply
+# carries its key in full (`<prefix>/@retain<topic>`: a reply's key is not declared, as a
+# publisher's is); it arrives while payload + 22 B header + key <= 49,118 B (keys of 21,
+# 511 and 2,011 B), and a larger one is dropped and closes the link. A reply key of up to
+# REPLY_KEY_ALLOWANCE bytes fits in the margin LOWLATENCY_MAX_PAYLOAD leaves (96 B left at
+# 1,000); each byte of key beyond it takes one byte off what the durable export sends.
+REPLY_KEY_ALLOWANCE = 1_000
+# The backlog query's payload is 16 B per publisher cursor (backlog.pack_cursors); a query
+# arrived with up to 49,135 B of payload (keys up to 2,011 B). At most this many cursors.
+QUERY_CURSORS = LOWLATENCY_MAX_PAYLOAD // 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +70,18 @@ class BridgeConfig:
     # this side keeps its cap.
     transport: str = "queued"
 
-    def send_limit(self) -> int | None:
-        """The largest payload this bridge publishes, or None: no limit of its own."""
-        return LOWLATENCY_MAX_PAYLOAD if self.transport == "lowlatency" else None
+    def send_limit(self, reply_key: str | None = None) -> int | None:
+        """The largest payload this bridge publishes, or None: no limit of its own.
+        `reply_key`: a durable export's, whose messages are also sent as backlog replies
+        that carry that key (REPLY_KEY_ALLOWANCE)."""
+        if self.transport != "lowlatency":
+            return None
+        over = len(reply_key.encode()) - REPLY_KEY_ALLOWANCE if reply_key is not None else 0
+        return LOWLATENCY_MAX_PAYLOAD - max(0, over)
+
+    def query_cursors(self) -> int | None:
+        """The most publisher cursors one backlog query carries, or None: no limit."""
+        return QUERY_CURSORS if self.transport == "lowlatency" else None
 
     def payload_limits(self) -> dict[str, int]:
         """The largest payload of each imported topic."""

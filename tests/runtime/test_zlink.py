@@ -3,6 +3,7 @@ wire.py's, and a drain thread's failure surfacing as an event."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,46 @@ def test_a_full_native_queue_holds_zenoh_back_and_loses_nothing() -> None:
     finally:
         sender.close()
         receiver.close()
+
+
+@pytest.mark.zenoh
+def test_a_native_session_closes_while_a_query_of_it_is_in_flight() -> None:
+    """A bridge closes while a worker thread's backlog query still waits for replies (a
+    durable import asks again while messages are held): the close must go through, not
+    fail on the query's hold of the session ("Already borrowed"), and the query ends."""
+    module = native()
+    port = free_port()
+    answering = module.Session(
+        bridge_settings(bridge_config({"listen": [f"tcp/127.0.0.1:{port}"]}))
+    )
+    asking = module.Session(bridge_settings(bridge_config({"connect": [f"tcp/127.0.0.1:{port}"]})))
+    asked, release = threading.Event(), threading.Event()
+
+    def answer(_key: str, _after: str | None, _payload: bytes) -> list[tuple[bytes, bytes]]:
+        asked.set()
+        release.wait(30.0)  # hold the query open until the asker has closed
+        return []
+
+    queryable = answering.queryable("q/held", answer)
+    outcome: list[object] = []
+
+    def query() -> None:
+        try:
+            outcome.append(asking.get("q/held", b"", 20.0))
+        except Exception as e:  # a closed session may end the query with an error
+            outcome.append(e)
+
+    try:
+        wait_until(lambda: asking.get("q/none", b"", 0.2) is not None)  # the link is up
+        thread = threading.Thread(target=query, name="held-query")
+        thread.start()
+        assert asked.wait(30.0), "the query never reached the queryable"
+        asking.close()  # must not raise while the query holds the session
+        release.set()
+        thread.join(30.0)
+        assert not thread.is_alive() and len(outcome) == 1
+    finally:
+        release.set()
+        queryable.undeclare()
+        asking.close()
+        answering.close()

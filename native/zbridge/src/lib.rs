@@ -252,10 +252,13 @@ fn lend(object: Bound<'_, PyBytes>) -> bytes::Bytes {
     payload::lend_slice(owner, object.as_bytes())
 }
 
-/// One Zenoh session of a bridge.
+/// One Zenoh session of a bridge. Behind a lock, and every call works on a clone of it
+/// (a zenoh::Session is a handle): `close` takes `&self`, so a close from one thread goes
+/// through while another thread's query still waits for replies (a `&mut self` close
+/// failed there with pyo3's "Already borrowed" and left the session open).
 #[pyclass(module = "roboscale.runtime._zbridge")]
 struct Session {
-    session: Option<zenoh::Session>,
+    session: Mutex<Option<zenoh::Session>>,
 }
 
 /// One exported topic: packs the header (its own sequence numbers) and puts.
@@ -306,7 +309,7 @@ impl Session {
             config.insert_json5(&key, &value).map_err(|e| error(&key, e))?;
         }
         let session = py.allow_threads(|| zenoh::open(config).wait());
-        Ok(Session { session: Some(session.map_err(|e| error("open", e))?) })
+        Ok(Session { session: Mutex::new(Some(session.map_err(|e| error("open", e))?)) })
     }
 
     /// This session's Zenoh id, as zenoh-python prints it.
@@ -457,8 +460,9 @@ impl Session {
         })
     }
 
-    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        match self.session.take() {
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.session.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match taken {
             Some(session) => py.allow_threads(|| session.close().wait()).map_err(|e| error("close", e)),
             None => Ok(()),
         }
@@ -466,8 +470,9 @@ impl Session {
 }
 
 impl Session {
-    fn open(&self) -> PyResult<&zenoh::Session> {
-        self.session.as_ref().ok_or_else(|| error("session", "closed"))
+    fn open(&self) -> PyResult<zenoh::Session> {
+        let session = self.session.lock().unwrap_or_else(|e| e.into_inner());
+        session.clone().ok_or_else(|| error("session", "closed"))
     }
 }
 

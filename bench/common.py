@@ -26,7 +26,10 @@ def parser(description: str) -> argparse.ArgumentParser:
     # Every benchmark starts children (zygotes, routers, baselines in sessions of their
     # own): with a lifeline from the start, they all end with it, even on SIGKILL.
     lifeline.ensure()
-    p = argparse.ArgumentParser(description=description)
+    # Raw: a docstring's lists and its example command lines stay as written.
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", type=Path, help="write command, environment, raw figures and results")
     p.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     return p

@@ -63,7 +63,9 @@ examples:
 STATUS_HELP = """\
 Show the live tree of running launches: state, restarts, messages delivered,
 queue depths, drops, last exit, and per-topic message rates. A status file left
-by a launch that no longer runs is reported as stale and removed.
+by a launch that no longer runs is reported as stale and removed. Exit code (not
+with --watch): 0 when a launch (of that name) runs, 1 when none does, so that
+`roboscale status robot` in a script asks whether robot is up.
 """
 STATUS_EXAMPLES = """\
 examples:

@@ -291,3 +291,42 @@ def test_launch_cli_says_a_standby_mistake_with_exit_code_2(tmp_path: Path) -> N
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(f"error: {path}:7: children[0].standby: "), done.stderr
     assert "Traceback" not in done.stderr
+
+
+STANDBY_VALUES = st.one_of(
+    st.booleans(), st.none(), st.integers(-2, 3), st.floats(allow_nan=True),
+    st.sampled_from(["yes", "true", "on", "", "1"]), st.lists(st.booleans(), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.booleans(), max_size=2),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    standby=STANDBY_VALUES,
+    kind=st.sampled_from(["process", "command", "node"]),
+    zygote=st.booleans(),
+    restart=st.sampled_from(["permanent", "transient", "temporary"]),
+)
+def test_a_standby_is_accepted_only_where_it_is_used(
+    standby: object, kind: str, zygote: bool, restart: str
+) -> None:
+    """Whatever `standby` holds, on whatever child: read only as a boolean on a process
+    child, with a zygote, restarted; every other case an error at `children[0].standby`."""
+    body = {"process": {"target": "pkg.mod:main"}, "command": {"argv": ["true"]},
+            "node": {"class": "pkg.mod:Node"}}[kind]  # fmt: skip
+    child = {kind: "a", **body, "restart": restart, "standby": standby}
+    data: dict[str, object] = {"name": "robot", "children": [child]}
+    if zygote:
+        data["zygote"] = {"preload": []}
+    path = Path(tempfile.mkdtemp()) / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        read = read_launch(path)
+    except SpecErrors as e:
+        assert [err.field for err in e.errors] == ["children[0].standby"], e
+        return
+    finally:
+        shutil.rmtree(path.parent)
+    used = kind == "process" and zygote and restart != "temporary"
+    assert standby is False or (standby is True and used), (standby, kind, zygote, restart)
+    assert read.spec.children[0].model_dump().get("standby", False) is standby

@@ -284,7 +284,7 @@ def chance(
 
 
 def main() -> None:
-    p = parser(__doc__ or "")
+    p = parser(__doc__ or "", judged=False)
     p.add_argument("--out", type=Path, required=True, help="folder for perf data and results")
     p.add_argument(
         "--stall-ms",

@@ -19,7 +19,8 @@ files and roslaunch XML both become, validated before anything runs (OTP's
       - process: detector           # a Python target in its own process (the zygote's)
         target: mypkg.detect:main
         config: {model: small}
-        standby: true               # optional: restarts go to a warm standby (needs zygote)
+        standby: true               # optional: restarts go to a warm standby (needs zygote;
+                                    #   refused on a temporary child)
       - command: talker             # an OS process
         argv: [rosrun, pkg, talker]
         ready_line: "ready"         # optional regex on its output meaning "ready"

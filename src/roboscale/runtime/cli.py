@@ -47,7 +47,11 @@ and supervised here. --check validates only (no runtime, nothing of yours import
 published for `roboscale status`.
 With --chaos (or a `chaos:` section in the file) the chaos monkey runs, prints its
 summary, and the launch ends: exit code 0 when the tree survived with every child
-running, 1 otherwise.
+running, 1 otherwise. A mistake in the file: exit code 2.
+The YAML format (children node, process, command, ros_master, ros_node, remote,
+supervisor; zygote:, a process child's standby: true, bridge:, cursors:, security:,
+chaos:): docs/runtime.md, "Launch files", and the docstring of
+roboscale/runtime/launchmodels.py.
 """
 LAUNCH_EXAMPLES = """\
 examples:

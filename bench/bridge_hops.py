@@ -136,7 +136,7 @@ def measure(count: int, work: Path) -> dict[str, Any]:
 def main() -> None:
     import tempfile
 
-    args, n = counted_args(__doc__ or "", FULL, QUICK)
+    args, n = counted_args(__doc__ or "", FULL, QUICK, judged=False)
     report = header()
     report["counts"] = n
     with tempfile.TemporaryDirectory(prefix="roboscale-hops-") as tmp:

@@ -22,13 +22,18 @@ from roboscale.errors import UserError
 NOT_JUDGED = "not judged"  # goals.NOT_JUDGED (common stands below goals)
 
 
-def parser(description: str) -> argparse.ArgumentParser:
+def parser(description: str, judged: bool = True) -> argparse.ArgumentParser:
+    """The common options; `judged=False` for a diagnosis, whose --check does nothing."""
     # Every benchmark starts children (zygotes, routers, baselines in sessions of their
     # own): with a lifeline from the start, they all end with it, even on SIGKILL.
     lifeline.ensure()
-    p = argparse.ArgumentParser(description=description)
+    # Raw: a docstring's lists and its example command lines stay as written.
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", type=Path, help="write command, environment, raw figures and results")
-    p.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    check = "exit 1 when a goal is missed" if judged else "accepted; a diagnosis judges nothing"
+    p.add_argument("--check", action="store_true", help=check)
     return p
 
 
@@ -97,10 +102,11 @@ def counted_args(
     full: dict[str, int],
     quick: dict[str, int],
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
+    judged: bool = True,
 ) -> tuple[argparse.Namespace, dict[str, int]]:
     """Arguments with --quick and one --COUNT per measured count (and those `extra`
     adds); the counts chosen."""
-    p = parser(description)
+    p = parser(description, judged)
     if extra is not None:
         extra(p)
     p.add_argument("--quick", action="store_true", help="small counts, well under a minute")

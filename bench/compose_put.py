@@ -172,13 +172,23 @@ def measure(size: int, count: int, rounds: int, rate_hz: float) -> list[dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--count", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rate-hz", type=float, default=1000.0)
-    parser.add_argument("--sizes", default="307200,4194304")
-    parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--check", action="store_true")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--count", type=int, default=1000, help="frames per way per round (default 1000)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument(
+        "--rate-hz", type=float, default=1000.0, help="puts per second (default 1000)"
+    )
+    parser.add_argument(
+        "--sizes", default="307200,4194304", help="frame bodies, bytes (default 307200,4194304)"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write command, environment and raw figures"
+    )
+    parser.add_argument("--check", action="store_true", help="accepted; nothing is judged")
     parser.add_argument("--receiver", help=argparse.SUPPRESS)  # the receiver process
     args = parser.parse_args()
     if args.receiver:

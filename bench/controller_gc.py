@@ -75,7 +75,7 @@ def run(argv: list[str], recorder: Collections) -> None:
 
 
 def main() -> None:
-    p = parser(__doc__ or "")
+    p = parser(__doc__ or "", judged=False)
     p.add_argument("roboscale_args", nargs="+", help="after --: the roboscale command to run")
     args = p.parse_args()
     report = header()

@@ -99,7 +99,7 @@ def dds_costs(repeats: int) -> dict[str, Any]:
 
 def main() -> None:
     args, counts = counted_args(
-        "A replaying sender's cost per message: as recorded against rebuilt.",
+        __doc__ or "",
         {"repeats": 2000},
         {"repeats": 200},
     )

@@ -135,7 +135,7 @@ def goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    p = parser("roboscale report's time, memory and page size for 10, 100, 1,000 trials")
+    p = parser(__doc__ or "")
     p.add_argument("--quick", action="store_true", help="10 and 100 trials of 2,000 records")
     p.add_argument("--keep", type=Path, help="make the folders here and keep them")
     args = p.parse_args()

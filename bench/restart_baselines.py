@@ -377,10 +377,12 @@ def percentiles(name: str, samples: list[float]) -> dict[str, Any]:
 
 def main() -> None:
     p = parser(__doc__ or "")
-    p.add_argument("--otp-kills", type=int, default=200)
-    p.add_argument("--ros-kills", type=int, default=15)
-    p.add_argument("--loss-kills", type=int, default=10)
-    p.add_argument("--process-kills", type=int, default=50)
+    p.add_argument(
+        "--otp-kills", type=int, default=200, help="Erlang/OTP worker kills (default 200)"
+    )
+    p.add_argument("--ros-kills", type=int, default=15, help="roslaunch respawns (default 15)")
+    p.add_argument("--loss-kills", type=int, default=10, help="ROS 1 subscriber kills (default 10)")
+    p.add_argument("--process-kills", type=int, default=50, help="process node kills (default 50)")
     args = p.parse_args()
     report = header()
     forked = process_node_restart_us(args.process_kills, zygote=True)

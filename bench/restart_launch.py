@@ -147,10 +147,18 @@ def compare(kills: int, rounds: int, loss_kills: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
-    parser.add_argument("--kills", type=int, default=10, help="kills per runner per round")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--loss-kills", type=int, default=5)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--kills", type=int, default=10, help="restart kills per runner per round (default 10)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="rounds, runners alternating (default 2)"
+    )
+    parser.add_argument(
+        "--loss-kills", type=int, default=5, help="subscriber kills per loss run (default 5)"
+    )
     parser.add_argument("--json", type=Path, help="write the raw figures here")
     args = parser.parse_args()
     print("command:", " ".join(sys.argv), "| loadavg:", os.getloadavg())

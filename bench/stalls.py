@@ -284,9 +284,14 @@ def chance(
 
 
 def main() -> None:
-    p = parser(__doc__ or "")
+    p = parser(__doc__ or "", judged=False)
     p.add_argument("--out", type=Path, required=True, help="folder for perf data and results")
-    p.add_argument("--stall-ms", type=float, default=2.0)
+    p.add_argument(
+        "--stall-ms",
+        type=float,
+        default=2.0,
+        help="a round trip over this is a stall (default 2.0)",
+    )
     p.add_argument("--analyse-only", action="store_true", help="read OUT again, run nothing")
     p.add_argument("roboscale_args", nargs="*", help="after --: the roboscale command")
     args = p.parse_args()

@@ -90,12 +90,14 @@ def run_one(src: str, size: int, count: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--size", type=int, default=307_200)
-    p.add_argument("--count", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--size", type=int, default=307_200, help="payload bytes (default 307200)")
+    p.add_argument("--count", type=int, default=200, help="payloads put back to back (default 200)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     p.add_argument("--src", action="append", default=[], help="LABEL=PATH of a source tree")
-    p.add_argument("--json", type=Path)
+    p.add_argument("--json", type=Path, help="write command, environment and raw figures")
     p.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--check", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()

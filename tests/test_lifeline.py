@@ -289,6 +289,53 @@ def test_launch_leaves_no_command_behind(tmp_path: Path) -> None:
     kill_and_check(proc)
 
 
+# Process nodes forked from a zygote, restarted on a warm standby (the zygote keeps one
+# per target), each starting a grandchild in a session of its own.
+STANDBYS = """\
+name: standbys
+zygote: {preload: [lifeline_targets]}
+children:
+  - process: left
+    target: lifeline_targets:node
+    standby: true
+  - process: right
+    target: lifeline_targets:node
+    standby: true
+"""
+TARGETS = """\
+import subprocess, threading
+def node(config, ready, prepared=None):
+    subprocess.Popen(["sh", "-c", "setsid sleep 3600 & exec sleep 3601"], start_new_session=True)
+    ready()
+    threading.Event().wait()
+node.prepare = lambda: "warm"
+"""
+
+
+def test_launch_leaves_no_zygote_standby_or_process_node_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL of `roboscale launch` mid-run: its zygote, both nodes, the warm standby
+    and the nodes' grandchildren in sessions of their own all go."""
+    (tmp_path / "lifeline_targets.py").write_text(TARGETS)
+    (tmp_path / "standbys.yaml").write_text(STANDBYS)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = controller(["-c", CLI, "launch", "standbys.yaml"], tmp_path)
+    # the zygote, two nodes and the target's standby (one per target); two sleeps per node
+    wait_for(
+        "nodes, standby and sleeps",
+        lambda: (
+            count_matching(proc.pid, "roboscale.runtime.forkserver") >= 4
+            and count_matching(proc.pid, "sleep 360") == 4
+        ),
+        CHILDREN_WITHIN_S,
+        proc,
+    )
+    kill_and_check(proc)
+
+
 def test_chaos_leaves_no_command_behind(tmp_path: Path) -> None:
     (tmp_path / "orphans.yaml").write_text(LAUNCH)
     argv = ["chaos", "orphans.yaml", "--method", "sigkill", "--target", "/drivers/*"]

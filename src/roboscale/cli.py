@@ -48,6 +48,47 @@ middleware, record every message, and write a results folder with records
 (Parquet), metadata, summary.json, summary.md and a self-contained report.html.
 Every finished trial is on disk at once: Ctrl-C keeps them, and
 `roboscale report DIR` renders them later.
+
+Defaults: the spec's backends and stacks, its full sweep (--quick: its quick: section),
+a new folder results/<name>-<time>. The headline first: what was sustained, and a
+warning for trials that ran beside other work on this machine (usage.host_* in the
+records).
+"""
+
+BENCH_EXAMPLES = """\
+examples:
+  roboscale bench experiments/thesis-e1.yaml --quick            # a short rate sweep
+  roboscale bench experiments/size-sweep.yaml --dry-run         # list trials, run nothing
+  roboscale bench experiments/thesis-e1.yaml --backend zenoh --out results/e1
+  roboscale bench experiments/thesis-e1.yaml --out results/e1 --resume  # after a Ctrl-C
+  roboscale bench experiments/demo.yaml --quick --fail-on unsustained   # CI: exit 1 on a miss
+"""
+
+REPORT_HELP = """\
+Render a results folder again: report.html (self-contained, plots and tables) and
+summary.md, written into the folder, and print the headline. For a folder from an
+older roboscale, or one a run interrupted: every finished trial is there.
+"""
+
+LIST_EXAMPLES = """\
+examples:
+  roboscale backends        # a table: backend, installed (yes/no), version or how to install
+  roboscale stacks          # the same for the face tracker's stacks (--stack of bench)
+"""
+
+
+COMPARE_EXAMPLES = """\
+examples:
+  roboscale compare results/before results/after                # p50, 10 % threshold
+  roboscale compare results/before results/after --statistic p99 --threshold 0.05
+  roboscale compare results/before results/after --json cmp.json  # for CI: exit 1 on regression
+"""
+
+EXPORT_EXAMPLES = """\
+examples:
+  roboscale export results/thesis-e1-20261122-140000   # the summary table, CSV, on stdout
+  roboscale export results/e1 --format markdown -o e1.md
+  roboscale export results/e1 --table records --format json -o records.json
 """
 
 
@@ -61,7 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"roboscale {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    b = sub.add_parser("bench", help="run an experiment spec", description=BENCH_HELP)
+    raw = argparse.RawDescriptionHelpFormatter
+    b = sub.add_parser("bench", help="run an experiment spec", description=BENCH_HELP,
+                       epilog=BENCH_EXAMPLES, formatter_class=raw)  # fmt: skip
     b.add_argument("spec", type=path, help="experiment spec (YAML); see experiments/")
     b.add_argument(
         "--backend",
@@ -116,15 +159,30 @@ def _parser() -> argparse.ArgumentParser:
         "jobs; both: --fail-on unsustained,failed",
     )
 
-    r = sub.add_parser("report", help="render report.html and summary.md from a results folder")
+    r = sub.add_parser(
+        "report",
+        help="render report.html and summary.md from a results folder",
+        description=REPORT_HELP,
+        epilog="example:\n  roboscale report results/thesis-e1-20261122-140000",
+        formatter_class=raw,
+    )
     r.add_argument("results", type=path, help="a results folder written by `roboscale bench`")
 
     from roboscale.results import compare, export
 
     compare.add_parser(sub)
+    sub.choices["compare"].epilog = COMPARE_EXAMPLES
     export.add_parser(sub)
-    sub.add_parser("backends", help="list backends, whether each is installed, and versions")
-    sub.add_parser("stacks", help="list face-tracker stacks, whether each is installed, versions")
+    sub.choices["export"].epilog = EXPORT_EXAMPLES
+    for name, what in (("backends", "backends"), ("stacks", "face-tracker stacks")):
+        sub.add_parser(
+            name,
+            help=f"list {what}, whether each is installed, and versions",
+            description=f"List the {what} this roboscale knows:\nwhether each is installed "
+            "here, its version, or how to install it (nothing is measured).",
+            epilog=LIST_EXAMPLES,
+            formatter_class=raw,
+        )
     from roboscale.capacity.cli import add_parser as add_capacity
     from roboscale.lab.hosts_cli import add_parser as add_hosts
     from roboscale.reproduce.cli import add_parser as add_reproduce

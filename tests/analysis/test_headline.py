@@ -81,3 +81,7 @@ def test_trials_beside_other_work_or_steal_are_warned_about() -> None:
     assert f"most: {busy.trial}, 0.50 cores of other processes, 0.00 of hypervisor" in warning
     h = headline([quiet, unknown], lambda _: None, quick=False)
     assert not [w for w in h.warnings if "beside other work" in w]
+    # A trial's own background load (sweep.cpu_load, env.load_cpu) is the experiment.
+    loaded = busy.model_copy(update={"load_cpu": 0.5, "cpu_load": "normal"})
+    h = headline([quiet, loaded, unknown], lambda _: None, quick=False)
+    assert not [w for w in h.warnings if "beside other work" in w]

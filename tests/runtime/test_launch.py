@@ -106,6 +106,25 @@ def test_launch_errors_name_file_line_and_field(
     assert expected in str(info.value).replace(str(tmp_path) + "/", "")
 
 
+def test_a_zygote_that_cannot_preload_is_an_error_at_its_line(rt: Runtime, tmp_path: Path) -> None:
+    """Not a traceback (exit 1): the module named, at `zygote.preload`'s line, exit 2."""
+    text = (
+        "name: r\nzygote:\n  preload: [no_such_module_of_yours]\nchildren:\n"
+        "  - process: a\n    target: no_such_module_of_yours:main\n    standby: true\n"
+    )
+    with pytest.raises(SpecError) as info:
+        load_launch(write(tmp_path, text), rt)
+    assert (
+        str(info.value)
+        .replace(str(tmp_path) + "/", "")
+        .startswith(
+            "robot.yaml:3: zygote.preload: zygote did not start: preloading "
+            "'no_such_module_of_yours' failed: No module named 'no_such_module_of_yours'; "
+            "allowed: modules importable here"
+        )
+    ), info.value
+
+
 def test_all_errors_are_reported_together(rt: Runtime, tmp_path: Path) -> None:
     text = GOOD.replace("strategy: rest_for_one", "strategy: x").replace(
         "period_s: 1", "period_s: 0"

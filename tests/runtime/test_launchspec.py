@@ -146,6 +146,37 @@ def test_every_shipped_launch_file_checks_without_importing(path: Path) -> None:
          "write package.module:Class"),
         (("  - process: detector", "  - process: detector\n        required: maybe"),
          "robot.yaml:14: children[2].children[0].required: Input should be a valid boolean"),
+        (("  - process: detector", "  - process: detector\n        standby: 3"),
+         "robot.yaml:14: children[2].children[0].standby: Input should be a valid boolean "
+         "(got 3); allowed: true or false, on a process child of a launch file with a "
+         "zygote: section"),
+        (("  - process: detector", "  - process: detector\n        standby: \"yes\""),
+         "robot.yaml:14: children[2].children[0].standby: Input should be a valid boolean "
+         "(got 'yes')"),
+        (("  - process: detector", "  - process: detector\n        standby: true"),
+         "robot.yaml:14: children[2].children[0].standby: a warm standby is forked by the "
+         "zygote: add zygote: {preload: [...]}"),
+        (("    required: true", "    standby: true"),
+         "robot.yaml:8: children[1].standby: only a process child (a Python target forked "
+         "from the zygote) has a warm standby"),
+        (("    strategy: one_for_all", "    standby: true"),
+         "robot.yaml:11: children[2].standby: only a process child"),
+        (("children:\n  - node", "bridge: {transprot: lowlatency}\nchildren:\n  - node"),
+         "robot.yaml:2: bridge.transprot: unknown field; did you mean 'transport'? allowed: "
+         "mode, listen, connect"),
+        (("children:\n  - node", "bridge:\n  transport: lowlatency\n  colour: red\n"
+          "children:\n  - node"),
+         "robot.yaml:4: bridge.colour: unknown field; allowed: mode, listen"),
+        (("children:\n  - node", "bridge: {transport: fast}\nchildren:\n  - node"),
+         "robot.yaml:2: bridge.transport: 'fast' is not allowed: allowed are queued, lowlatency"),
+        (("children:\n  - node", "bridge: {transport: lowlatency, max_payload: 60000}\n"
+          "children:\n  - node"),
+         "robot.yaml:2: bridge.max_payload: a number of bytes from 1 to 48000 with transport: "
+         "lowlatency"),
+        (("children:\n  - node", "bridge:\n  transport: lowlatency\n  import: [/a]\n"
+          "  max_payload: {/a: 60000}\nchildren:\n  - node"),
+         "robot.yaml:5: bridge.max_payload./a: a number of bytes from 1 to 48000 with "
+         "transport: lowlatency"),
     ],
 )  # fmt: skip
 def test_yaml_launch_errors(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
@@ -159,10 +190,12 @@ def test_yaml_launch_errors(tmp_path: Path, change: tuple[str, str], expected: s
 KEYS = ["name", "strategy", "intensity", "period_s", "children", "node", "class", "command",
         "argv", "process", "target", "ros_node", "pkg", "type", "remap", "watchdog", "topic",
         "min_rate_hz", "restart", "shutdown_s", "required", "supervisor", "bridge", "zygote",
-        "ros", "params", "cursors", "remote", "node_path", "ros_master", "port"]  # fmt: skip
+        "ros", "params", "cursors", "remote", "node_path", "ros_master", "port", "standby",
+        "preload", "transport", "max_payload", "import", "listen"]  # fmt: skip
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 70000), st.floats(allow_nan=True),
-    st.sampled_from(["one_for_all", "permanent", "a:b", "talker", "/chatter", "", "x" * 80]),
+    st.sampled_from(["one_for_all", "permanent", "temporary", "a:b", "talker", "/chatter", "",
+                     "x" * 80, "lowlatency", "queued", "yes", "tcp/127.0.0.1:7447"]),
 )  # fmt: skip
 DATA = st.recursive(
     SCALARS,
@@ -214,3 +247,86 @@ def test_a_ros_node_on_an_undeclared_machine_is_refused_when_read_at_its_line(
         path.write_text(MACHINES.format(machine=machine))
         child = read_launch(path).spec.children[1]
         assert isinstance(child, RosNodeChild) and child.machine == machine
+
+
+STANDBYS = """\
+name: robot
+zygote: {{preload: []}}
+children:
+  - process: detector
+    target: pkg.detect:main
+    restart: {restart}
+    standby: true
+"""
+
+
+def test_a_standby_is_shown_and_refused_where_it_would_never_be_used(tmp_path: Path) -> None:
+    """`--explain` says which children restart on a warm standby; a temporary child (never
+    restarted) with one is refused at its line, as is a standby with no zygote to fork it."""
+    path = tmp_path / "robot.yaml"
+    for restart in ("permanent", "transient"):
+        path.write_text(STANDBYS.format(restart=restart))
+        shown = explain(read_launch(path).spec)
+        assert f"detector  process pkg.detect:main  [{restart}, warm standby, shutdown 5 s]" in (
+            shown
+        )
+    path.write_text(STANDBYS.format(restart="temporary"))
+    with pytest.raises(SpecErrors) as info:
+        read_launch(path)
+    assert str(info.value).replace(str(tmp_path) + "/", "") == (
+        "robot.yaml:7: children[0].standby: a temporary child is never restarted, its standby "
+        "would idle: restart: permanent or transient, or no standby"
+    )
+    path.write_text(STANDBYS.format(restart="permanent").replace("zygote: {preload: []}\n", ""))
+    with pytest.raises(SpecErrors, match=r"robot\.yaml:6: children\[0\]\.standby: a warm standby"):
+        read_launch(path)
+
+
+def test_launch_cli_says_a_standby_mistake_with_exit_code_2(tmp_path: Path) -> None:
+    """Through the CLI: `error: file:line: field: ...`, exit code 2, no traceback."""
+    path = tmp_path / "robot.yaml"
+    path.write_text(STANDBYS.format(restart="permanent").replace("standby: true", "standby: 3"))
+    done = subprocess.run([*CLI, "launch", str(path), "--explain"], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"error: {path}:7: children[0].standby: "), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+STANDBY_VALUES = st.one_of(
+    st.booleans(), st.none(), st.integers(-2, 3), st.floats(allow_nan=True),
+    st.sampled_from(["yes", "true", "on", "", "1"]), st.lists(st.booleans(), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.booleans(), max_size=2),
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    standby=STANDBY_VALUES,
+    kind=st.sampled_from(["process", "command", "node"]),
+    zygote=st.booleans(),
+    restart=st.sampled_from(["permanent", "transient", "temporary"]),
+)
+def test_a_standby_is_accepted_only_where_it_is_used(
+    standby: object, kind: str, zygote: bool, restart: str
+) -> None:
+    """Whatever `standby` holds, on whatever child: read only as a boolean on a process
+    child, with a zygote, restarted; every other case an error at `children[0].standby`."""
+    body = {"process": {"target": "pkg.mod:main"}, "command": {"argv": ["true"]},
+            "node": {"class": "pkg.mod:Node"}}[kind]  # fmt: skip
+    child = {kind: "a", **body, "restart": restart, "standby": standby}
+    data: dict[str, object] = {"name": "robot", "children": [child]}
+    if zygote:
+        data["zygote"] = {"preload": []}
+    path = Path(tempfile.mkdtemp()) / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        read = read_launch(path)
+    except SpecErrors as e:
+        assert [err.field for err in e.errors] == ["children[0].standby"], e
+        return
+    finally:
+        shutil.rmtree(path.parent)
+    used = kind == "process" and zygote and restart != "temporary"
+    assert standby is False or (standby is True and used), (standby, kind, zygote, restart)
+    assert read.spec.children[0].model_dump().get("standby", False) is standby

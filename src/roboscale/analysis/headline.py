@@ -147,11 +147,14 @@ STEAL_CORES = 0.01
 def beside_other_work(entries: Sequence[MeasuredEntry]) -> list[str]:
     """A warning when trials ran beside other work on their machine, or while the
     hypervisor stole CPU: their late round trips may be the machine's, not the
-    middleware's (usage.host_*, lab/trial.py host_cpu)."""
+    middleware's (usage.host_*, lab/trial.py host_cpu). A trial with a background load
+    of its own (`load_cpu`, sweep.cpu_load) is not judged: that load is the experiment,
+    and the machine's CPU counts it as other work."""
     busy: list[tuple[float, float, MeasuredEntry]] = []
     for e in entries:
         u = e.usage
-        if not u.host_window_s:
+        load = (e.model_extra or {}).get("load_cpu", 0.0)  # a planner field, kept as given
+        if not u.host_window_s or (isinstance(load, int | float) and load > 0):
             continue
         other = (u.host_other_cpu_s or 0.0) / u.host_window_s
         steal = (u.host_steal_s or 0.0) / u.host_window_s

@@ -47,7 +47,11 @@ and supervised here. --check validates only (no runtime, nothing of yours import
 published for `roboscale status`.
 With --chaos (or a `chaos:` section in the file) the chaos monkey runs, prints its
 summary, and the launch ends: exit code 0 when the tree survived with every child
-running, 1 otherwise.
+running, 1 otherwise. A mistake in the file: exit code 2.
+The YAML format (children node, process, command, ros_master, ros_node, remote,
+supervisor; zygote:, a process child's standby: true, bridge:, cursors:, security:,
+chaos:): docs/runtime.md, "Launch files", and the docstring of
+roboscale/runtime/launchmodels.py.
 """
 LAUNCH_EXAMPLES = """\
 examples:
@@ -63,7 +67,9 @@ examples:
 STATUS_HELP = """\
 Show the live tree of running launches: state, restarts, messages delivered,
 queue depths, drops, last exit, and per-topic message rates. A status file left
-by a launch that no longer runs is reported as stale and removed.
+by a launch that no longer runs is reported as stale and removed. Exit code (not
+with --watch): 0 when a launch (of that name) runs, 1 when none does, so that
+`roboscale status robot` in a script asks whether robot is up.
 """
 STATUS_EXAMPLES = """\
 examples:

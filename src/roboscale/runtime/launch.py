@@ -179,10 +179,14 @@ class _Builder:
         if spec is None:
             return None
         if self.tree.zygote is None:
-            from roboscale.runtime.zygote import Zygote
+            from roboscale.runtime.zygote import Zygote, ZygoteError
 
             zygote = Zygote(spec.preload)
-            zygote.start()
+            try:
+                zygote.start()
+            except ZygoteError as e:  # most often a module it cannot import: the file's
+                allowed = "modules importable here (check PYTHONPATH and the virtualenv)"
+                raise self.error(("zygote", "preload"), f"{e}; allowed: {allowed}") from None
             self.tree.zygote = zygote
             self.tree.closers.append(zygote.close)
         return self.tree.zygote

@@ -19,7 +19,8 @@ files and roslaunch XML both become, validated before anything runs (OTP's
       - process: detector           # a Python target in its own process (the zygote's)
         target: mypkg.detect:main
         config: {model: small}
-        standby: true               # optional: restarts go to a warm standby (needs zygote)
+        standby: true               # optional: restarts go to a warm standby (needs zygote;
+                                    #   refused on a temporary child)
       - command: talker             # an OS process
         argv: [rosrun, pkg, talker]
         ready_line: "ready"         # optional regex on its output meaning "ready"
@@ -100,6 +101,8 @@ class _Data(BaseModel):
 # supervisor's default shutdown, infinity, is a default, not something written).
 NonNegative = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+# Strict too: YAML's true/false (and yes/no, on/off) only; a string "yes" or a 1 is refused.
+Flag = Annotated[bool, Field(strict=True)]
 
 
 class Watchdog(_Data):
@@ -131,7 +134,7 @@ class _Child(_Data):
     restart: Restart = Restart.PERMANENT
     shutdown_s: NonNegative | None = 5.0  # None: as long as it takes (OTP's infinity)
     restart_delay_s: NonNegative = 0.0  # roslaunch's respawn_delay
-    required: bool = False  # its end stops the whole tree (roslaunch's required)
+    required: Flag = False  # its end stops the whole tree (roslaunch's required)
 
 
 class NodeChild(_Child):
@@ -158,7 +161,7 @@ class ProcessChild(_Child):
     env: dict[str, str] = {}
     ready_timeout_s: Positive = 10.0
     watchdog: Watchdog | None = None
-    standby: bool = False  # restarts handed to the zygote's warm standby of its target
+    standby: Flag = False  # restarts handed to the zygote's warm standby of its target
 
     _n = field_validator("process")(_leaf_name)
 
@@ -345,6 +348,7 @@ class LaunchSpec(_Supervisor):
 SupervisorChild.model_rebuild()
 LaunchSpec.model_rebuild()
 
+STANDBY = "true or false, on a process child of a launch file with a zygote: section"
 ALLOWED = {
     "strategy": " | ".join(s.value for s in Strategy),
     "restart": " | ".join(r.value for r in Restart),
@@ -358,6 +362,8 @@ ALLOWED = {
     "config": "a mapping of names to values",
     "bridge": "a mapping: listen, connect, export, import, durable, ...",
     "name": f"a name: {_LEAF}",
+    "required": "true or false",
+    "standby": STANDBY,
 }
 
 

@@ -11,6 +11,7 @@ runtime: `build_tree` (runtime/launch.py) does that. The models are named here t
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from roboscale.errors import SpecError, SpecErrors, UserError
+from roboscale.runtime.bridgeconfig import FIELDS as BRIDGE_FIELDS
 from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_config
 from roboscale.runtime.launchmodels import (
     KINDS,
@@ -40,6 +42,7 @@ from roboscale.runtime.launchmodels import (
     child_name,
     machine_problem,
 )
+from roboscale.runtime.supervisor import Restart
 from roboscale.validation import to_spec_errors
 from roboscale.yamlfile import LineMap, load_yaml
 from roboscale.yamlfile import dotted as _dotted
@@ -113,12 +116,14 @@ def read_launch(
         spec = LaunchSpec.model_validate(data)
     except ValidationError as e:
         errors = to_spec_errors(e, str(path), lines, LaunchSpec, allowed=allowed_for).errors
+        errors = [_standby_hint(error) for error in errors]
         spec = None
     bridge = _bridge(data, path, lines, errors)
     if spec is not None:
         errors += _duplicates(spec, (), path, lines)
         machines = spec.ros.machines if spec.ros is not None else {}
         errors += _machines(spec, machines, (), path, lines)
+        errors += _standbys(spec, spec.zygote is not None, (), path, lines)
     if errors:
         raise SpecErrors(sorted(errors, key=lambda x: (x.line or 0, x.field)))
     assert spec is not None
@@ -162,6 +167,45 @@ def _machines(
     return found
 
 
+def _standby_hint(error: SpecError) -> SpecError:
+    """`standby` on a child that cannot have one says which children can."""
+    if error.field.endswith(".standby") and error.problem.startswith("unknown field"):
+        return SpecError(error.path, error.line, error.field,
+                         "only a process child (a Python target forked from the zygote) "
+                         "has a warm standby")  # fmt: skip
+    return error
+
+
+def _standbys(
+    sup: LaunchSpec | SupervisorChild,
+    zygote: bool,
+    loc: tuple[str | int, ...],
+    path: Path,
+    lines: LineMap,
+) -> list[SpecError]:
+    """A standby that would never be used, at its own line: without a zygote (the node
+    would start in a fresh interpreter each time) or on a child never restarted."""
+    found = []
+    for i, child in enumerate(sup.children):
+        here = (*loc, "children", i)
+        if isinstance(child, SupervisorChild):
+            found += _standbys(child, zygote, here, path, lines)
+        if not isinstance(child, ProcessChild) or not child.standby:
+            continue
+        where = (*here, "standby")
+        if not zygote:
+            problem = "a warm standby is forked by the zygote: add zygote: {preload: [...]}"
+        elif child.restart is Restart.TEMPORARY:
+            problem = (
+                "a temporary child is never restarted, its standby would idle: "
+                "restart: permanent or transient, or no standby"
+            )
+        else:
+            continue
+        found.append(SpecError(str(path), _line(lines, where), _dotted(where), problem))
+    return found
+
+
 def _bridge(
     data: dict[str, object], path: Path, lines: LineMap, errors: list[SpecError]
 ) -> BridgeConfig | None:
@@ -177,6 +221,13 @@ def _bridge(
         return None
     if not isinstance(raw, dict):
         return None  # the model said so
+    unknown = [key for key in raw if key not in BRIDGE_FIELDS]
+    for key in unknown:  # each at its own line (bridge_config names the first only)
+        close = difflib.get_close_matches(str(key), BRIDGE_FIELDS, n=1)
+        guess = f"; did you mean '{close[0]}'?" if close else ";"
+        error(("bridge", str(key)), f"unknown field{guess} allowed: {', '.join(BRIDGE_FIELDS)}")
+    if unknown:
+        return None
     try:
         config = bridge_config(
             {**raw, "security": security} if security is not None else raw, "", path.parent
@@ -261,6 +312,8 @@ def _what(child: ChildModel) -> str:
 
 def _restart(child: ChildModel) -> str:
     parts = [child.restart.value]
+    if isinstance(child, ProcessChild) and child.standby:
+        parts.append("warm standby")
     if child.restart_delay_s:
         parts.append(f"delay {child.restart_delay_s:g} s")
     if child.required:

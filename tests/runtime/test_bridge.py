@@ -255,7 +255,11 @@ def test_retention_queryable_answers_after_a_sequence_number(
     ("raw", "message"),
     [
         ({"mode": "router"}, "mode: 'router' is not allowed: allowed are peer, client"),
-        ({"exprot": []}, "unknown field 'exprot': allowed are mode"),
+        ({"exprot": []}, "unknown field 'exprot' (did you mean 'export'?): allowed are mode"),
+        (
+            {"colour": 1, "transprot": "x"},
+            "unknown field 'colour', 'transprot' (did you mean 'transport'?): allowed",
+        ),
         ({"export": ["bad name"]}, "export: invalid topic name"),
         ({"connect": ["127.0.0.1"]}, "connect: a list of endpoints"),
         ({"retain": 0}, "retain: must be an integer >= 1"),

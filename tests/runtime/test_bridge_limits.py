@@ -88,12 +88,20 @@ def test_a_payload_over_the_topics_maximum_and_msgpack_bombs_are_malformed(
         (0, "max_payload: a number of bytes from 1 to"),
         ("1 MB", "max_payload: a number of bytes"),
         ({"/any": True}, "max_payload: /any: a number of bytes"),
-        ({"/other": 10}, "max_payload: '/other' is not an imported topic"),
+        ({"/other": 10}, "max_payload: '/other' is not an imported topic; imported: /any$"),
     ],
 )
 def test_bad_payload_maximums_are_refused_with_the_field(value: Any, message: str) -> None:
     with pytest.raises(UserError, match=f"^bridge: {message}"):
         bridge_config({"import": ["/any"], "max_payload": value})
+
+
+@pytest.mark.parametrize("value", [40_000, {"/any": 600}])
+def test_a_payload_maximum_on_a_bridge_that_imports_nothing_is_refused(value: Any) -> None:
+    """It bounds what a bridge takes in: on a bridge that imports nothing it would bound
+    nothing, silently."""
+    with pytest.raises(UserError, match=r"^bridge: max_payload: .* imports none"):
+        bridge_config({"export": ["/any"], "max_payload": value})
 
 
 def test_payload_maximums_default_and_per_topic() -> None:

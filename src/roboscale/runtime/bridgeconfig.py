@@ -3,6 +3,7 @@ a launch file's `bridge:` section, and the Zenoh session settings made of it."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,9 +96,10 @@ def bridge_config(
 ) -> BridgeConfig:
     """Validate a bridge section (launch file or dict); errors name `where` and the field.
     Relative paths of its `security` are taken from `base` (the launch file's folder)."""
-    unknown = sorted(set(raw) - set(FIELDS))
+    unknown = [key for key in raw if key not in FIELDS]
     if unknown:
-        raise UserError(f"{where}: unknown field {unknown[0]!r}: allowed are {', '.join(FIELDS)}")
+        named = ", ".join(unknown_field(key) for key in unknown)
+        raise UserError(f"{where}: unknown field {named}: allowed are {', '.join(FIELDS)}")
     mode = raw.get("mode", "peer")
     if mode not in MODES:
         raise UserError(f"{where}: mode: {mode!r} is not allowed: allowed are {', '.join(MODES)}")
@@ -150,6 +152,18 @@ def bridge_config(
     return config
 
 
+def nearest_field(key: object) -> str | None:
+    """The bridge field an unknown `key` may have meant to be."""
+    close = difflib.get_close_matches(str(key), FIELDS, n=1)
+    return close[0] if close else None
+
+
+def unknown_field(key: object) -> str:
+    """`'key'`, and the field it may have meant to be: `'key' (did you mean 'field'?)`."""
+    close = nearest_field(key)
+    return f"{key!r} (did you mean {close!r}?)" if close else repr(key)
+
+
 def _max_payload(
     raw: Any, imports: tuple[str, ...], where: str, most: int = MAX_PAYLOAD_LIMIT
 ) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -158,12 +172,21 @@ def _max_payload(
     default = min(DEFAULT_MAX_PAYLOAD, most)
     if raw is None:
         return default, ()
-    if not isinstance(raw, Mapping):
-        return _payload_size(raw, f"{where}: max_payload", most), ()
+    size = None if isinstance(raw, Mapping) else _payload_size(raw, f"{where}: max_payload", most)
+    if not imports:  # it bounds what a bridge takes in; set here, it would bound nothing
+        raise UserError(
+            f"{where}: max_payload: bounds imported topics' payloads, but this bridge imports "
+            "none: add them under import, or remove max_payload"
+        )
+    if size is not None:
+        return size, ()
     limits = []
     for topic, size in raw.items():
         if topic not in imports:
-            raise UserError(f"{where}: max_payload: {topic!r} is not an imported topic")
+            raise UserError(
+                f"{where}: max_payload: {topic!r} is not an imported topic; "
+                f"imported: {', '.join(imports)}"
+            )
         limits.append((topic, _payload_size(size, f"{where}: max_payload: {topic}", most)))
     return default, tuple(limits)
 

@@ -11,7 +11,6 @@ runtime: `build_tree` (runtime/launch.py) does that. The models are named here t
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from pydantic import ValidationError
 
 from roboscale.errors import SpecError, SpecErrors, UserError
 from roboscale.runtime.bridgeconfig import FIELDS as BRIDGE_FIELDS
-from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_config
+from roboscale.runtime.bridgeconfig import BridgeConfig, bridge_config, nearest_field
 from roboscale.runtime.launchmodels import (
     KINDS,
     Child,
@@ -223,8 +222,8 @@ def _bridge(
         return None  # the model said so
     unknown = [key for key in raw if key not in BRIDGE_FIELDS]
     for key in unknown:  # each at its own line (bridge_config names the first only)
-        close = difflib.get_close_matches(str(key), BRIDGE_FIELDS, n=1)
-        guess = f"; did you mean '{close[0]}'?" if close else ";"
+        close = nearest_field(key)
+        guess = f"; did you mean '{close}'?" if close else ";"
         error(("bridge", str(key)), f"unknown field{guess} allowed: {', '.join(BRIDGE_FIELDS)}")
     if unknown:
         return None

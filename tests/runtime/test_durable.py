@@ -141,3 +141,35 @@ def test_a_query_whose_replies_were_lost_leaves_the_stream_holding() -> None:
     r.offer(1, 2, "b", owned=True)  # the next query's reply
     r.backlog_done()
     assert not r.holding() and [s for _, s, _ in c.out] == [1, 2, 3]
+
+
+def test_a_jump_refused_while_a_query_is_out_asks_for_another() -> None:
+    """CI's rare hang in test_durable_poison (the last command never delivered): a
+    publisher 200 messages on when the import first hears it, live, with its place not yet
+    known (next expected 1, window 100). Its live messages are refused as too far ahead
+    while the backlog query is out; the reply, answered before the last ones were sent,
+    cannot hold them, and nothing is held to ask again. `ahead` tells the bridge to ask."""
+    c = Collector()
+    r = Resequencer(
+        {},
+        fresh=True,
+        deliver=lambda p, s, m: c.out.append((p, s, m)),
+        gap=lambda p, f, n: c.gaps.append((p, f, n)),
+        window=100,
+    )
+    r.backlog_done()  # the first query: the publisher was not connected yet
+    assert r.offer(7, 200, "live") and r.ahead  # too far ahead of 1: refused, query
+    r.begin_sync()
+    assert not r.ahead
+    for seq in range(201, 220):  # live, while the query is out: refused too
+        r.offer(7, seq, "live")
+    for seq in range(106, 206):  # the owner's retention (100) when it answered
+        r.offer(7, seq, "backlog", owned=True)
+    r.backlog_done()
+    assert c.out[-1][1] == 205 and not r.holding()
+    assert r.ahead and r.wants_query()  # 206..219 exist, only another query brings them
+    r.begin_sync()
+    for seq in range(120, 220):
+        r.offer(7, seq, "backlog", owned=True)
+    r.backlog_done()
+    assert [s for _, s, _ in c.out] == list(range(106, 220)) and not r.wants_query()

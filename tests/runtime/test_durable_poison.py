@@ -136,3 +136,37 @@ def test_a_seq_jump_and_fake_ids_leave_the_import_delivering_and_nothing_replays
         assert seqs == sorted(set(seqs)) and min(seqs) > last, (last, seqs[:5])
     finally:
         again.close()
+
+
+@pytest.mark.zenoh
+def test_a_live_message_refused_as_too_far_ahead_during_a_query_asks_again(
+    setup: tuple[str, Path, Operator],
+) -> None:
+    """The bridge's side of test_durable.py's jump-during-a-query case: a live message too
+    far ahead, refused while a backlog query is out, makes the import ask again at once
+    (the reply came from before it), and only once (the publisher has nothing more)."""
+    endpoint, cursor, operator = setup
+    first = robot(endpoint, cursor)
+    try:
+        wait_until(lambda: operator.send(1) and first.got, timeout_s=30.0)  # connected
+        wait_until(lambda: first.got[-1:] == [b"op %d" % operator.sent])
+        durable = first.bridge.imported["/cmd"]
+        assert durable is not None
+        idle = lambda: first.rt.call(lambda: not durable.querying)  # noqa: E731
+        wait_until(idle)
+        before = first.bridge.stats()["durable"]["/cmd"]
+        ahead = operator.sent + 1 + 100  # the window is the retention: 100
+
+        def refused_during_a_query() -> None:  # on the loop: no reply can come in between
+            durable.query()
+            durable.offer(operator.bridge.publisher_id, ahead, b"ahead")
+
+        first.rt.call(refused_during_a_query)
+        wait_until(lambda: idle() and durable.queries >= before["queries"] + 2)
+        after = first.bridge.stats()["durable"]["/cmd"]
+        assert after["queries"] == before["queries"] + 2, (before, after)
+        assert after["refused"]["jumps"] == before["refused"]["jumps"] + 1, (before, after)
+        sent = operator.send(1)  # still delivering, in order
+        wait_until(lambda: first.got[-1:] == sent)
+    finally:
+        first.close()

@@ -103,14 +103,18 @@ class DurableImport:
             self.bridge.take(self.topic, payload, attachment, self, owner=owner)
         self.querying = False
         self.seq.backlog_done()
-        if self.seq.holding() and self.retries < QUERY_RETRIES:
+        if self.seq.ahead and self.retries < QUERY_RETRIES:
+            # A live message too far ahead was refused while the query was out: the reply
+            # came from before it was sent. Its owner retains it: ask again at once.
+            self.bridge.runtime.loop.call_soon(self._retry)
+        elif self.seq.holding() and self.retries < QUERY_RETRIES:
             # Messages are held behind a hole or an unconfirmed id, and the query's replies
             # were lost or late (a timeout on a loaded machine): the publisher may have gone
             # quiet, so no live message would ask again. Ask again, a bounded number of times.
             self.bridge.runtime.loop.call_later(QUERY_RETRY_S, self._retry)
 
     def _retry(self) -> None:
-        if self.bridge.link is not None and not self.querying and self.seq.holding():
+        if self.bridge.link is not None and not self.querying and self.seq.wants_query():
             self.retries += 1
             self.query()
 

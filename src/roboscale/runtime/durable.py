@@ -239,6 +239,11 @@ class Resequencer:
         self.duplicates = 0
         self.lost = 0
         self.refused = Refusals()
+        # A live message was refused as too far ahead since the last query began: its
+        # publisher is further on than that query may show (it was answered before the
+        # message was sent), so the caller must ask again, or a publisher that then goes
+        # quiet leaves its last messages undelivered for good (nothing held asks for them).
+        self.ahead = False
 
     def offer(self, publisher: int, seq: int, msg: Any, owned: bool = False) -> bool:
         """Take one message (`owned`: from its owner's backlog reply); True when the
@@ -252,6 +257,7 @@ class Resequencer:
                 stream.confirmed, stream.syncs = True, 0
         elif not within_window(seq, stream.next, self.window):
             self.refused.jumps += 1
+            self.ahead = True
             return True  # a real publisher far ahead: its backlog shows where it is
         if seq < stream.next or seq in stream.pending:
             self.duplicates += 1
@@ -293,6 +299,7 @@ class Resequencer:
 
     def begin_sync(self) -> None:
         self.syncing = True
+        self.ahead = False
         for stream in self.streams.values():
             stream.top = 0
 
@@ -319,6 +326,7 @@ class Resequencer:
         for seq in [s for s in stream.pending if not within_window(s, stream.next, self.window)]:
             del stream.pending[seq]  # live, held while the stream's place was unknown: too far
             self.refused.jumps += 1
+            self.ahead = True
         if len(stream.pending) > self.max_pending:
             self._skip_hole(publisher, stream)
 
@@ -343,6 +351,11 @@ class Resequencer:
     def holding(self) -> bool:
         """Whether messages wait: behind a hole, or of a publisher id not yet confirmed."""
         return any(stream.pending for stream in self.streams.values())
+
+    def wants_query(self) -> bool:
+        """Whether a backlog query should follow the one just done: messages are held, or
+        one was refused as too far ahead while it was out (`ahead`)."""
+        return self.ahead or self.holding()
 
     def after(self) -> dict[int, int]:
         """The last delivered seq per known publisher (what a backlog query asks after)."""

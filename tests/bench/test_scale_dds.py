@@ -3,12 +3,17 @@ runs, and its goal lines on synthetic rounds (no timing)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 
 import scale_dds  # bench/scale_dds.py, importable through tests/bench/conftest.py
 from roboscale.runtime.zenoh_config import LOWLATENCY_MAX_PAYLOAD
 
+RunBench = Callable[[str, list[str]], dict[str, Any]]  # tests/bench/conftest.py
 DEMO_SIZES = [11, 4250, 307_200]  # experiments/demo.yaml: text, laserscan, image
 
 
@@ -120,3 +125,23 @@ def test_rows_pool_the_rounds_and_withhold_percentiles_the_sample_does_not_suppo
     assert row["round_p50s_us"] == "100/-/120"
     assert row["p90_us"] is not None and row["p99_us"] is None  # n = 60 < 100
     assert row["kept_hz"] is None  # a lab trial paces itself: no kept rate
+
+
+@pytest.mark.slow
+@pytest.mark.zenoh
+@pytest.mark.dds
+def test_scale_against_dds_runs_every_system_at_both_rates(
+    run_bench: RunBench, zenoh: None, dds: None, rust_baseline: Path
+) -> None:
+    """A tiny real run through bench/scale.py: every system's trial or ping at 10 Hz and
+    1 kHz, a goal line per rate for native-proc and lowlatency, a floor line per floor."""
+    tiny = ["--messages-10hz", "3", "--messages-1khz", "30", "--sizes", "11"]
+    report = run_bench("scale.py", ["--against-dds", "--quick", *tiny])
+    assert report["results"]["not_available"] == {}
+    rows = report["results"]["echo"]
+    assert {(r["system"], r["rate_hz"]) for r in rows} == {
+        (s, rate) for s in scale_dds.SYSTEMS for rate in scale_dds.RATES
+    }
+    assert all(0 < r["n"] <= r["sent_per_round"] for r in rows)
+    assert len(report["goals"]) == 4 and len(report["results"]["floors"]) == 4
+    assert set(report["load_average"]) == {"start", "end"}

@@ -48,7 +48,7 @@ import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,20 +196,30 @@ def floors() -> dict[str, Floor]:
 
 @dataclass
 class Measured:
-    """Every round's round trips, by system; the floors' kept rates; what failed."""
+    """Every round's round trips, by system; the messages each trial or ping sent at
+    each rate; the floors' kept rates; what failed; the load average at each round's
+    start."""
 
     samples: dict[str, Samples]
-    kept_hz: dict[str, dict[tuple[float, int], list[float | None]]]
-    missing: dict[str, str]
+    sent: dict[float, int]
+    kept_hz: dict[str, dict[tuple[float, int], list[float | None]]] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    load_by_round: list[tuple[float, float, float]] = field(default_factory=list)
+
+    def back(self, rate: float, runs: Sequence[list[float]]) -> str:
+        """How many of the messages sent at `rate` in `runs` came back, as "n of sent"."""
+        return f"{sum(map(len, runs)):,} of {len(runs) * self.sent[rate]:,}"
 
 
 def measure(
     rounds: int, sizes: list[int], counts: dict[str, int], floor: dict[str, Floor]
 ) -> Measured:
     trials, backends = demo_trials(), lab_backends()
-    got = Measured({s: {} for s in SYSTEMS}, {s: {} for s in FLOORS}, {})
+    sent = {rate: count_option(rate, counts) for rate in RATES}
+    got = Measured({s: {} for s in SYSTEMS}, sent, {s: {} for s in FLOORS})
     for n in range(1, rounds + 1):
-        print(f"round {n} of {rounds}", flush=True)
+        got.load_by_round.append(os.getloadavg())
+        print(f"round {n} of {rounds}, load average {got.load_by_round[-1][0]:.2f}", flush=True)
         for rate in RATES:
             count = count_option(rate, counts)
             for size in sizes:
@@ -228,7 +238,7 @@ def measure(
     return got
 
 
-def rows(got: Measured, counts: dict[str, int]) -> list[dict[str, Any]]:
+def rows(got: Measured) -> list[dict[str, Any]]:
     """One row per system, rate and size: every round's samples pooled."""
     out = []
     for system, by_key in got.samples.items():
@@ -245,7 +255,8 @@ def rows(got: Measured, counts: dict[str, int]) -> list[dict[str, Any]]:
                     "rate_hz": rate,
                     "bytes": size,
                     "rounds": len(done),
-                    "sent_per_round": count_option(rate, counts),
+                    "sent_per_round": got.sent[rate],
+                    "back": got.back(rate, done),
                     "n": n,
                     "p50_us": statistics.median(pooled),
                     "p90_us": pooled[int(0.9 * (n - 1))] if n >= min_samples(90) else None,
@@ -276,8 +287,26 @@ def ratio_lines(
         ours, theirs = [a for a, _ in both], [b for _, b in both]
         ratios = [statistics.median(a) / statistics.median(b) for a, b in both]
         line = judge.latency_ratio(goal, ours, theirs, GOAL, per="round")
+        line["why"] = "; ".join(filter(None, [line["why"], losses(got, key, system, both)]))
         out.append({**line, "by_round": judge.round_range(ratios, GOAL)})
     return out
+
+
+def losses(
+    got: Measured,
+    key: tuple[float, int],
+    system: str,
+    both: list[tuple[list[float], list[float]]],
+) -> str:
+    """A note when either side's trials lost messages: its p50 is of those that came
+    back only (a trial that falls behind loses the latest, slowest ones)."""
+    sides = {system: [a for a, _ in both], DDS: [b for _, b in both]}
+    short = {
+        name: got.back(key[0], runs)
+        for name, runs in sides.items()
+        if sum(map(len, runs)) < len(runs) * got.sent[key[0]]
+    }
+    return ", ".join(f"{name}: {back} back" for name, back in short.items())
 
 
 def point(rate: float, size: int) -> str:
@@ -311,7 +340,7 @@ def headline(goals: list[dict[str, Any]], floor: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- the run
 
 
-COLUMNS = ["system", "rate_hz", "bytes", "rounds", "sent_per_round", "n", "p50_us", "p90_us"]
+COLUMNS = ["system", "rate_hz", "bytes", "rounds", "back", "p50_us", "p90_us"]
 COLUMNS += ["p99_us", "round_p50s_us", "kept_hz"]
 LINE_COLUMNS = ["goal", "measured", "interval_text", "met", "sample", "by_round", "why"]
 
@@ -329,7 +358,7 @@ def main(argv: Sequence[str]) -> None:
     report["backends"] = {s: attempt(f"{s} version", backends[s].version, missing) for s in LAB}
     got = measure(args.rounds, args.sizes, counts, built)
     got.missing = {**missing, **got.missing}
-    table_rows = rows(got, counts)
+    table_rows = rows(got)
     print(f"\necho round trip, {args.rounds} interleaved round(s), pooled (µs):")
     table(table_rows, COLUMNS)
     for what, why in got.missing.items():
@@ -348,6 +377,7 @@ def main(argv: Sequence[str]) -> None:
         s: {f"{rate:g}Hz/{size}B": k for (rate, size), k in by.items()}
         for s, by in got.kept_hz.items()
     }
+    report["load_average"]["by_round"] = got.load_by_round
     report["results"] = {"echo": table_rows, "floors": floor, "not_available": got.missing}
     report["headline"] = headline(goals, floor)
     finish(report, goals, args, ["by_round"])

@@ -71,7 +71,7 @@ def measured(p50s: dict[str, list[float | None]], n: int = 60) -> scale_dds.Meas
         samples[system][(10.0, 11)] = [
             None if p is None else around(p, n, seed) for seed, p in enumerate(rounds)
         ]
-    return scale_dds.Measured(samples, {s: {} for s in scale_dds.FLOORS}, {})
+    return scale_dds.Measured(samples, {10.0: n}, {s: {} for s in scale_dds.FLOORS})
 
 
 def test_goals_pair_the_rounds_both_finished_and_judge_over_them() -> None:
@@ -120,8 +120,10 @@ def test_one_round_of_a_slow_rate_is_too_short_to_judge() -> None:
 def test_rows_pool_the_rounds_and_withhold_percentiles_the_sample_does_not_support() -> None:
     got = measured({scale_dds.DDS: [100, None, 120]}, n=30)
     got.kept_hz[scale_dds.RUST][(10.0, 11)] = [9.9, None]
-    (row,) = scale_dds.rows(got, scale_dds.FULL)
-    assert (row["n"], row["rounds"], row["sent_per_round"]) == (60, 2, 60)
+    got.sent[10.0] = 40  # 30 of 40 came back in each round
+    (row,) = scale_dds.rows(got)
+    assert (row["n"], row["rounds"], row["sent_per_round"]) == (60, 2, 40)
+    assert row["back"] == "60 of 80"
     assert row["round_p50s_us"] == "100/-/120"
     assert row["p90_us"] is not None and row["p99_us"] is None  # n = 60 < 100
     assert row["kept_hz"] is None  # a lab trial paces itself: no kept rate
@@ -142,6 +144,13 @@ def test_scale_against_dds_runs_every_system_at_both_rates(
     assert {(r["system"], r["rate_hz"]) for r in rows} == {
         (s, rate) for s in scale_dds.SYSTEMS for rate in scale_dds.RATES
     }
-    assert all(0 < r["n"] <= r["sent_per_round"] for r in rows)
+    assert all(0 < r["n"] <= r["sent_per_round"] * r["rounds"] for r in rows)
     assert len(report["goals"]) == 4 and len(report["results"]["floors"]) == 4
-    assert set(report["load_average"]) == {"start", "end"}
+    assert set(report["load_average"]) == {"start", "end", "by_round"}
+
+
+def test_a_side_that_lost_messages_is_named_beside_its_goal() -> None:
+    got = measured({scale_dds.DDS: [100, 100, 100], scale_dds.PROC: [90, 90, 90]})
+    got.samples[scale_dds.DDS][(10.0, 11)][1] = around(100, 20, 7)  # 40 of 60 lost
+    (proc,) = scale_dds.goal_lines(got)
+    assert proc["why"] == "dds: 140 of 180 back"

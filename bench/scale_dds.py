@@ -35,7 +35,7 @@ whole round trip means no runtime on that path can meet the goal. Percentiles on
 the sample supports them (p99 from 100 messages).
 
     .venv/bin/python bench/scale.py --against-dds [--quick] [--rounds 3]
-        [--sizes 11,4250] [--messages-10hz 60] [--messages-1khz 1000] [--json PATH] [--check]
+        [--sizes 11,4250] [--messages-10hz 80] [--messages-1khz 1000] [--json PATH] [--check]
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ LAB = (DDS, PROC, LOWLAT)
 FLOORS = (RUST, ZMIN)
 SYSTEMS = (*LAB, *FLOORS)
 # Messages per trial at each rate: a full --rounds 3 run in about 10 minutes on 2 cores.
-FULL = {"messages_10hz": 60, "messages_1khz": 1000}
+FULL = {"messages_10hz": 80, "messages_1khz": 1000}
 QUICK = {"messages_10hz": 30, "messages_1khz": 300}
 DEFAULT_ROUNDS = 3
 GOAL = judge.at_most(1.0)

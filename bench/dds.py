@@ -52,7 +52,7 @@ import numpy as np
 
 import goals as judge
 from common import attempt, counted_args, finish, header, stop_group, table
-from roboscale.backends.base import get_backend
+from roboscale.backends.base import Backend, get_backend
 from roboscale.backends.dds import cyclone_xml, lease_domain
 from roboscale.lab.envs import Placement
 from roboscale.lab.trial import collect, run_nodes
@@ -137,6 +137,28 @@ def summarize_ddsperf(output: str, size: int, rate: float) -> dict[str, Any]:
     }
 
 
+def lab_rtt_us(backend: Backend, t: TrialPlan) -> list[float]:
+    """Run one echo trial of the lab here, as `roboscale bench` runs it (the backend's
+    infrastructure, its sender and echoer nodes, their records): the round trip of every
+    message that came back, in µs (also bench/scale_dds.py's)."""
+    backend.check()
+    with tempfile.TemporaryDirectory(prefix="roboscale-bench-echo-") as work:
+        infra = backend.start_infrastructure(Path(work), Placement())
+        raw = Path(work) / "raw"
+        raw.mkdir()
+        try:
+            run_nodes(backend, infra, t, raw)
+            tables, _ = collect(t, raw)
+        finally:
+            infra.stop()
+    rows = tables[0].to_pydict()
+    return [
+        (r - s) / 1e3
+        for s, r in zip(rows["t_sent"], rows["t_received"], strict=True)
+        if r is not None
+    ]
+
+
 def echo_point(backend_name: str, size: int, messages: int, warmup: int) -> dict[str, Any]:
     """One size of the lab's echo trial (one pair) on a backend: round trips of every
     message, from the records the lab writes."""
@@ -160,23 +182,7 @@ def echo_point(backend_name: str, size: int, messages: int, warmup: int) -> dict
         seed=0,
         **(DDSPERF_QOS if backend_name == "dds" else {}),
     )
-    backend = get_backend(backend_name)
-    backend.check()
-    with tempfile.TemporaryDirectory(prefix="roboscale-bench-dds-") as work:
-        infra = backend.start_infrastructure(Path(work), Placement())
-        raw = Path(work) / "raw"
-        raw.mkdir()
-        try:
-            run_nodes(backend, infra, t, raw)
-            tables, _ = collect(t, raw)
-        finally:
-            infra.stop()
-    rows = tables[0].to_pydict()
-    rtt = [
-        (r - s) / 1e3
-        for s, r in zip(rows["t_sent"], rows["t_received"], strict=True)
-        if r is not None
-    ]
+    rtt = lab_rtt_us(get_backend(backend_name), t)
     if not rtt:
         raise RuntimeError(f"{backend_name}: no echo came back at {size} B")
     return {

@@ -50,8 +50,13 @@ judged over rounds, with the range of the per-round ratios (bench/scale_rounds.p
 Every goal line gives its figure's 95 % interval and sample, and says "not judged" when
 the interval straddles the target or the sample is too short (bench/goals.py).
 
+With `--against-dds` it measures the goal against dds instead (bench/scale_dds.py, its
+own options: `--against-dds --help`): the lab's dds, native-proc and lowlatency trials at
+the demo's sizes, at 10 Hz and 1 kHz, with the floors at the same rates, interleaved.
+
     .venv/bin/python bench/scale.py [--quick] [--json bench/out/scale.json] [--check]
         [--rounds 5 [--baseline-src DIR] [--floor]] [--sizes 11,4250]
+    .venv/bin/python bench/scale.py --against-dds [--quick] [--rounds 3] [--json PATH]
 """
 
 from __future__ import annotations
@@ -433,7 +438,21 @@ def stop_group_term(proc: subprocess.Popen[Any]) -> None:
 
 
 def main() -> None:
+    if "--against-dds" in sys.argv[1:]:  # its own options (bench/scale_dds.py)
+        sys.modules.setdefault("scale", sys.modules[__name__])  # one copy of this module
+        import scale_dds
+
+        scale_dds.main([a for a in sys.argv[1:] if a != "--against-dds"])
+        return
+
     def rounds_option(p: Any) -> None:
+        p.add_argument(
+            "--against-dds",
+            action="store_true",
+            help="the echo goal against dds at the demo's sizes, 10 Hz and 1 kHz, "
+            "interleaved with the floors (bench/scale_dds.py; its options: "
+            "--against-dds --help)",
+        )
         p.add_argument("--rounds", type=int, help="only the close latency goals, N rounds")
         p.add_argument(
             "--baseline-src",

@@ -60,8 +60,12 @@ def echo(listen: str) -> None:
         pong.put(sub.recv().payload)
 
 
-def report(size: int, samples: list[float]) -> None:
-    print(json.dumps({"size": size, "rtt_us": samples}), flush=True)
+def report(size: int, samples: list[float], rate_hz: float | None = None) -> None:
+    """One size's line; `rate_hz`: the rate a paced ping achieved."""
+    line: dict[str, object] = {"size": size, "rtt_us": samples}
+    if rate_hz is not None:
+        line["rate_hz"] = rate_hz
+    print(json.dumps(line), flush=True)
 
 
 def match(ping: Any, sub: Any, payload: bytes) -> None:
@@ -124,24 +128,47 @@ def echo_loop(listen: str) -> None:
 
 
 class LoopPinger:
-    """Ping-pong on the loop: each reply, handed over by the reader thread, sends the next."""
+    """Ping-pong on the loop: each reply, handed over by the reader thread, sends the next;
+    with `rate_hz`, the next leaves at start + i / rate_hz (a loop timer: up to a
+    millisecond late, so `achieved_hz` says what rate it kept), or at once when the reply
+    came later than that."""
 
-    def __init__(self, out: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, out: Any, loop: asyncio.AbstractEventLoop, rate_hz: float | None = None
+    ) -> None:
         self.out, self.loop = out, loop
+        self.period = None if rate_hz is None else 1.0 / rate_hz
+        self.achieved_hz: float | None = None
 
     def run(self, payload: bytes, count: int) -> list[float]:
         self.payload, self.count, self.i, self.samples = payload, count, 0, []
         self.done: asyncio.Future[None] = self.loop.create_future()
+        self.start = self.loop.time()  # the loop's clock paces (uvloop's: whole milliseconds)
+        self.first_sent = time.perf_counter_ns() / 1e9  # ... this clock says what it kept
         self.loop.call_soon(self.send)
+        paced = (WARMUP + count) * (self.period or 0.0)
         try:
-            self.loop.run_until_complete(asyncio.wait_for(self.done, REPLY_TIMEOUT_S + count))
+            self.loop.run_until_complete(
+                asyncio.wait_for(self.done, REPLY_TIMEOUT_S + count + paced)
+            )
         except TimeoutError:
             sys.exit(f"zenoh ping-loop: {len(payload)} B round trips did not finish")
+        if self.period is not None:  # sends per second, first to last, warm-up included
+            span = max(self.last_sent - self.first_sent, 1e-9)
+            self.achieved_hz = (WARMUP + count - 1) / span
         return self.samples
 
     def send(self) -> None:
         self.t0 = time.perf_counter_ns()
+        self.last_sent = self.t0 / 1e9
         self.out.put(self.payload)
+
+    def send_next(self) -> None:
+        due = None if self.period is None else self.start + self.i * self.period
+        if due is None or due <= self.loop.time():
+            self.send()
+        else:
+            self.loop.call_at(due, self.send)
 
     def pong(self, _payload: Any) -> None:
         now = time.perf_counter_ns()
@@ -153,7 +180,7 @@ class LoopPinger:
         if self.i >= WARMUP + self.count:
             self.done.set_result(None)
         else:
-            self.send()
+            self.send_next()
 
 
 def ping_loop(connect: str, count: int, sizes: list[int]) -> None:

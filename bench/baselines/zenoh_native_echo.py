@@ -8,6 +8,11 @@
                                                      then COUNT pings, each sent by the loop
                                                      when the last reply reaches it; one JSON
                                                      line per size: {"size": SIZE, "rtt_us": [...]}
+    zenoh_native_echo.py ping --rate HZ CONNECT COUNT SIZE...
+                                                     the same, each ping (warm-up too) sent at
+                                                     start + i / HZ by a loop timer (or at
+                                                     once when its reply came later); the line
+                                                     also gives "rate_hz", the rate achieved
 
 Shaped as zenoh_echo.py's -loop pair (the same settings, publishers, pinger and timing),
 but the binding is `zenoh_min` (baselines/zenoh_pyo3, built by bench/scale.py into
@@ -74,26 +79,41 @@ def echo(listen: str) -> None:
     loop.run_forever()
 
 
-def ping(connect: str, count: int, sizes: list[int]) -> None:
+def ping(connect: str, count: int, sizes: list[int], rate_hz: float | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     s = session([], [connect])
     try:
         out, inbox = s.publisher("bench/ping"), s.inbox("bench/pong")
         match(out, Polled(inbox), bytes(sizes[0]))
         loop = new_event_loop()
-        pinger = LoopPinger(out, loop)
+        pinger = LoopPinger(out, loop, rate_hz)
         on_loop(loop, inbox, pinger.pong)
         for size in sizes:
-            report(size, pinger.run(bytes(size), count))
+            samples = pinger.run(bytes(size), count)
+            report(size, samples, pinger.achieved_hz)
     finally:
         s.close()
 
 
+def rate_of(args: list[str]) -> tuple[float | None, list[str]]:
+    """`--rate HZ` at the head of ping's arguments: the rate and the arguments after it."""
+    if args[:1] != ["--rate"]:
+        return None, args
+    try:
+        rate = float(args[1])
+    except (IndexError, ValueError):
+        rate = 0.0
+    if not 0 < rate < float("inf"):
+        sys.exit("zenoh_native_echo.py: --rate: a rate in Hz above 0")
+    return rate, args[2:]
+
+
 if __name__ == "__main__":
     role, args = sys.argv[1:2], sys.argv[2:]
+    rate, args = rate_of(args) if role == ["ping"] else (None, args)
     if role == ["echo"] and len(args) == 1:
         echo(args[0])
     elif role == ["ping"] and len(args) >= 3:
-        ping(args[0], int(args[1]), [int(s) for s in args[2:]])
+        ping(args[0], int(args[1]), [int(s) for s in args[2:]], rate)
     else:
         sys.exit(__doc__)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from roboscale.backends.base import (
     Callback,
@@ -43,6 +43,9 @@ from roboscale.backends.base import (
 )
 from roboscale.backends.payload import HEADER, wire_body
 from roboscale.backends.qos import RELIABLE_VOLATILE
+from roboscale.runtime.zenoh_config import TRANSPORTS
+
+Transport = Literal["queued", "lowlatency"]  # runtime.zenoh_config.TRANSPORTS
 
 
 class RuntimeOwner:
@@ -187,7 +190,7 @@ class NativeProcSession(NativeSession):
         super().__init__(ctx, runtime)
         self._endpoints: dict[str, object] = {
             k: ctx.config[k]
-            for k in ("mode", "listen", "connect", "shared_memory")
+            for k in ("mode", "listen", "connect", "shared_memory", "transport")
             if k in ctx.config
         }
         self._exports: list[str] = []
@@ -273,11 +276,19 @@ class NativeBackend:
 
 
 class NativeProcBackend(NativeBackend):
+    """`transport`: the bridges' Zenoh transport (the bridge's `transport:`). The lab runs
+    the default, "queued"; "lowlatency" is opt-in for benchmarks that build this backend
+    themselves (bench/scale_dds.py), for payloads up to its cap only
+    (runtime.zenoh_config.LOWLATENCY_MAX_PAYLOAD: Zenoh does not fragment on it)."""
+
     name = "native-proc"
     placement = "node"
 
-    def __init__(self) -> None:
+    def __init__(self, transport: Transport = "queued") -> None:
         super().__init__()
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport {transport!r}: allowed are {', '.join(TRANSPORTS)}")
+        self.transport = transport
         self._ports: dict[tuple[str, int], int] = {}
 
     def check(self) -> None:
@@ -292,6 +303,8 @@ class NativeProcBackend(NativeBackend):
 
         path = link_path(BridgeConfig(), load=False)[1]
         over = f"processes over {ZENOH.version()}, bridge: {path}"
+        if self.transport != "queued":
+            over += f", transport {self.transport}"
         return super().version().replace("in-process", over)
 
     def start_infrastructure(self, workdir: Path, where: Where) -> Infrastructure:
@@ -302,7 +315,7 @@ class NativeProcBackend(NativeBackend):
     def node_config(self, role: str, key: int, node: NodeSetting) -> dict[str, object]:
         from roboscale.backends.zenoh import BACKEND as ZENOH
 
-        return ZENOH.node_config(role, key, node)
+        return {**ZENOH.node_config(role, key, node), "transport": self.transport}
 
     def open(self, ctx: NodeContext) -> NativeProcSession:
         return NativeProcSession(ctx, self.runtimes.get())

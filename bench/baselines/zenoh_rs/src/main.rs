@@ -6,6 +6,11 @@
 //!                                               until the path is up, WARMUP pings, then COUNT
 //!                                               pings one after the other; one JSON line per
 //!                                               size: {"size": SIZE, "rtt_us": [...]}
+//!     zenoh-echo-rs ping --rate HZ CONNECT COUNT SIZE...
+//!                                               the same, each ping (warm-up too) sent at
+//!                                               start + i / HZ, or at once when its reply
+//!                                               came later than that; the line also gives
+//!                                               "rate_hz", the rate achieved
 //!
 //! The same shape as baselines/zenoh_echo.py, so that the two differ only in the language
 //! that holds the samples: peer to peer on an explicit endpoint, scouting off, shared memory
@@ -105,7 +110,15 @@ fn wait_for_path(ping: &zenoh::pubsub::Publisher<'_>, sub: &Subscriber, payload:
     )
 }
 
-fn ping(connect: &str, count: usize, sizes: &[usize]) {
+/// Sleep until `due`: the pacing of `ping --rate` (absolute deadlines, as flood_pub's).
+fn wait_until(due: Instant) {
+    let now = Instant::now();
+    if due > now {
+        std::thread::sleep(due - now);
+    }
+}
+
+fn ping(connect: &str, count: usize, sizes: &[usize], rate: Option<f64>) {
     let s = session(&[], &[connect]);
     let out = publisher(&s, "bench/ping");
     let sub = subscriber(&s, "bench/pong");
@@ -113,9 +126,14 @@ fn ping(connect: &str, count: usize, sizes: &[usize]) {
         let payload = vec![0u8; size];
         wait_for_path(&out, &sub, &payload);
         let mut samples = Vec::with_capacity(count);
+        let (start, mut last_sent) = (Instant::now(), Instant::now());
         for i in 0..WARMUP + count {
+            if let Some(hz) = rate {
+                wait_until(start + Duration::from_secs_f64(i as f64 / hz));
+            }
             // A fresh buffer per put, as zenoh-python copies its bytes into one.
             let t0 = Instant::now();
+            last_sent = t0;
             out.put(payload.clone())
                 .wait()
                 .unwrap_or_else(|e| fail("put", e));
@@ -124,7 +142,11 @@ fn ping(connect: &str, count: usize, sizes: &[usize]) {
                 samples.push(format!("{:.3}", t0.elapsed().as_secs_f64() * 1e6));
             }
         }
-        println!("{{\"size\": {size}, \"rtt_us\": [{}]}}", samples.join(", "));
+        // Sends per second from the first to the last (warm-up included).
+        let spans = (WARMUP + count - 1) as f64;
+        let achieved = spans / (last_sent - start).as_secs_f64().max(1e-9);
+        let paced = rate.map_or(String::new(), |_| format!(", \"rate_hz\": {achieved:.3}"));
+        println!("{{\"size\": {size}, \"rtt_us\": [{}]{paced}}}", samples.join(", "));
     }
     s.close().wait().unwrap_or_else(|e| fail("close", e));
 }
@@ -241,10 +263,21 @@ fn main() {
         Some("echo") if args.len() == 3 => echo(&args[2]),
         Some("sub") if args.len() == 3 => flood_sub(&args[2]),
         Some("pub") if args.len() == 3 => flood_pub(&args[2]),
+        Some("ping") if args.len() >= 7 && args[2] == "--rate" => {
+            let hz: f64 = args[3].parse().unwrap_or_else(|e| fail(&args[3], e));
+            if !(hz > 0.0 && hz.is_finite()) {
+                fail("--rate", "a rate in Hz above 0");
+            }
+            let sizes: Vec<usize> = args[6..].iter().map(|s| number(s)).collect();
+            ping(&args[4], number(&args[5]), &sizes, Some(hz))
+        }
         Some("ping") if args.len() >= 5 => {
             let sizes: Vec<usize> = args[4..].iter().map(|s| number(s)).collect();
-            ping(&args[2], number(&args[3]), &sizes)
+            ping(&args[2], number(&args[3]), &sizes, None)
         }
-        _ => fail("usage", "echo LISTEN | ping CONNECT COUNT SIZE... | sub LISTEN | pub CONNECT"),
+        _ => fail(
+            "usage",
+            "echo LISTEN | ping [--rate HZ] CONNECT COUNT SIZE... | sub LISTEN | pub CONNECT",
+        ),
     }
 }

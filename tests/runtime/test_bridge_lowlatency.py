@@ -311,3 +311,33 @@ def test_what_a_peer_says_of_its_transport_is_parsed_or_refused_never_raises(
         transport, zid = said
         assert transport in ("queued", "lowlatency") and 0 < len(zid) <= 32
         assert payload == f"{transport} {zid}".encode()
+
+
+@pytest.mark.zenoh
+def test_a_direct_send_in_parts_over_the_cap_is_refused_too(zenoh: None, bridge_path: str) -> None:
+    """The lab's senders write a frame's header and body as parts straight into a plain
+    export from their own thread (`_Export.send_parts`): the cap holds there as for a
+    message published whole, or Zenoh would drop the larger one with only a log line."""
+    a, b = Runtime().start(), Runtime().start()
+    events: list[SupervisionEvent] = []
+    a.subscribers.append(events.append)
+    got: list[Any] = []
+    subscriber(b, got)
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    exporter = {**LOW, "listen": [endpoint], "export": ["/any"]}
+    importer = {**LOW, "connect": [endpoint], "import": ["/any"]}
+    try:
+        with Bridge(a, bridge_config(exporter)) as ba, Bridge(b, bridge_config(importer)):
+            export = a.bus.topic("/any").taps[0]
+            assert export.retention is None  # a plain export: what the lab's senders use
+            wait_until(lambda: export.send_parts((b"pr", b"obe")) or got)
+            with pytest.raises(Unencodable, match=f"payload of {CAP + 1} bytes, over .* {CAP}"):
+                export.send_parts((b"h" * 16, b"y" * (CAP + 1 - 16)))
+            export.send_parts((b"h" * 16, b"x" * (CAP - 16)))
+            wait_until(lambda: len(got[-1]) == CAP)
+            wait_until(lambda: ba.stats()["refused"] == 1)  # counted on the loop
+            assert [len(m) for m in got if m != b"probe"] == [CAP]
+            wait_until(lambda: any(e.kind == "refused" for e in events))
+    finally:
+        a.close()
+        b.close()

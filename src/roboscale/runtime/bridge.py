@@ -114,6 +114,10 @@ class _Export:
         memory pool, instead of a concatenation copied again by Zenoh. Plain exports only
         (a durable one retains its own bytes: concatenated, then published as usual)."""
         if self.retention is None:
+            if self.limit is not None:  # the same cap as a message published whole
+                size = sum(len(part) for part in parts)
+                if size > self.limit:
+                    self.bridge.refuse(self.topic.name, size, self.limit)
             self.pub.send_parts(parts, Codec.RAW, 0)
         else:
             self(b"".join(parts))
@@ -416,10 +420,16 @@ class Bridge:
         if limit < LOWLATENCY_MAX_PAYLOAD:  # a durable topic's long key, in every reply
             why += f"; {LOWLATENCY_MAX_PAYLOAD} B less what its backlog replies' key takes"
         error = f"{topic}: payload of {size} bytes, over this topic's maximum of {limit} ({why})"
+        if self.runtime.in_loop():
+            self._count_refused(error)
+        else:  # a sender thread's direct send (_Export.send_parts): counted on the loop
+            self.runtime.loop.call_soon_threadsafe(self._count_refused, error)
+        raise Unencodable(f"bridge: cannot send {error}")
+
+    def _count_refused(self, error: str) -> None:
         before, self.refused = self.refused, self.refused + 1
         if self.refused.bit_length() > before.bit_length():  # 1st, 2nd, 4th...: no flood
             self.emit("refused", f"{self.refused} not sent, last: {error}")
-        raise Unencodable(f"bridge: cannot send {error}")
 
     def _on_native(self, inbox: Any) -> None:
         """On the loop (native link): the rows waiting, their headers checked in Rust."""

@@ -54,8 +54,7 @@ import goals as judge
 from common import attempt, counted_args, finish, header, stop_group, table
 from roboscale.backends.base import Backend, get_backend
 from roboscale.backends.dds import cyclone_xml, lease_domain
-from roboscale.lab.envs import Placement
-from roboscale.lab.trial import collect, run_nodes
+from roboscale.lab.trial import run_here
 from roboscale.spec.payloads import format_size, parse_payload
 from roboscale.spec.planner import TrialPlan
 
@@ -143,14 +142,7 @@ def lab_rtt_us(backend: Backend, t: TrialPlan) -> list[float]:
     message that came back, in µs (also bench/scale_dds.py's)."""
     backend.check()
     with tempfile.TemporaryDirectory(prefix="roboscale-bench-echo-") as work:
-        infra = backend.start_infrastructure(Path(work), Placement())
-        raw = Path(work) / "raw"
-        raw.mkdir()
-        try:
-            run_nodes(backend, infra, t, raw)
-            tables, _ = collect(t, raw)
-        finally:
-            infra.stop()
+        tables, _ = run_here(backend, t, Path(work))
     rows = tables[0].to_pydict()
     return [
         (r - s) / 1e3

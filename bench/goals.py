@@ -206,6 +206,20 @@ def single(goal: str, measured: float | None, target: Target, sample: str) -> di
     return line(goal, measured, target, met, sample=f"{sample} (one measurement: no interval)")
 
 
+def rounds_ratio(
+    goal: str, both: Sequence[tuple[Samples, Samples]], target: Target
+) -> dict[str, Any]:
+    """The p50 of ours over the anchor's, from the rounds both finished (`both`: per round,
+    our samples and the anchor's), judged over rounds, with each round's own ratio
+    (`by_round`); not measured when no round finished on both sides."""
+    if not both:
+        return {**not_measured(goal, target), "by_round": "-"}
+    ours, anchor = [a for a, _ in both], [b for _, b in both]
+    ratios = [float(np.median(a)) / float(np.median(b)) for a, b in both]
+    judged = latency_ratio(goal, ours, anchor, target, per="round")
+    return {**judged, "by_round": round_range(ratios, target)}
+
+
 def round_range(ratios: Sequence[float], target: Target) -> str:
     """Each round's ratio, their range and how many met the target."""
     if not ratios:

@@ -281,14 +281,10 @@ def ratio_lines(
         both = [(a, b) for a, b in zip(runs, anchor, strict=False) if a and b]
         rounds = "one round" if len(both) == 1 else f"{len(both)} rounds"
         goal = f"{what} {name(*key)} ({rounds})"
-        if not both:
-            out.append({**judge.not_measured(goal, GOAL), "by_round": "-"})
-            continue
-        ours, theirs = [a for a, _ in both], [b for _, b in both]
-        ratios = [statistics.median(a) / statistics.median(b) for a, b in both]
-        line = judge.latency_ratio(goal, ours, theirs, GOAL, per="round")
-        line["why"] = "; ".join(filter(None, [line["why"], losses(got, key, system, both)]))
-        out.append({**line, "by_round": judge.round_range(ratios, GOAL)})
+        line = judge.rounds_ratio(goal, both, GOAL)
+        if both:
+            line["why"] = "; ".join(filter(None, [line["why"], losses(got, key, system, both)]))
+        out.append(line)
     return out
 
 

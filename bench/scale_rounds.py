@@ -132,11 +132,5 @@ def system_goals(system: str, runs: dict[str, list[scale.EchoRun | None]]) -> li
         pairs = zip(runs[system], runs[scale.ROSPY], strict=True)
         both = [(a.rtt_us[size], b.rtt_us[size]) for a, b in pairs
                 if a and b and a.rtt_us.get(size) and b.rtt_us.get(size)]  # fmt: skip
-        if not both:
-            out.append({**judge.not_measured(goal, target), "by_round": "-"})
-            continue
-        ours, anchor = [a for a, _ in both], [b for _, b in both]
-        ratios = [statistics.median(a) / statistics.median(b) for a, b in both]
-        line = judge.latency_ratio(goal, ours, anchor, target, per="round")
-        out.append({**line, "by_round": judge.round_range(ratios, target)})
+        out.append(judge.rounds_ratio(goal, both, target))
     return out

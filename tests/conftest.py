@@ -118,21 +118,13 @@ def run_trial(tmp_path: Path) -> RunTrial:
     """Run one TrialPlan's nodes here as the lab does (infrastructure, nodes, records), with
     no results folder and no summary: what the backend and workload tests look at."""
     from roboscale.backends.base import get_backend
-    from roboscale.lab.envs import Placement
-    from roboscale.lab.trial import collect, run_nodes
+    from roboscale.lab.trial import run_here
 
     def run(t: Any) -> tuple[list[Any], list[dict[str, object]]]:
         backend = get_backend(t.backend)
         backend.check()
-        infra = backend.start_infrastructure(tmp_path, Placement())
-        raw = tmp_path / "raw"
-        raw.mkdir()
-        try:
-            run_nodes(backend, infra, t, raw)
-            tables, nodes = collect(t, raw)
-            return tables, [n.to_dict() for n in nodes]  # the headers as agents wrote them
-        finally:
-            infra.stop()
+        tables, nodes = run_here(backend, t, tmp_path)
+        return tables, [n.to_dict() for n in nodes]  # the headers as agents wrote them
 
     return run
 

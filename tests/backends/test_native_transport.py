@@ -11,8 +11,7 @@ from tests.backends.test_trials import check_complete, trial
 
 from roboscale.backends.base import MessageKind, NodeContext, NodeSetting
 from roboscale.backends.native import NativeProcBackend, NativeProcSession
-from roboscale.lab.envs import Placement
-from roboscale.lab.trial import collect, run_nodes
+from roboscale.lab.trial import run_here
 from roboscale.runtime.executor import Runtime
 
 
@@ -54,13 +53,6 @@ def test_a_lowlatency_trial_echoes_every_message(tmp_path: Path, zenoh: None) ->
     (the laser scan's 4,250 B, under the transport's cap)."""
     backend = NativeProcBackend("lowlatency")
     t = trial("native-proc", "laserscan", 4250, pairs=1)
-    infra = backend.start_infrastructure(tmp_path, Placement())
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    try:
-        run_nodes(backend, infra, t, raw)
-        tables, nodes = collect(t, raw)
-    finally:
-        infra.stop()
+    tables, nodes = run_here(backend, t, tmp_path)
     check_complete(tables[0].to_pydict(), 200)
     assert all(n.malformed == 0 for n in nodes)

@@ -6,6 +6,7 @@ path where Zenoh would drop)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,9 +68,9 @@ def test_a_bad_transport_or_a_payload_over_its_cap_is_refused_at_load(
     assert bridge_config({**LOW, "max_payload": CAP, "import": ["/a"]}).max_payload == CAP
 
 
-@pytest.fixture
-def lowlatency_pair(
-    zenoh: None, bridge_path: str
+@contextlib.contextmanager
+def lowlatency_link(
+    durable: bool,
 ) -> Iterator[tuple[Runtime, Bridge, Bridge, list[Any], list[SupervisionEvent]]]:
     """Runtime a exports /any (durable: retained) to runtime b, both on lowlatency;
     yields once a first message got through."""
@@ -79,7 +80,9 @@ def lowlatency_pair(
     got: list[Any] = []
     subscriber(b, got)
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    exporter = {**LOW, "listen": [endpoint], "export": ["/any"], "durable": ["/any"]}
+    exporter = {**LOW, "listen": [endpoint], "export": ["/any"]}
+    if durable:
+        exporter["durable"] = ["/any"]
     importer = {**LOW, "connect": [endpoint], "import": ["/any"]}
     try:
         with Bridge(a, bridge_config(exporter)) as ba, Bridge(b, bridge_config(importer)) as bb:
@@ -88,6 +91,15 @@ def lowlatency_pair(
     finally:
         a.close()
         b.close()
+
+
+@pytest.fixture
+def lowlatency_pair(
+    zenoh: None, bridge_path: str
+) -> Iterator[tuple[Runtime, Bridge, Bridge, list[Any], list[SupervisionEvent]]]:
+    """A durable /any from runtime a to runtime b, both on lowlatency."""
+    with lowlatency_link(durable=True) as pair:
+        yield pair
 
 
 @pytest.mark.zenoh
@@ -318,26 +330,13 @@ def test_a_direct_send_in_parts_over_the_cap_is_refused_too(zenoh: None, bridge_
     """The lab's senders write a frame's header and body as parts straight into a plain
     export from their own thread (`_Export.send_parts`): the cap holds there as for a
     message published whole, or Zenoh would drop the larger one with only a log line."""
-    a, b = Runtime().start(), Runtime().start()
-    events: list[SupervisionEvent] = []
-    a.subscribers.append(events.append)
-    got: list[Any] = []
-    subscriber(b, got)
-    endpoint = f"tcp/127.0.0.1:{free_port()}"
-    exporter = {**LOW, "listen": [endpoint], "export": ["/any"]}
-    importer = {**LOW, "connect": [endpoint], "import": ["/any"]}
-    try:
-        with Bridge(a, bridge_config(exporter)) as ba, Bridge(b, bridge_config(importer)):
-            export = a.bus.topic("/any").taps[0]
-            assert export.retention is None  # a plain export: what the lab's senders use
-            wait_until(lambda: export.send_parts((b"pr", b"obe")) or got)
-            with pytest.raises(Unencodable, match=f"payload of {CAP + 1} bytes, over .* {CAP}"):
-                export.send_parts((b"h" * 16, b"y" * (CAP + 1 - 16)))
-            export.send_parts((b"h" * 16, b"x" * (CAP - 16)))
-            wait_until(lambda: len(got[-1]) == CAP)
-            wait_until(lambda: ba.stats()["refused"] == 1)  # counted on the loop
-            assert [len(m) for m in got if m != b"probe"] == [CAP]
-            wait_until(lambda: any(e.kind == "refused" for e in events))
-    finally:
-        a.close()
-        b.close()
+    with lowlatency_link(durable=False) as (a, ba, _, got, events):
+        export = a.bus.topic("/any").taps[0]
+        assert export.retention is None  # a plain export: what the lab's senders use
+        with pytest.raises(Unencodable, match=f"payload of {CAP + 1} bytes, over .* {CAP}"):
+            export.send_parts((b"h" * 16, b"y" * (CAP + 1 - 16)))
+        export.send_parts((b"h" * 16, b"x" * (CAP - 16)))
+        wait_until(lambda: len(got[-1]) == CAP)
+        wait_until(lambda: ba.stats()["refused"] == 1)  # counted on the loop
+        assert [len(m) for m in got if m != b"probe"] == [CAP]
+        wait_until(lambda: any(e.kind == "refused" for e in events))

@@ -104,6 +104,20 @@ def collect(
     return get_workload(t.workload).collect(t, raw, (where or Placement()).names)
 
 
+def run_here(backend: Backend, t: TrialPlan, work: Path) -> tuple[list[pa.Table], list[NodeHeader]]:
+    """One trial's nodes run on this machine as the lab runs them (the backend's
+    infrastructure, the nodes, their records in `work`/raw), with no results folder and no
+    summary: what the benchmarks and the backend tests look at."""
+    infra = backend.start_infrastructure(work, Placement())
+    raw = work / "raw"
+    raw.mkdir()
+    try:
+        run_nodes(backend, infra, t, raw)
+        return collect(t, raw)
+    finally:
+        infra.stop()
+
+
 def _cpu_s(usage: ProcessTimes) -> float:
     return usage.cpu_user_s + usage.cpu_sys_s
 

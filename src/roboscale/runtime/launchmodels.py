@@ -72,6 +72,13 @@ _TARGET = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")  # fullmatch: `$` allows a
 _LEAF = "a letter, then letters, digits or '_'"
 
 
+def _importable(value: str, form: str) -> str:
+    """A launch file's `module:name` to import (at build time, never from the wire)."""
+    if not _TARGET.fullmatch(value):
+        raise ValueError(f"{value!r} is not allowed; write {form}")
+    return value
+
+
 def _leaf_name(value: str) -> str:
     if not is_valid_name(value) or "/" in value:
         raise ValueError(f"invalid name {value!r}: {_LEAF}")
@@ -146,12 +153,7 @@ class NodeChild(_Child):
 
     _n = field_validator("node")(_leaf_name)
 
-    @field_validator("class_")
-    @classmethod
-    def _target(cls, value: str) -> str:
-        if not _TARGET.fullmatch(value):
-            raise ValueError(f"{value!r} is not allowed; write package.module:Class")
-        return value
+    _t = field_validator("class_")(lambda value: _importable(value, "package.module:Class"))
 
 
 class ProcessChild(_Child):
@@ -165,12 +167,7 @@ class ProcessChild(_Child):
 
     _n = field_validator("process")(_leaf_name)
 
-    @field_validator("target")
-    @classmethod
-    def _target(cls, value: str) -> str:
-        if not _TARGET.fullmatch(value):
-            raise ValueError(f"{value!r} is not allowed; write package.module:function")
-        return value
+    _t = field_validator("target")(lambda value: _importable(value, "package.module:function"))
 
 
 class CommandChild(_Child):

@@ -4,7 +4,6 @@ only where that is all their topic has (backends/native.py `direct_export`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,13 +18,6 @@ from roboscale.runtime.executor import Runtime
 from roboscale.runtime.node import Node, NodeRecipe
 from roboscale.runtime.supervisor import ChildSpec, Supervisor
 from roboscale.runtime.zlink import PATH_ENV, NativeLink, native_module
-
-
-@pytest.fixture
-def rt(zenoh: None) -> Iterator[Runtime]:
-    runtime = Runtime().start()
-    yield runtime
-    runtime.close()
 
 
 @pytest.mark.zenoh

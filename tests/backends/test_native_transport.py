@@ -3,7 +3,6 @@ the setting reaches each node's bridge, and a real trial on it echoes every mess
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,6 @@ def test_the_lab_default_stays_queued() -> None:
     backend = NativeProcBackend()
     config = backend.node_config("echoer", 0, NodeSetting(trial="t", listen=True))
     assert config["transport"] == "queued"
-
-
-@pytest.fixture
-def rt(zenoh: None) -> Iterator[Runtime]:
-    runtime = Runtime().start()
-    yield runtime
-    runtime.close()
 
 
 @pytest.mark.zenoh

@@ -97,8 +97,8 @@ class _Export:
 
     def __call__(self, msg: Any) -> None:
         codec, tag, data = self.encode(msg)
-        if self.limit is not None and len(data) > self.limit:
-            self.bridge.refuse(self.topic.name, len(data), self.limit)
+        if self.limit is not None:  # no call on the publish path without a cap
+            self._check_size(len(data))
         if self.retention is None:
             self.pub.send(data, codec, tag)
             return
@@ -108,6 +108,11 @@ class _Export:
         self.retention.add(self.seq, data, attachment)  # retained before sent: never missed
         self.pub.put(data, attachment)
 
+    def _check_size(self, size: int) -> None:
+        """Refuse (and raise) a payload over the transport's cap (`limit` is set)."""
+        if self.limit is not None and size > self.limit:
+            self.bridge.refuse(self.topic.name, size, self.limit)
+
     def send_parts(self, parts: Sequence[bytes | memoryview]) -> None:
         """A raw message given as parts (the lab's frame: its header, then its body): on the
         native link each part is copied once, a large message straight into the shared
@@ -115,9 +120,7 @@ class _Export:
         (a durable one retains its own bytes: concatenated, then published as usual)."""
         if self.retention is None:
             if self.limit is not None:  # the same cap as a message published whole
-                size = sum(len(part) for part in parts)
-                if size > self.limit:
-                    self.bridge.refuse(self.topic.name, size, self.limit)
+                self._check_size(sum(len(part) for part in parts))
             self.pub.send_parts(parts, Codec.RAW, 0)
         else:
             self(b"".join(parts))
